@@ -1,0 +1,109 @@
+"""The model boundary: `CompletionClient`, `Completion`, and the two clients that need no network.
+
+`OpenAiCompatible` lives in `openai_client.py`; it is the only client that talks to a server.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from bot.beam.errors import BeamError
+from bot.beam.tools import ToolSpec
+from bot.beam.types import AgentInput, TokenUsage
+
+
+@dataclass(frozen=True, slots=True)
+class PendingToolCall:
+    """A tool call the model asked for; `args` is any JSON value."""
+
+    id: str
+    name: str
+    args: Any = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """Either text or tool calls, plus what the server said it used (we report it; the original did not)."""
+
+    text: str | None = None
+    tool_calls: tuple[PendingToolCall, ...] | None = None
+    usage: TokenUsage | None = None
+    model: str | None = None
+
+    @classmethod
+    def of_text(cls, text: str, *, usage: TokenUsage | None = None, model: str | None = None) -> Completion:
+        return cls(text=text, usage=usage, model=model)
+
+    @classmethod
+    def of_tool_calls(
+        cls,
+        calls: Iterable[PendingToolCall],
+        *,
+        usage: TokenUsage | None = None,
+        model: str | None = None,
+    ) -> Completion:
+        return cls(tool_calls=tuple(calls), usage=usage, model=model)
+
+    @property
+    def is_text(self) -> bool:
+        return self.tool_calls is None
+
+
+@runtime_checkable
+class CompletionClient(Protocol):
+    """Anything that turns OpenAI-format messages and tool specs into a `Completion`.
+
+    `complete_for` lets a host route per request; the runner always calls it. Clients that do not
+    care inherit `CompletionClientBase`, whose `complete_for` is `complete`.
+    """
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion: ...
+
+    async def complete_for(
+        self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
+    ) -> Completion: ...
+
+
+class CompletionClientBase:
+    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        raise NotImplementedError
+
+    async def complete_for(
+        self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
+    ) -> Completion:
+        return await self.complete(messages, tools)
+
+
+class EchoClient(CompletionClientBase):
+    """Echoes the last user message; the client used when no API key is configured."""
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        for message in reversed(messages):
+            content = message.get("content")
+            if message.get("role") == "user" and isinstance(content, str):
+                return Completion.of_text(f"Echo: {content}" if content else "(empty)")
+        return Completion.of_text("(empty)")
+
+
+class ScriptedClient(CompletionClientBase):
+    """Returns the given completions in order (FIFO); BEM-081 once they are used up.
+
+    It also keeps every request it was sent, so tests can check what the model would have seen.
+    """
+
+    def __init__(self, steps: Iterable[Completion]) -> None:
+        self._steps: deque[Completion] = deque(steps)
+        self.requests: list[tuple[list[dict[str, Any]], list[ToolSpec]]] = []
+
+    @property
+    def remaining(self) -> int:
+        return len(self._steps)
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        self.requests.append(([dict(m) for m in messages], list(tools)))
+        if not self._steps:
+            raise BeamError("BEM-081")
+        return self._steps.popleft()

@@ -1,0 +1,181 @@
+"""`BeamError` and the BEM catalogue: one place that says what every code means and its HTTP status.
+
+Codes and statuses are Riverbeam's (riverbeam-reference.md section 2), so a client that knows the
+original reads ours the same way. Codes we added for conditions the original never checks take
+unused numbers in the matching range and are marked "beam-bot" below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+TYPE_BASE = "https://riverbase.io/~/rs/error/"
+
+
+@dataclass(frozen=True, slots=True)
+class CatalogEntry:
+    code: str
+    status: int
+    title: str
+    message: str
+    hint: str | None = None
+
+
+def _e(code: int, status: int, message: str, hint: str | None = None) -> CatalogEntry:
+    return CatalogEntry(f"BEM-{code:03d}", status, _TITLES[status], message, hint)
+
+
+_TITLES = {
+    400: "Bad Request",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "Not Found",
+    409: "Conflict",
+    413: "Content Too Large",
+    422: "Unprocessable Entity",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    501: "Not Implemented",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+
+_ENTRIES = [
+    _e(1, 422, "Could not serialize the invoke request."),
+    _e(3, 422, "Payload is not a valid InvokeRequest."),
+    _e(20, 404, "Agent is not registered."),
+    _e(21, 404, "Agent is not registered for stream dispatch."),
+    _e(22, 404, "The pipeline could not resolve the agent."),
+    _e(27, 404, "Agent action not found."),
+    _e(28, 404, "Action could not be resolved."),
+    _e(40, 400, "Agent does not support the input modalities."),
+    _e(41, 422, "No model available for the input modalities."),
+    _e(46, 500, "Could not serialize the AgentResult."),
+    _e(62, 400, "Resume needs the pending interaction id."),
+    _e(63, 400, "Invalid action identifier."),
+    _e(64, 400, "Resume references an unknown pending action."),
+    _e(65, 400, "Action does not belong to the pending interaction."),
+    _e(66, 400, "Resume action is not pending."),
+    _e(80, 422, "ScriptedClient lock poisoned."),
+    _e(81, 422, "ScriptedClient has no steps left."),
+    _e(82, 422, "LLM request failed."),
+    _e(83, 422, "LLM response is not decodable."),
+    _e(84, 422, "LLM returned an error status."),
+    _e(85, 422, "LLM response has no choices."),
+    _e(86, 422, "Stream ended without a terminal done frame."),
+    _e(87, 422, "Stream reported an error frame."),
+    _e(88, 422, "Tool loop exceeded the maximum number of rounds."),
+    _e(89, 422, "Unknown tool during the tool loop."),
+    _e(90, 422, "Unknown tool while resuming."),
+    _e(107, 422, "Sandbox tools need metadata.sandbox_root."),
+    _e(108, 422, "A required sandbox tool argument is missing."),
+    _e(109, 501, "The remember tool must be bound by the host."),
+    # Sandbox path jail (SandboxRoot).
+    _e(300, 400, "Path is absolute or contains a NUL byte."),
+    _e(301, 400, "Path has a parent (..) or root component."),
+    _e(302, 400, "Path resolves outside the sandbox."),
+    _e(303, 400, "Parent of the path resolves outside the sandbox."),
+    _e(304, 400, "Path has no file name."),
+    _e(305, 400, "Path is outside the sandbox."),
+    _e(306, 400, "List target is not a directory."),
+    _e(307, 500, "Could not read the file."),
+    _e(308, 400, "Write target's parent is outside the sandbox."),
+    _e(309, 400, "A listed path is not under the sandbox root."),
+    _e(310, 500, "Could not create the sandbox root."),
+    _e(311, 500, "Could not canonicalize the sandbox root."),
+    _e(312, 500, "Could not canonicalize the path."),
+    _e(313, 500, "Could not canonicalize the parent of the path."),
+    _e(314, 500, "Could not create parent directories."),
+    _e(315, 500, "Could not canonicalize the write parent."),
+    _e(316, 500, "Could not write the file."),
+    _e(317, 500, "Could not read a directory entry."),
+    _e(318, 500, "Could not read a directory listing."),
+    # beam-bot: conditions the original never checks.
+    _e(319, 413, "File or listing is larger than the sandbox allows."),
+    # Sandbox git (WorkingTree).
+    _e(320, 500, "Could not initialise the repository."),
+    _e(321, 500, "Could not open the repository."),
+    _e(322, 500, "Could not read the repository status."),
+    _e(323, 500, "Could not compute the diff."),
+    _e(324, 500, "Could not read the log."),
+    _e(325, 500, "Could not stage the path."),
+    _e(326, 500, "Could not commit."),
+    _e(327, 500, "HEAD has no branch to push."),
+    _e(328, 403, "Push to a protected ref is denied."),
+    _e(329, 500, "The repository has no origin remote."),
+    _e(330, 500, "Push failed."),
+    _e(331, 500, "Could not set the origin remote."),
+    _e(332, 500, "Could not check out the branch."),
+    # beam-bot: git conditions the original never checks.
+    _e(333, 403, "Checking out a protected ref is denied."),
+    _e(334, 403, "Path is blocked for writes in this repository."),
+    _e(335, 403, "Push target is not this run's own branch."),
+    _e(336, 500, "Could not fetch from the remote."),
+    _e(337, 403, "The .git directory is out of reach of sandbox tools."),
+]
+
+CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}
+
+
+class BeamError(Exception):
+    """An error with a catalogued code, so every layer can map it (HTTP status, PR comment) alike.
+
+    `data` follows the original's `with_data`: a string becomes `{"detail": text}`, any other JSON
+    value is kept as is, and `None` means no data.
+    """
+
+    def __init__(self, code: str, data: Any = None, *, message: str | None = None) -> None:
+        entry = CATALOG.get(code)
+        if entry is None:
+            raise KeyError(f"{code} is not in the BEM catalogue")
+        self.entry = entry
+        self.code = code
+        self.data: Any = {"detail": data} if isinstance(data, str) else data
+        self.message = message or entry.message
+        super().__init__(f"{self.message} ({code})")
+
+    @property
+    def http_status(self) -> int:
+        return self.entry.status
+
+    @property
+    def detail(self) -> str | None:
+        if isinstance(self.data, dict):
+            detail = self.data.get("detail")
+            return detail if isinstance(detail, str) else None
+        return None
+
+    def to_json(self) -> dict[str, Any]:
+        """The serialized RiverbaseError, field order as the original writes it."""
+        out: dict[str, Any] = {
+            "http_status": self.entry.status,
+            "http_title": self.entry.title,
+            "errmesg": self.message,
+            "errcode": self.code,
+            "errdata": self.data,
+        }
+        if self.entry.hint:
+            out["errhint"] = self.entry.hint
+        return out
+
+    def to_problem(self, instance: str = "") -> dict[str, Any]:
+        """An RFC 7807 problem body, as the original's HTTP adapter builds it."""
+        out: dict[str, Any] = {
+            "type": TYPE_BASE + self.code,
+            "title": self.entry.title,
+            "status": self.entry.status,
+            "detail": self.message,
+            "instance": instance,
+            "errcode": self.code,
+            "errdata": self.data,
+        }
+        if self.entry.hint:
+            out["errhint"] = self.entry.hint
+        return out
+
+    def __str__(self) -> str:
+        detail = self.detail
+        base = f"{self.message} ({self.code})"
+        return f"{base}: {detail}" if detail else base
