@@ -52,6 +52,7 @@ _ENTRIES = [
     _e(28, 404, "Action could not be resolved."),
     _e(40, 400, "Agent does not support the input modalities."),
     _e(41, 422, "No model available for the input modalities."),
+    _e(42, 500, "Invalid model configuration."),
     _e(46, 500, "Could not serialize the AgentResult."),
     _e(62, 400, "Resume needs the pending interaction id."),
     _e(63, 400, "Invalid action identifier."),

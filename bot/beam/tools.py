@@ -31,7 +31,9 @@ class ToolSpec:
         }
 
 
-def json_params(properties: dict[str, Any] | None = None, required: list[str] | None = None) -> dict[str, Any]:
+def json_params(
+    properties: dict[str, Any] | None = None, required: list[str] | None = None
+) -> dict[str, Any]:
     """A JSON Schema object for a tool's arguments, keys in the original's order."""
     return {"type": "object", "properties": dict(properties or {}), "required": list(required or [])}
 

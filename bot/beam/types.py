@@ -49,14 +49,17 @@ class Wire(BaseModel):
 
     _omit_none: ClassVar[frozenset[str]] = frozenset()
     _omit_empty: ClassVar[frozenset[str]] = frozenset()
+    _omit_blank: ClassVar[frozenset[str]] = frozenset()  # strings dropped when ""
 
     @model_serializer(mode="wrap")
     def _omit(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data: dict[str, Any] = handler(self)
         for key in list(data):
             value = data[key]
-            if (key in self._omit_none and value is None) or (
-                key in self._omit_empty and (value is None or value == {} or value == [])
+            if (
+                (key in self._omit_none and value is None)
+                or (key in self._omit_empty and (value is None or value == {} or value == []))
+                or (key in self._omit_blank and value == "")
             ):
                 del data[key]
         return data
@@ -125,7 +128,9 @@ def modalities_of(parts: list[ContentPart]) -> set[Modality]:
 
 def text_of(parts: list[ContentPart], sep: str) -> str:
     """Join the text parts; the separator differs by call site in the original (see 9.3)."""
-    return sep.join(part.text for part in parts if part.type is ContentPartType.TEXT and part.text is not None)
+    return sep.join(
+        part.text for part in parts if part.type is ContentPartType.TEXT and part.text is not None
+    )
 
 
 class AgentMessageRole(StrEnum):
@@ -189,7 +194,7 @@ class AgentMessage(Wire):
 
 
 class AgentMetadata(Wire):
-    _omit_empty = frozenset({"description"})
+    _omit_blank = frozenset({"description"})
 
     name: str
     description: str = ""

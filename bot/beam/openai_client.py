@@ -1,0 +1,364 @@
+"""`OpenAiCompatible`: the chat-completions client, the one completion client that talks to a server.
+
+The request body, the env variables and the reply parsing are Riverbeam's (riverbeam-reference.md
+section 4.1). Where we do better (ARCHITECTURE.md section 5): the HTTP status is read before the body,
+tool-call arguments may be an object, transient failures are retried within the timeout, and the
+server's `usage` and `model` are reported. The API key never leaves the `Authorization` header.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import UTC
+from email.utils import parsedate_to_datetime
+from types import TracebackType
+from typing import Any
+
+import anyio
+import httpx
+
+from bot.beam.completion import Completion, CompletionClientBase, PendingToolCall
+from bot.beam.errors import BeamError
+from bot.beam.tools import ToolSpec
+from bot.beam.types import TokenUsage
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://integrate.api.nvidia.com/v1"
+DEFAULT_MODEL = "deepseek-ai/deepseek-v4-pro-0813"
+DEFAULT_MAX_TOKENS = 4096
+MIN_MAX_TOKENS = 16
+ERROR_BODY_LIMIT = 500
+
+_KEY_VARS = ("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
+# The asymmetry (`BEAM_API_BASE_URL` against `GFS_BEAM_BASE_URL`) is the original's.
+_BASE_URL_VARS = ("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL")
+_MODEL_VARS = ("BEAM_MODEL", "GFS_BEAM_MODEL")
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+def default_extra_body() -> dict[str, Any]:
+    """Turns off "thinking" on chat templates that have it, as the original does by default."""
+    return {"chat_template_kwargs": {"thinking": False}}
+
+
+def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
+    """The first variable that is set, even to "": the original falls back only when one is unset.
+
+    A value that is not valid UTF-8 (Python keeps such bytes as lone surrogates) counts as unset,
+    as Rust's `std::env::var` reports it as an error.
+    """
+    for name in names:
+        value = env.get(name)
+        if value is None:
+            continue
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        return value
+    return None
+
+
+class _Retryable(Exception):
+    """An attempt that failed in a way worth trying again; `error` is what to raise if we stop here."""
+
+    def __init__(self, error: BeamError, retry_after: float | None = None) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.retry_after = retry_after
+
+
+def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
+    """Seconds to wait from a `Retry-After` header, given as seconds or as an HTTP date."""
+    if value is None or not value.strip():
+        return None
+    text = value.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            when = parsedate_to_datetime(text)
+        except (TypeError, ValueError, IndexError):
+            return None
+        if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are always GMT
+            when = when.replace(tzinfo=UTC)
+        current = time.time() if now is None else now
+        return max(0.0, when.timestamp() - current)
+    if not math.isfinite(seconds):
+        return None
+    return max(0.0, seconds)
+
+
+class OpenAiCompatible(CompletionClientBase):
+    """Talks to any OpenAI-compatible `POST {base_url}/chat/completions` endpoint.
+
+    `timeout` bounds a whole `complete` call, retries and their waits included, as the original's
+    60 s total timeout bounds its single request. `sleep` is there so tests can record the waits
+    instead of waiting.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        *,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.max_tokens = DEFAULT_MAX_TOKENS
+        self.extra_body: Any = default_extra_body()
+        self.timeout = timeout
+        self.max_retries = max(0, max_retries)
+        self.backoff = max(0.0, backoff)
+        self._api_key = api_key
+        self._transport = transport
+        self._sleep: Sleep = sleep or anyio.sleep
+        self._client: httpx.AsyncClient | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAiCompatible | None:
+        """The client the environment describes, or None without a key (an empty BEAM_API_KEY included)."""
+        env = os.environ if env is None else env
+        api_key = _first_set(env, _KEY_VARS)
+        if not api_key:
+            return None
+        base_url = _first_set(env, _BASE_URL_VARS)
+        model = _first_set(env, _MODEL_VARS)
+        return cls(
+            DEFAULT_BASE_URL if base_url is None else base_url,
+            api_key,
+            DEFAULT_MODEL if model is None else model,
+        )
+
+    def with_max_tokens(self, n: int) -> OpenAiCompatible:
+        self.max_tokens = max(n, MIN_MAX_TOKENS)
+        return self
+
+    def with_extra_body(self, value: Any) -> OpenAiCompatible:
+        """Replaces the extra body (the default included); it is not merged."""
+        self.extra_body = value
+        return self
+
+    def __repr__(self) -> str:
+        return f"OpenAiCompatible(base_url={self.base_url!r}, model={self.model!r})"
+
+    async def __aenter__(self) -> OpenAiCompatible:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            await client.aclose()
+
+    def _http(self) -> httpx.AsyncClient:
+        # Created on first use so that building a client (from_env at start-up) opens nothing.
+        if self._client is None:
+            self._client = httpx.AsyncClient(
+                transport=self._transport, timeout=httpx.Timeout(self.timeout), follow_redirects=False
+            )
+        return self._client
+
+    def request_body(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> dict[str, Any]:
+        """The JSON body, keys in the original's order; an extra key keeps the position it overrides."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": 1.0,
+            "top_p": 0.95,
+            "max_tokens": self.max_tokens,
+            "stream": False,
+        }
+        if isinstance(self.extra_body, dict):
+            for key, value in self.extra_body.items():
+                body[key] = value
+        if tools:
+            body["tools"] = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": spec.name,
+                        "description": spec.description,
+                        "parameters": spec.parameters,
+                    },
+                }
+                for spec in tools
+            ]
+        return body
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        body = self.request_body(messages, tools)
+        deadline = time.monotonic() + self.timeout
+        attempt = 0
+        while True:
+            try:
+                return await self._attempt(body, deadline)
+            except _Retryable as failure:
+                if attempt >= self.max_retries:
+                    raise failure.error from None
+                delay = failure.retry_after
+                if delay is None:
+                    delay = self.backoff * (2**attempt)
+                if time.monotonic() + delay >= deadline:
+                    log.warning("llm retry skipped: waiting %.2f s would exceed the timeout", delay)
+                    raise failure.error from None
+                attempt += 1
+                log.warning(
+                    "llm request failed (%s); retry %d of %d in %.2f s",
+                    failure.error.detail,
+                    attempt,
+                    self.max_retries,
+                    delay,
+                )
+                await self._sleep(delay)
+
+    async def _attempt(self, body: dict[str, Any], deadline: float) -> Completion:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s")
+        try:
+            with anyio.fail_after(remaining):
+                response = await self._http().post(
+                    f"{self.base_url}/chat/completions",
+                    json=body,
+                    headers={"Authorization": f"Bearer {self._api_key}"},
+                )
+        except (TimeoutError, httpx.TimeoutException):
+            raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s") from None
+        except httpx.ConnectError as exc:
+            raise _Retryable(self._error("BEM-082", f"llm request failed: {exc}")) from None
+        except httpx.HTTPError as exc:
+            raise self._error("BEM-082", f"llm request failed: {exc}") from None
+        return self._parse(response)
+
+    def _parse(self, response: httpx.Response) -> Completion:
+        status = response.status_code
+        if not 200 <= status < 300:
+            error = self._error("BEM-084", self._status_detail(response))
+            if status == 429 or status >= 500:
+                raise _Retryable(error, retry_after_seconds(response.headers.get("retry-after")))
+            raise error
+        try:
+            data = json.loads(response.content)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise self._error("BEM-083", f"llm response is not JSON: {exc}") from None
+        message = _first_message(data)
+        if message is None:
+            raise self._error("BEM-085", "llm response has no choices[0].message")
+        usage = _usage(data.get("usage"))
+        model = data.get("model") if isinstance(data.get("model"), str) else None
+        calls = message.get("tool_calls")
+        if isinstance(calls, list) and calls:
+            return Completion.of_tool_calls((_tool_call(call) for call in calls), usage=usage, model=model)
+        return Completion.of_text(_text(message), usage=usage, model=model)
+
+    def _status_detail(self, response: httpx.Response) -> str:
+        code = response.status_code
+        reason = httpx.codes.get_reason_phrase(code) or "<unknown status code>"
+        try:
+            payload = json.loads(response.content)
+        except (ValueError, UnicodeDecodeError):
+            text = response.content.decode("utf-8", errors="replace")
+        else:
+            if isinstance(payload, dict) and "error" in payload:
+                payload = payload["error"]
+            text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+        if len(text) > ERROR_BODY_LIMIT:
+            text = text[:ERROR_BODY_LIMIT] + "..."
+        return f"llm http {code} {reason}: {text}"
+
+    def _error(self, code: str, detail: str) -> BeamError:
+        """A BeamError whose text cannot carry the key, even when a server or httpx echoes it back."""
+        if self._api_key:
+            detail = detail.replace(self._api_key, "[redacted]")
+        return BeamError(code, detail)
+
+
+def _first_message(data: Any) -> dict[str, Any] | None:
+    if not isinstance(data, dict):
+        return None
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    return message if isinstance(message, dict) else None
+
+
+def _usage(value: Any) -> TokenUsage | None:
+    if not isinstance(value, dict):
+        return None
+
+    def count(name: str) -> int:
+        number = value.get(name)
+        return number if isinstance(number, int) and not isinstance(number, bool) else 0
+
+    prompt, completion = count("prompt_tokens"), count("completion_tokens")
+    total = count("total_tokens") if "total_tokens" in value else prompt + completion
+    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
+
+
+def _tool_call(call: Any) -> PendingToolCall:
+    """One tool call; arguments may be a JSON string (OpenAI) or an object (some other servers)."""
+    call = call if isinstance(call, dict) else {}
+    function = call.get("function")
+    function = function if isinstance(function, dict) else {}
+    call_id = call.get("id")
+    name = function.get("name")
+    arguments = function.get("arguments")
+    args: Any
+    if isinstance(arguments, str):
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            args = {}
+    elif isinstance(arguments, dict):
+        args = arguments
+    else:
+        args = {}
+    return PendingToolCall(
+        id=call_id if isinstance(call_id, str) else "",
+        name=name if isinstance(name, str) else "",
+        args=args,
+    )
+
+
+def _text(message: dict[str, Any]) -> str:
+    """The first non-blank of content (string, then parts), reasoning_content, reasoning; else ""."""
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        joined = "".join(parts)
+        if joined.strip():
+            return joined
+    for key in ("reasoning_content", "reasoning"):
+        value = message.get(key)
+        if isinstance(value, str) and value.strip():
+            return value
+    return ""

@@ -1,0 +1,242 @@
+"""`RigAgentRunner`: the tool loop over a `CompletionClient` (riverbeam-reference.md section 3).
+
+Kept from the original: OpenAI-format messages, the frame sequence (placeholder, thinking, tool...,
+chunk, done), at most 8 completion rounds (BEM-088), BEM-089 for an unknown tool, a tool error ends
+the run, and approval of `confirm_required` tools through an interrupted result. Better than the
+original: in a batch of tool calls the ones that need no approval run and only the others wait; a
+resume runs only `submitted` envelopes (the hub puts the stored action in their payload); real
+token usage, `model_used` and latency are reported; frames go to `emit` as they happen.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
+from bot.beam.completion import CompletionClient, PendingToolCall
+from bot.beam.errors import BeamError
+from bot.beam.skills import Skill, skill_by_name
+from bot.beam.tools import Tool, ToolSpec
+from bot.beam.types import (
+    ActionResponseStatus,
+    AgentContext,
+    AgentInput,
+    AgentMessageRole,
+    AgentMetadata,
+    AgentResult,
+    ContentPart,
+    StreamChunk,
+    StreamChunkType,
+    TokenUsage,
+    ToolCallRecord,
+    text_of,
+)
+
+MAX_ROUNDS = 8
+PROGRESS_TEXT = "Retrieving allowed pages\u2026"
+CONFIRMATION_TEXT = "confirmation required"
+
+_OPENAI_ROLES = {
+    AgentMessageRole.SYSTEM: "system",
+    AgentMessageRole.HUMAN: "user",
+    AgentMessageRole.AI: "assistant",
+    AgentMessageRole.TOOL: "tool",
+}
+
+
+def compact_json(value: Any) -> str:
+    """JSON as the original writes it into strings: no spaces, non-ASCII kept."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+class RigAgentRunner(Agent):
+    """A skill's tool loop: calls the model, runs the tools it asks for, repeats until it answers.
+
+    `metadata.confirm` set to the JSON value `true` skips approval of `confirm_required` tools. It is
+    request metadata, which a client can set: hosts must strip it from untrusted requests.
+    """
+
+    def __init__(self, name: str, client: CompletionClient, tools: Sequence[Tool], skill: Skill) -> None:
+        self.name = name
+        self.client = client
+        self.skill = skill
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            self._tools.setdefault(tool.spec().name, tool)
+        self._specs = [tool.spec() for tool in tools]
+
+    @classmethod
+    def new(cls, name: str, client: CompletionClient, tools: Sequence[Tool], skill: Skill) -> RigAgentRunner:
+        """Any name, every tool given; the skill supplies only the system prompt."""
+        return cls(name, client, tools, skill)
+
+    @classmethod
+    def for_skill(cls, skill_name: str, client: CompletionClient, tools: Sequence[Tool]) -> RigAgentRunner:
+        """The tools in the skill's allowlist, in the order given; named after the skill.
+
+        An unknown skill name gets an empty prompt and all the tools, as in the original.
+        """
+        skill = skill_by_name(skill_name)
+        if skill is None:
+            skill = Skill(skill_name, "", tuple(tool.spec().name for tool in tools))
+        allowed = set(skill.tools)
+        return cls(skill.name, client, [t for t in tools if t.spec().name in allowed], skill)
+
+    @property
+    def tool_specs(self) -> list[ToolSpec]:
+        return list(self._specs)
+
+    def metadata(self) -> AgentMetadata:
+        return AgentMetadata(name=self.name, description=self.skill.system_prompt, tags=["rig"])
+
+    async def stream(
+        self, input: AgentInput, context: AgentContext, emit: FrameSink | None = None
+    ) -> list[StreamChunk]:
+        started = time.perf_counter()
+        log = FrameLog(emit)
+        headers = frame_headers(self.name, input)
+        if input.actions is not None:
+            await self._resume(input, log, headers, started)
+        else:
+            await self._run(input, context, log, headers, started)
+        return log.frames
+
+    def messages(self, input: AgentInput, context: AgentContext) -> list[dict[str, Any]]:
+        """The OpenAI-format conversation: skill prompt, history, then the current user turn."""
+        messages: list[dict[str, Any]] = []
+        if self.skill.system_prompt:
+            messages.append({"role": "system", "content": self.skill.system_prompt})
+        for message in context.conversation_history:
+            role = _OPENAI_ROLES[message.role]
+            messages.append({"role": role, "content": text_of(message.content, "\n")})
+        user_text = text_of(input.content, "\n")
+        if user_text:
+            messages.append({"role": "user", "content": user_text})
+        return messages
+
+    async def _run(
+        self,
+        input: AgentInput,
+        context: AgentContext,
+        log: FrameLog,
+        headers: FrameHeaders,
+        started: float,
+    ) -> None:
+        await log.push(message_frame(StreamChunkType.PLACEHOLDER, PROGRESS_TEXT, headers))
+        await log.push(message_frame(StreamChunkType.THINKING, PROGRESS_TEXT, headers))
+        messages = self.messages(input, context)
+        skip_approval = input.meta("confirm") is True
+        records: list[ToolCallRecord] = []
+        usage = TokenUsage()
+        model: str | None = None
+        for _ in range(MAX_ROUNDS):
+            completion = await self.client.complete_for(input, messages, self._specs)
+            if completion.usage is not None:
+                usage += completion.usage
+            model = completion.model or model
+            if completion.tool_calls is None:
+                text = completion.text or ""
+                await log.push(message_frame(StreamChunkType.CHUNK, text, headers))
+                result = self._result(input, text, records, usage, model, started)
+                await log.push(done_frame(result, headers))
+                return
+            waiting: list[PendingToolCall] = []
+            for call in completion.tool_calls:
+                tool = self._tools.get(call.name)
+                if tool is not None and not skip_approval and tool.spec().confirm_required:
+                    waiting.append(call)
+                    continue
+                records.append(await self._call_tool(call, tool, input, messages, log, headers))
+            if waiting:
+                required: list[dict[str, Any]] = [
+                    {"action_id": str(uuid.uuid4()), "kind": "confirmation", "tool": c.name, "args": c.args}
+                    for c in waiting
+                ]
+                result = self._result(
+                    input, CONFIRMATION_TEXT, records, usage, model, started, action_required=required
+                )
+                await log.push(done_frame(result, headers))
+                return
+        raise BeamError("BEM-088")
+
+    async def _call_tool(
+        self,
+        call: PendingToolCall,
+        tool: Tool | None,
+        input: AgentInput,
+        messages: list[dict[str, Any]],
+        log: FrameLog,
+        headers: FrameHeaders,
+    ) -> ToolCallRecord:
+        """Run one call and add its exchange to `messages`; the frame comes first, as in the original."""
+        frame = message_frame(
+            StreamChunkType.TOOL, f"{call.name}\u2026", headers, tool_name=call.name, tool_args=call.args
+        )
+        await log.push(frame)
+        if tool is None:
+            raise BeamError("BEM-089", call.name)
+        result_text = compact_json(await tool.invoke(call.args, input))
+        function = {"name": call.name, "arguments": compact_json(call.args)}
+        messages.append(
+            {"role": "assistant", "tool_calls": [{"id": call.id, "type": "function", "function": function}]}
+        )
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": result_text})
+        return ToolCallRecord(tool_name=call.name, args=call.args, tool_call_id=call.id, result=result_text)
+
+    async def _resume(self, input: AgentInput, log: FrameLog, headers: FrameHeaders, started: float) -> None:
+        """Run the approved actions: no model call, one done frame listing each tool's result.
+
+        Only `submitted` envelopes run; the tool and arguments are read from the payload, which the
+        hub builds from the stored action (a host calling the runner directly must do the same).
+        """
+        lines: list[str] = []
+        records: list[ToolCallRecord] = []
+        for envelope in input.actions or ():
+            if envelope.status is not ActionResponseStatus.SUBMITTED:
+                continue
+            payload = envelope.payload if isinstance(envelope.payload, dict) else {}
+            name = payload.get("tool")
+            if not isinstance(name, str) or not name:
+                continue
+            args = payload.get("args")
+            args = {} if args is None else args
+            tool = self._tools.get(name)
+            if tool is None:
+                raise BeamError("BEM-090", name)
+            result_text = compact_json(await tool.invoke(args, input))
+            lines.append(f"{name}: {result_text}")
+            records.append(
+                ToolCallRecord(tool_name=name, args=args, tool_call_id=envelope.action_id, result=result_text)
+            )
+        result = self._result(input, "\n".join(lines), records, TokenUsage(), None, started)
+        await log.push(done_frame(result, headers))
+
+    def _result(
+        self,
+        input: AgentInput,
+        text: str,
+        records: list[ToolCallRecord],
+        usage: TokenUsage,
+        model: str | None,
+        started: float,
+        *,
+        action_required: list[dict[str, Any]] | None = None,
+    ) -> AgentResult:
+        """A done result; it is interrupted exactly when actions wait for approval."""
+        return AgentResult(
+            content=[ContentPart.text_part(text)],
+            agent_name=self.name,
+            model_used=model,
+            session_id=input.session_id,
+            request_id=input.request_id,
+            interaction_id=input.interaction_id,
+            token_usage=usage,
+            tool_calls=list(records),
+            latency_ms=(time.perf_counter() - started) * 1000.0,
+            interrupted=action_required is not None,
+            action_required=action_required,
+        )

@@ -1,0 +1,376 @@
+"""`FakeOpenAI`: a real chat-completions server on 127.0.0.1 for tests, scripted reply by reply.
+
+It stands in for a live LLM (the one thing besides GitHub we may fake) at the HTTP layer, so the
+client under test runs its real transport. Every request is checked against OpenAI's own description
+of `CreateChatCompletionRequest` (tests/data/openai/chat_completions.json); an invalid request gets a
+400 and makes the `with` block fail on exit. Reply builders produce bodies that validate against
+`CreateChatCompletionResponse`.
+
+    with FakeOpenAI() as llm:
+        llm.script_tool_then_text("read_file", {"path": "README.md"}, "Done.")
+        client = OpenAiCompatible(llm.url, "test-key", "fake-model")
+        ...
+        assert llm.requests[0]["model"] == "fake-model"
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import json
+import socket
+import threading
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import best_match
+
+SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "openai" / "chat_completions.json"
+CHAT_PATH = "/v1/chat/completions"
+DEFAULT_MODEL = "fake-model"
+
+_ids = itertools.count(1)
+
+
+@functools.cache
+def _document() -> dict[str, Any]:
+    with SCHEMA_PATH.open(encoding="utf-8") as handle:
+        document: dict[str, Any] = json.load(handle)
+    return document
+
+
+@functools.cache
+def schema_validator(name: str) -> Draft202012Validator:
+    """A validator for one schema of the cut description, its `$ref`s resolved inside the file."""
+    schema = {"$ref": f"#/components/schemas/{name}", "components": _document()["components"]}
+    return Draft202012Validator(schema)
+
+
+def schema_problems(name: str, instance: Any) -> list[str]:
+    """What is wrong with `instance` under schema `name`; empty when it is valid."""
+    validator = schema_validator(name)
+    errors = list(validator.iter_errors(instance))
+    if not errors:
+        return []
+    best = best_match(errors)
+    where = "/".join(str(part) for part in best.absolute_path) or "(root)"
+    return [f"{name} at {where}: {best.message}"]
+
+
+# Reply builders: bodies as OpenAI's server writes them.
+
+
+def text_message(text: str | None) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, "refusal": None}
+
+
+def tool_call(name: str, args: Any, call_id: str | None = None) -> dict[str, Any]:
+    """A tool call with `arguments` as the JSON string OpenAI sends."""
+    return {
+        "id": call_id or f"call_{next(_ids)}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
+
+
+def tool_calls_message(calls: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "refusal": None, "tool_calls": list(calls)}
+
+
+def usage(prompt_tokens: int = 10, completion_tokens: int = 5) -> dict[str, int]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+
+
+def chat_response(
+    message: dict[str, Any],
+    *,
+    model: str = DEFAULT_MODEL,
+    usage: dict[str, Any] | None = None,
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """A whole `chat.completion` object around one message."""
+    if finish_reason is None:
+        finish_reason = "tool_calls" if message.get("tool_calls") else "stop"
+    body: dict[str, Any] = {
+        "id": f"chatcmpl-{next(_ids)}",
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason, "logprobs": None}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def error_body(
+    message: str, *, type: str = "invalid_request_error", code: str | None = None, param: str | None = None
+) -> dict[str, Any]:
+    return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One scripted answer. A `body` that is str or bytes is sent as is; anything else as JSON."""
+
+    status: int = 200
+    body: Any = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+    def encode(self) -> tuple[bytes, str]:
+        if isinstance(self.body, bytes):
+            return self.body, "application/octet-stream"
+        if isinstance(self.body, str):
+            return self.body.encode("utf-8"), "text/plain; charset=utf-8"
+        return json.dumps(self.body).encode("utf-8"), "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One request as the server saw it; `headers` keys are lower case, `json` is None if unparsable."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+    json: Any
+
+
+class _Server(ThreadingHTTPServer):
+    # Join handler threads on close so nothing outlives the test (pytest turns strays into errors).
+    daemon_threads = False
+    block_on_close = True
+
+    def __init__(self, port: int, fake: FakeOpenAI) -> None:
+        self.fake = fake
+        super().__init__(("127.0.0.1", port), _Handler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away (a test's timeout) is expected; stay quiet."""
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.fake._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        finally:
+            self.server.fake._track(self.connection, add=False)
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:
+            self.close_connection = True
+
+    def do_POST(self) -> None:
+        self.server.fake._serve(self)
+
+    do_GET = do_PUT = do_DELETE = do_PATCH = do_POST
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Silence the default stderr access log."""
+
+
+class FakeOpenAI:
+    """A scripted `POST /v1/chat/completions` server on a random loopback port (or `port`).
+
+    Replies are served from a FIFO queue. With the queue empty it answers `fallback_text` if given,
+    else a 500 that is also recorded as a test error. `api_key`, if given, must be the Bearer token
+    (a wrong one gets OpenAI's 401, which is server behaviour, not a test error).
+    """
+
+    def __init__(
+        self,
+        *,
+        port: int = 0,
+        api_key: str | None = None,
+        fallback_text: str | None = None,
+        validate: bool = True,
+    ) -> None:
+        self.api_key = api_key
+        self.fallback_text = fallback_text
+        self.validate = validate
+        self.received: list[Received] = []
+        self.errors: list[str] = []
+        self._replies: deque[Reply] = deque()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._server = _Server(port, self)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """The base URL a client is given (ends in /v1, no trailing slash)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def requests(self) -> list[Any]:
+        """The parsed JSON bodies received so far, in order."""
+        with self._lock:
+            return [item.json for item in self.received]
+
+    # Scripting.
+
+    def enqueue(
+        self,
+        body: Any = None,
+        *,
+        status: int = 200,
+        headers: Mapping[str, str] | None = None,
+        delay: float = 0.0,
+    ) -> None:
+        with self._lock:
+            self._replies.append(Reply(status, body, dict(headers or {}), delay))
+
+    def reply_text(
+        self, text: str, *, model: str = DEFAULT_MODEL, usage: dict[str, Any] | None = None
+    ) -> None:
+        self.enqueue(chat_response(text_message(text), model=model, usage=usage))
+
+    def reply_tool_calls(
+        self, *calls: tuple[str, Any], model: str = DEFAULT_MODEL, usage: dict[str, Any] | None = None
+    ) -> None:
+        """One reply asking for each `(name, args)` in turn."""
+        message = tool_calls_message(tool_call(name, args) for name, args in calls)
+        self.enqueue(chat_response(message, model=model, usage=usage))
+
+    def script_tool_then_text(self, name: str, args: Any, text: str) -> None:
+        """The usual two-round run: the model calls one tool, then answers."""
+        self.reply_tool_calls((name, args))
+        self.reply_text(text)
+
+    def reply_error(self, status: int, message: str, *, headers: Mapping[str, str] | None = None) -> None:
+        self.enqueue(
+            error_body(message, type="server_error" if status >= 500 else "invalid_request_error"),
+            status=status,
+            headers=headers,
+        )
+
+    @property
+    def pending(self) -> int:
+        with self._lock:
+            return len(self._replies)
+
+    # Lifecycle.
+
+    def start(self) -> FakeOpenAI:
+        # A short poll interval so close() (which waits for the loop to notice) takes milliseconds.
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.02,), name="FakeOpenAI", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._server.shutdown()
+            self._thread.join()
+            self._thread = None
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            with contextlib.suppress(OSError):
+                connection.shutdown(socket.SHUT_RDWR)
+        self._server.server_close()
+
+    def __enter__(self) -> FakeOpenAI:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+        if exc_type is None and self.errors:
+            raise AssertionError("FakeOpenAI got bad requests:\n" + "\n".join(self.errors))
+
+    # Serving (handler threads).
+
+    def _track(self, connection: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(connection)
+            else:
+                self._connections.discard(connection)
+
+    def _serve(self, handler: _Handler) -> None:
+        length = int(handler.headers.get("Content-Length") or 0)
+        raw = handler.rfile.read(length) if length else b""
+        headers = {key.lower(): value for key, value in handler.headers.items()}
+        try:
+            parsed: Any = json.loads(raw)
+        except ValueError:
+            parsed = None
+        received = Received(handler.command, handler.path, headers, raw, parsed)
+        problems = self._problems(received)
+        reply = self._next_reply(received, problems)
+        if reply.delay and self._stop.wait(reply.delay):
+            handler.close_connection = True
+            return
+        payload, content_type = reply.encode()
+        handler.send_response(reply.status)
+        extra = {key.lower(): value for key, value in reply.headers.items()}
+        handler.send_header("Content-Type", extra.pop("content-type", content_type))
+        handler.send_header("Content-Length", str(len(payload)))
+        for key, value in extra.items():
+            handler.send_header(key, value)
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def _problems(self, received: Received) -> list[str]:
+        if received.method != "POST" or received.path != CHAT_PATH:
+            return [f"unexpected {received.method} {received.path}"]
+        problems = []
+        if not received.headers.get("content-type", "").startswith("application/json"):
+            problems.append(f"content-type is {received.headers.get('content-type')!r}")
+        if not received.headers.get("authorization", "").startswith("Bearer "):
+            problems.append("no Bearer authorization")
+        if received.json is None:
+            problems.append("body is not JSON")
+        elif self.validate:
+            problems.extend(schema_problems("CreateChatCompletionRequest", received.json))
+        return problems
+
+    def _next_reply(self, received: Received, problems: list[str]) -> Reply:
+        with self._lock:
+            self.received.append(received)
+            if problems:
+                self.errors.extend(problems)
+                return Reply(400, error_body("; ".join(problems)))
+            if self.api_key is not None and received.headers.get("authorization") != f"Bearer {self.api_key}":
+                return Reply(401, error_body("Incorrect API key provided.", code="invalid_api_key"))
+            if self._replies:
+                return self._replies.popleft()
+            if self.fallback_text is not None:
+                return Reply(200, chat_response(text_message(self.fallback_text)))
+            self.errors.append(f"no scripted reply left for request {len(self.received)}")
+            return Reply(500, error_body("FakeOpenAI has no scripted reply left", type="server_error"))
