@@ -15,8 +15,8 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the GitHub App (webhooks and workers)")
-    serve.add_argument("--host", default="0.0.0.0", help="address to bind (default 0.0.0.0)")  # noqa: S104
-    serve.add_argument("--port", type=int, default=8080, help="port to bind (default 8080)")
+    serve.add_argument("--host", help="address to bind (default BEAM_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind (default BEAM_PORT, else 8080)")
 
     sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
 
@@ -56,16 +56,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"beam-bot: {error}", file=sys.stderr)
         return 2
-    if args.command == "serve":
-        from bot.app.server import serve
+    from bot.app.assembly import build_handler
 
-        serve(settings, args.host, args.port)
-        return 0
-    if args.command == "worker":
-        from bot.app.server import run_worker
+    try:
+        if args.command == "serve":
+            from bot.app.server import serve
 
-        run_worker(settings)
-        return 0
+            serve(settings, args.host, args.port, handler_factory=build_handler)
+            return 0
+        if args.command == "worker":
+            from bot.app.server import run_worker
+
+            run_worker(settings, handler_factory=build_handler)
+            return 0
+    except SettingsError as error:
+        print(f"beam-bot: {error}", file=sys.stderr)
+        return 2
     from bot.app.pending_cli import print_pending
 
     return anyio.run(print_pending, settings)

@@ -1,0 +1,30 @@
+# beam-bot: the GitHub App server. Build: docker build -t beam-bot .
+# Run:   docker run -p 8080:8080 -v beam-data:/data -e BEAM_PUBLIC_URL=https://bot.example.org beam-bot
+# Without App credentials it starts in setup mode: open BEAM_PUBLIC_URL/ to register the App; the
+# credentials are then stored in /data/app-credentials.json (mode 0600, owned by the beam user).
+FROM python:3.11-slim
+
+# git: mirror upkeep uses the git command line where it is much faster than libgit2.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/*
+
+RUN useradd --create-home --uid 10001 --shell /usr/sbin/nologin beam \
+    && mkdir /data && chown beam:beam /data
+
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY bot ./bot
+RUN pip install --no-cache-dir . && rm -rf /src
+
+WORKDIR /data
+ENV PYTHONUNBUFFERED=1 \
+    BEAM_WORK_DIR=/data \
+    BEAM_HOST=0.0.0.0 \
+    BEAM_PORT=8080
+VOLUME ["/data"]
+USER beam
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s --start-period=10s \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+CMD ["beam-bot", "serve"]

@@ -1,0 +1,51 @@
+"""Builds the job handler from a running app's resources: the one place that wires the app together.
+
+Called by the web layer once the App has credentials (at start, or after setup mode without a
+restart), so nothing here runs in setup mode.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from bot.app.checkout import Checkouts
+from bot.app.github import GitHubApi, GitHubApp
+from bot.app.runs import RunDeps
+from bot.app.services import AppServices
+from bot.beam.completion import CompletionClient, EchoClient
+from bot.beam.openai_client import OpenAiCompatible
+
+if TYPE_CHECKING:
+    from bot.app.web import AppRuntime, JobHandler
+
+# A run stops this long before the worker's hard job timeout, so it can still write its final comment.
+FINAL_COMMENT_MARGIN = 60.0
+
+
+def llm_client() -> CompletionClient:
+    """A live model when the seed's API key variables are set; the echo client otherwise."""
+    client = OpenAiCompatible.from_env()
+    return client if client is not None else EchoClient()
+
+
+def build_services(runtime: AppRuntime) -> AppServices:
+    settings, credentials = runtime.settings, runtime.credentials
+    assert runtime.github is not None and runtime.store is not None and credentials is not None
+    api = GitHubApi(runtime.github, base_url=settings.github_api_url)
+    github = GitHubApp(api, credentials.app_id, credentials.private_key)
+
+    async def installation_token(installation_id: int) -> str:
+        return (await github.installation_token(installation_id)).get_secret_value()
+
+    deps = RunDeps(
+        store=runtime.store,
+        checkouts=Checkouts(settings.work_dir, settings.runs_dir),
+        llm=llm_client(),
+        installation_token=installation_token,
+        run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
+    )
+    return AppServices(github=github, deps=deps, bot_login=settings.bot_login)
+
+
+def build_handler(runtime: AppRuntime) -> JobHandler:
+    return build_services(runtime).handle_job

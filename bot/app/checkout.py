@@ -1,0 +1,330 @@
+"""Per-repository mirror cache and per-run working trees; credentials only in memory.
+
+Each repository gets one bare mirror, `work_dir/mirrors/<owner>/<repo>.git`, updated with the git
+command line (much faster than libgit2 for fetches, ARCHITECTURE.md section 9) and only for the refs a
+run needs. Each run gets its own repository under `runs_dir/<owner>/<repo>/<run_id>` whose
+`objects/info/alternates` borrows the mirror's objects, so a checkout costs only the files it writes and
+the run's commits land in its own object store. `runs_dir` should sit on a fast filesystem when there
+is one (e.g. `/dev/shm`): creating files dominates a big checkout.
+
+The installation token reaches git only in one process's environment as an `http.extraHeader`
+(`GIT_CONFIG_COUNT`/`GIT_CONFIG_KEY_0`): never argv, a URL, a config file or an error message.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import TypeVar
+
+import anyio
+import anyio.to_thread
+import pygit2
+
+from bot.app.checkout_git import RUNS_PREFIX as RUNS_PREFIX
+from bot.app.checkout_git import (
+    CheckoutError,
+    check_branch,
+    check_sha,
+    check_url,
+    children,
+    copy_missing,
+    delete_ref,
+    explain,
+    fetch_refspec,
+    file_lock,
+    hold_commit,
+    make_run_dir,
+    mirror_dirs,
+    origin_url,
+    remove_dir,
+    rmdir_if_empty,
+    run_git,
+    split_repo,
+)
+
+__all__ = ["PENDING_PREFIX", "RUNS_PREFIX", "CheckoutError", "Checkouts", "RunTree"]
+
+T = TypeVar("T")
+
+PENDING_PREFIX = "refs/beam/pending/"
+_RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+@dataclass(eq=False)
+class RunTree:
+    """One run's working tree: its own repository, borrowing the mirror's objects."""
+
+    path: Path
+    repo_full_name: str
+    branch: str
+    base_commit: str
+    run_id: str
+    _owner: Checkouts = field(repr=False)
+
+    async def remove(self) -> None:
+        """Delete the tree and release the mirror ref that kept its objects alive; safe to repeat."""
+        await self._owner.remove_run_tree(self)
+
+
+class Checkouts:
+    """The mirror cache and run trees of one worker machine (safe across tasks and processes)."""
+
+    def __init__(
+        self, work_dir: Path, runs_dir: Path | None = None, *, git: str = "git", timeout: float = 600.0
+    ) -> None:
+        self.work_dir = Path(work_dir)
+        self.mirrors_dir = self.work_dir / "mirrors"
+        self.runs_dir = Path(runs_dir) if runs_dir is not None else self.work_dir / "runs"
+        self._git = git
+        self._timeout = timeout
+        self._locks: dict[str, anyio.Lock] = {}
+
+    # -- paths ----------------------------------------------------------------------------------
+
+    def mirror_path(self, repo_full_name: str) -> Path:
+        owner, repo = split_repo(repo_full_name)
+        return self.mirrors_dir / owner / f"{repo}.git"
+
+    def run_path(self, repo_full_name: str, run_id: str) -> Path:
+        owner, repo = split_repo(repo_full_name)
+        if not _RUN_ID.fullmatch(run_id):
+            raise CheckoutError(f"Invalid run id {run_id!r}.")
+        return self.runs_dir / owner / repo / run_id
+
+    # -- mirror upkeep ----------------------------------------------------------------------------
+
+    async def update_mirror(self, repo_full_name: str, clone_url: str, token: str, refs: list[str]) -> None:
+        """Create the mirror if needed and fetch exactly `refs` (`src:dst` refspecs) into it."""
+        mirror = self.mirror_path(repo_full_name)
+        check_url(clone_url)
+        specs = [fetch_refspec(spec) for spec in refs]
+        if not specs:
+            raise CheckoutError("No refs to fetch.")
+
+        def work() -> None:
+            if not mirror.exists():
+                self._create_mirror(mirror)
+            repo = pygit2.Repository(str(mirror))
+            if origin_url(repo) != clone_url:
+                repo.config["remote.origin.url"] = clone_url
+            args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
+            result = run_git(
+                self._git, self._timeout, [*args, "--", clone_url, *specs], cwd=mirror, token=token
+            )
+            if result.returncode != 0:
+                raise CheckoutError(explain("fetch", repo_full_name, result, token))
+
+        await self._locked(repo_full_name, work)
+
+    def _create_mirror(self, mirror: Path) -> None:
+        mirror.parent.mkdir(parents=True, exist_ok=True)
+        staging = mirror.with_name(f"{mirror.name}.tmp-{uuid.uuid4().hex[:8]}")
+        repo = pygit2.init_repository(str(staging), bare=True)
+        shutil.rmtree(staging / "hooks", ignore_errors=True)
+        # gc runs inside our lock rather than detached, and never while a run tree relies on it
+        # (each run tree's base commit is pinned under refs/beam/runs/).
+        repo.config["gc.autoDetach"] = False
+        repo.config["core.logAllRefUpdates"] = False
+        os.rename(staging, mirror)
+
+    # -- run trees --------------------------------------------------------------------------------
+
+    async def create_run_tree(
+        self, repo_full_name: str, run_id: str, commit_sha: str, branch: str
+    ) -> RunTree:
+        """A fresh working tree at `commit_sha` on the new local branch `branch`, origin set."""
+        path = self.run_path(repo_full_name, run_id)
+        mirror = self.mirror_path(repo_full_name)
+        check_sha(commit_sha)
+        check_branch(branch)
+        if not mirror.exists():
+            raise CheckoutError(f"There is no mirror of {repo_full_name} yet; fetch it first.")
+        try:
+            await anyio.to_thread.run_sync(make_run_dir, path)
+        except FileExistsError:
+            raise CheckoutError(f"Run {run_id} already has a working tree.") from None
+        tree = RunTree(path, repo_full_name, branch, commit_sha, run_id, self)
+        try:
+            origin = await self._locked(repo_full_name, lambda: hold_commit(mirror, run_id, commit_sha))
+            await anyio.to_thread.run_sync(self._fill_run_tree, path, mirror, commit_sha, branch, origin)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await tree.remove()
+            raise
+        return tree
+
+    def _fill_run_tree(self, path: Path, mirror: Path, sha: str, branch: str, origin: str | None) -> None:
+        repo = pygit2.init_repository(str(path))
+        shutil.rmtree(path / ".git" / "hooks", ignore_errors=True)
+        info = path / ".git" / "objects" / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "alternates").write_text(f"{(mirror / 'objects').resolve()}\n")
+        if origin is not None:
+            repo.config["remote.origin.url"] = origin
+            repo.config["remote.origin.fetch"] = "+refs/heads/*:refs/remotes/origin/*"
+        # git's checkout writes files faster than libgit2's checkout_tree (section 9).
+        result = run_git(
+            self._git,
+            self._timeout,
+            ["checkout", "--quiet", "-b", branch, sha, "--"],
+            cwd=path,
+            token=None,
+            local=True,
+        )
+        if result.returncode != 0:
+            raise CheckoutError(explain("checkout", branch, result, None))
+
+    async def discard_leftover(self, repo_full_name: str, run_id: str) -> bool:
+        """Remove what an earlier attempt of this run left behind (a crash mid-run); True if any."""
+        path = self.run_path(repo_full_name, run_id)
+        if not path.exists():
+            return False
+        await self.remove_run_tree(RunTree(path, repo_full_name, "", "", run_id, self))
+        return True
+
+    async def remove_run_tree(self, tree: RunTree) -> None:
+        await anyio.to_thread.run_sync(remove_dir, tree.path)
+        mirror = self.mirror_path(tree.repo_full_name)
+        if mirror.exists():
+            await self._locked(tree.repo_full_name, lambda: delete_ref(mirror, RUNS_PREFIX + tree.run_id))
+
+    # -- held pushes ------------------------------------------------------------------------------
+
+    async def pin(self, repo_full_name: str, run_tree: RunTree, commit_sha: str, ref_name: str) -> str:
+        """Copy `commit_sha` and its new objects from the run tree into the mirror under a pending ref.
+
+        `ref_name` is a pending-push id or a full `refs/beam/pending/<id>` name; returns the full name.
+        Objects are copied in-process (no git command runs in the run tree, whose files the model wrote).
+        """
+        check_sha(commit_sha)
+        full = ref_name if ref_name.startswith("refs/") else PENDING_PREFIX + ref_name
+        if not full.startswith(PENDING_PREFIX) or not _RUN_ID.fullmatch(full[len(PENDING_PREFIX) :]):
+            raise CheckoutError(f"Invalid pending ref {ref_name!r}.")
+        if run_tree.repo_full_name != repo_full_name:
+            raise CheckoutError(f"The run tree belongs to {run_tree.repo_full_name}, not {repo_full_name}.")
+        mirror = self.mirror_path(repo_full_name)
+
+        def work() -> None:
+            source = pygit2.Repository(str(run_tree.path))
+            obj = source.get(commit_sha)
+            if not isinstance(obj, pygit2.Commit):
+                raise CheckoutError(f"Commit {commit_sha[:12]} is not in the run's working tree.")
+            target = pygit2.Repository(str(mirror))
+            copy_missing(source, target, obj.id)
+            if full in target.references:
+                if str(target.references[full].target) != commit_sha:
+                    raise CheckoutError(f"{full} already holds another commit.")
+                return
+            target.references.create(full, commit_sha)
+
+        await self._locked(repo_full_name, work)
+        return full
+
+    async def push_from_mirror(
+        self,
+        repo_full_name: str,
+        clone_url: str,
+        token: str,
+        source_ref: str,
+        target_branch: str,
+        *,
+        expected_sha: str | None = None,
+    ) -> None:
+        """Push the commit at `source_ref` in the mirror to `refs/heads/<target_branch>`, never forced.
+
+        With `expected_sha`, refuse unless the ref still holds that commit (the one that was shown).
+        """
+        check_url(clone_url)
+        check_branch(target_branch)
+        if not target_branch.startswith("beam/"):
+            raise CheckoutError(f"The bot pushes only to its own beam/... branches, not {target_branch!r}.")
+        mirror = self.mirror_path(repo_full_name)
+
+        def work() -> None:
+            repo = pygit2.Repository(str(mirror))
+            try:
+                sha = str(repo.revparse_single(source_ref).peel(pygit2.Commit).id)
+            except (KeyError, ValueError, pygit2.GitError):
+                raise CheckoutError(f"{source_ref} is not in the mirror of {repo_full_name}.") from None
+            if expected_sha is not None and sha != expected_sha:
+                raise CheckoutError(f"{source_ref} holds {sha[:12]}, not the approved {expected_sha[:12]}.")
+            spec = f"{sha}:refs/heads/{target_branch}"
+            result = run_git(
+                self._git,
+                self._timeout,
+                ["push", "--quiet", "--no-verify", "--", clone_url, spec],
+                cwd=mirror,
+                token=token,
+            )
+            if result.returncode != 0:
+                raise CheckoutError(explain("push", f"{sha[:12]} to {target_branch}", result, token))
+
+        if not mirror.exists():
+            raise CheckoutError(f"There is no mirror of {repo_full_name}.")
+        await self._locked(repo_full_name, work)
+
+    async def drop_pin(self, repo_full_name: str, ref_name: str) -> None:
+        """Forget a pending ref once its push is done, rejected or expired."""
+        full = ref_name if ref_name.startswith("refs/") else PENDING_PREFIX + ref_name
+        if not full.startswith(PENDING_PREFIX):
+            raise CheckoutError(f"Invalid pending ref {ref_name!r}.")
+        mirror = self.mirror_path(repo_full_name)
+        if mirror.exists():
+            await self._locked(repo_full_name, lambda: delete_ref(mirror, full))
+
+    # -- crash recovery ---------------------------------------------------------------------------
+
+    async def cleanup_stale(self, max_age: timedelta | float) -> list[Path]:
+        """Remove run trees (and half-made mirrors) older than `max_age`, left behind by a crash.
+
+        Pick `max_age` above the longest run: a tree's age is its directory's modification time.
+        Also releases `refs/beam/runs/` refs whose tree is gone. Returns the removed paths.
+        """
+        seconds = max_age.total_seconds() if isinstance(max_age, timedelta) else float(max_age)
+        removed = await anyio.to_thread.run_sync(self._sweep, time.time() - seconds)
+        for mirror_dir in await anyio.to_thread.run_sync(mirror_dirs, self.mirrors_dir):
+            name = f"{mirror_dir.parent.name}/{mirror_dir.name.removesuffix('.git')}"
+            await self._locked(name, functools.partial(self._release_orphans, mirror_dir, name))
+        return removed
+
+    def _sweep(self, cutoff: float) -> list[Path]:
+        removed: list[Path] = []
+        for path in [*children(self.runs_dir, 3), *children(self.mirrors_dir, 2)]:
+            is_run = path.is_relative_to(self.runs_dir)
+            if (is_run or ".git.tmp-" in path.name) and path.lstat().st_mtime < cutoff:
+                remove_dir(path)
+                removed.append(path)
+        for owner in children(self.runs_dir, 1):
+            for repo in children(owner, 1):
+                rmdir_if_empty(repo)
+            rmdir_if_empty(owner)
+        return removed
+
+    def _release_orphans(self, mirror: Path, name: str) -> None:
+        repo = pygit2.Repository(str(mirror))
+        for ref in [r for r in repo.references if r.startswith(RUNS_PREFIX)]:
+            if not self.run_path(name, ref[len(RUNS_PREFIX) :]).exists():
+                repo.references.delete(ref)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    async def _locked(self, repo_full_name: str, fn: Callable[[], T]) -> T:
+        """Run `fn` in a thread holding the mirror's task lock and its file lock (other processes)."""
+        lock = self._locks.setdefault(repo_full_name, anyio.Lock())
+        lock_file = self.mirror_path(repo_full_name).with_suffix(".lock")
+
+        def locked() -> T:
+            with file_lock(lock_file):
+                return fn()
+
+        async with lock:
+            return await anyio.to_thread.run_sync(locked)

@@ -1,0 +1,274 @@
+"""The typed GitHub calls the bot makes for one installation, and the names the rest of the app imports.
+
+Build once per process: `api = GitHubApi(http, base_url=...)`, `app = GitHubApp(api, app_id, key)`;
+then per job `gh = InstallationClient(app, installation_id)`. Every call goes through GitHubApi, so
+retries, rate-limit waits and the counters in `api.stats` apply to all of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterable, Mapping
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from bot.app.github_api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
+from bot.app.github_auth import GitHubApp, TokenCache, app_jwt
+from bot.app.github_models import (
+    Account,
+    AppInfo,
+    Comment,
+    InlineComment,
+    Installation,
+    Issue,
+    ManifestConversion,
+    Permission,
+    PullFile,
+    PullRequest,
+    Reaction,
+    ReactionContent,
+    Repository,
+    Review,
+    ReviewComment,
+    ReviewEvent,
+)
+
+MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
+PER_PAGE = 100
+
+
+def _seg(value: str | int) -> str:
+    """One path segment, escaped: owner, repo and user names come from webhook payloads."""
+    return quote(str(value), safe="")
+
+
+def _repo(owner: str, repo: str) -> str:
+    return f"/repos/{_seg(owner)}/{_seg(repo)}"
+
+
+async def convert_manifest(api: GitHubApi, code: str) -> ManifestConversion:
+    """Trades the code GitHub hands back after the App-manifest flow for the new App's credentials."""
+    response = await api.request("POST", f"/app-manifests/{_seg(code)}/conversions")
+    return ManifestConversion.model_validate(response.json())
+
+
+class InstallationClient:
+    """Calls made as one installation of the App (its token is fetched and renewed by GitHubApp)."""
+
+    def __init__(self, app: GitHubApp, installation_id: int) -> None:
+        self.app = app
+        self.installation_id = installation_id
+
+    def __repr__(self) -> str:
+        return f"InstallationClient(installation_id={self.installation_id})"
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        for attempt in (1, 2):
+            token = await self.app.installation_token(self.installation_id)
+            try:
+                return await self.app.api.request(
+                    method,
+                    path,
+                    auth=f"Bearer {token.get_secret_value()}",
+                    params=params,
+                    json=json,
+                    headers=headers,
+                )
+            except GitHubError as error:
+                # A revoked or rotated token: drop it and try once more with a new one.
+                if error.status != 401 or attempt == 2:
+                    raise
+                self.app.invalidate_token(self.installation_id)
+        raise AssertionError("unreachable")
+
+    async def _pages(
+        self, path: str, params: Mapping[str, str | int], limit: int, first: int = 1
+    ) -> list[Any]:
+        items: list[Any] = []
+        page = first
+        while len(items) < limit:
+            response = await self._call("GET", path, params={**params, "per_page": PER_PAGE, "page": page})
+            batch = response.json()
+            items.extend(batch)
+            if "next" not in response.links or not batch:
+                break
+            page += 1
+        return items[:limit]
+
+    # --- repositories ---------------------------------------------------------------------------
+
+    async def get_repo(self, owner: str, repo: str) -> Repository:
+        return Repository.model_validate((await self._call("GET", _repo(owner, repo))).json())
+
+    async def get_permission(self, owner: str, repo: str, user: str) -> Permission:
+        """The user's permission now; `none` when GitHub does not know them (404)."""
+        path = f"{_repo(owner, repo)}/collaborators/{_seg(user)}/permission"
+        try:
+            response = await self._call("GET", path)
+        except GitHubError as error:
+            if error.status == 404:
+                return "none"
+            raise
+        permission = response.json().get("permission")
+        return permission if permission in ("admin", "write", "read") else "none"
+
+    async def get_file(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
+        """A text file's contents at `ref`, or None when there is no such file (or it is a directory)."""
+        params = {"ref": ref} if ref else None
+        try:
+            response = await self._call(
+                "GET", f"{_repo(owner, repo)}/contents/{quote(path, safe='/')}", params=params
+            )
+        except GitHubError as error:
+            if error.status == 404:
+                return None
+            raise
+        body = response.json()
+        if not isinstance(body, dict) or body.get("type") != "file" or body.get("encoding") != "base64":
+            return None
+        try:
+            return base64.b64decode(body.get("content", "")).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+
+    # --- issues and comments --------------------------------------------------------------------
+
+    async def get_issue(self, owner: str, repo: str, number: int) -> Issue:
+        return Issue.model_validate((await self._call("GET", f"{_repo(owner, repo)}/issues/{number}")).json())
+
+    async def list_comments(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Comment]:
+        items = await self._pages(f"{_repo(owner, repo)}/issues/{number}/comments", {}, limit)
+        return [Comment.model_validate(item) for item in items]
+
+    async def create_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:
+        response = await self._call(
+            "POST", f"{_repo(owner, repo)}/issues/{number}/comments", json={"body": body}
+        )
+        return Comment.model_validate(response.json())
+
+    async def update_comment(self, owner: str, repo: str, comment_id: int, body: str) -> Comment:
+        path = f"{_repo(owner, repo)}/issues/comments/{comment_id}"
+        return Comment.model_validate((await self._call("PATCH", path, json={"body": body})).json())
+
+    async def get_comment(self, owner: str, repo: str, comment_id: int) -> Comment:
+        path = f"{_repo(owner, repo)}/issues/comments/{comment_id}"
+        return Comment.model_validate((await self._call("GET", path)).json())
+
+    # --- reactions ------------------------------------------------------------------------------
+
+    async def add_reaction(
+        self,
+        owner: str,
+        repo: str,
+        comment_id: int,
+        content: ReactionContent,
+        *,
+        review_comment: bool = False,
+    ) -> Reaction:
+        kind = "pulls" if review_comment else "issues"
+        path = f"{_repo(owner, repo)}/{kind}/comments/{comment_id}/reactions"
+        return Reaction.model_validate((await self._call("POST", path, json={"content": content})).json())
+
+    async def list_reactions(
+        self, owner: str, repo: str, comment_id: int, etag: str | None = None
+    ) -> tuple[list[Reaction] | None, str | None]:
+        """Reactions on an issue comment, or None when unchanged since `etag` (a 304 costs no rate limit)."""
+        path = f"{_repo(owner, repo)}/issues/comments/{comment_id}/reactions"
+        headers = {"If-None-Match": etag} if etag else None
+        response = await self._call("GET", path, params={"per_page": PER_PAGE}, headers=headers)
+        if response.status_code == 304:
+            return None, etag
+        items = list(response.json())
+        etag_out = response.headers.get("etag")
+        if "next" in response.links:
+            items += await self._pages(path, {}, limit=10_000, first=2)
+            # The ETag covers the first page only, and new reactions land on the last one:
+            # without it the next poll asks unconditionally instead of missing an answer.
+            etag_out = None
+        return [Reaction.model_validate(item) for item in items], etag_out
+
+    # --- pull requests --------------------------------------------------------------------------
+
+    async def get_pull(self, owner: str, repo: str, number: int) -> PullRequest:
+        return PullRequest.model_validate(
+            (await self._call("GET", f"{_repo(owner, repo)}/pulls/{number}")).json()
+        )
+
+    async def list_pull_files(
+        self, owner: str, repo: str, number: int, *, max_files: int = MAX_PULL_FILES
+    ) -> list[PullFile]:
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/files", {}, max_files)
+        return [PullFile.model_validate(item) for item in items]
+
+    async def create_review(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        commit_id: str,
+        body: str,
+        event: ReviewEvent = "COMMENT",
+        comments: Iterable[InlineComment | Mapping[str, Any]] = (),
+    ) -> Review:
+        """One submitted review; inline comments may be InlineComment or {path, line, side, body} dicts."""
+        payload: dict[str, Any] = {"commit_id": commit_id, "body": body, "event": event}
+        inline = [InlineComment.model_validate(c).model_dump(exclude_none=True) for c in comments]
+        if inline:
+            payload["comments"] = inline
+        response = await self._call("POST", f"{_repo(owner, repo)}/pulls/{number}/reviews", json=payload)
+        return Review.model_validate(response.json())
+
+    async def create_pull(
+        self, owner: str, repo: str, title: str, head: str, base: str, body: str = "", draft: bool = False
+    ) -> PullRequest:
+        payload = {"title": title, "head": head, "base": base, "body": body, "draft": draft}
+        response = await self._call("POST", f"{_repo(owner, repo)}/pulls", json=payload)
+        return PullRequest.model_validate(response.json())
+
+    async def reply_to_review_comment(
+        self, owner: str, repo: str, pull_number: int, comment_id: int, body: str
+    ) -> ReviewComment:
+        path = f"{_repo(owner, repo)}/pulls/{pull_number}/comments/{comment_id}/replies"
+        return ReviewComment.model_validate((await self._call("POST", path, json={"body": body})).json())
+
+
+__all__ = [
+    "DEFAULT_API_URL",
+    "MAX_PULL_FILES",
+    "Account",
+    "AppInfo",
+    "Comment",
+    "GitHubApi",
+    "GitHubApp",
+    "GitHubError",
+    "GitHubStats",
+    "InlineComment",
+    "Installation",
+    "InstallationClient",
+    "Issue",
+    "ManifestConversion",
+    "Permission",
+    "PullFile",
+    "PullRequest",
+    "Reaction",
+    "ReactionContent",
+    "Repository",
+    "RetryPolicy",
+    "Review",
+    "ReviewComment",
+    "ReviewEvent",
+    "TokenCache",
+    "app_jwt",
+    "convert_manifest",
+]

@@ -1,0 +1,171 @@
+"""Small pydantic models of the GitHub REST answers the bot reads: only the fields it uses.
+
+Unknown fields are ignored, so GitHub adding fields never breaks parsing; secrets from a manifest
+conversion are `SecretStr`, so they never print in a log line or a repr.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+ReactionContent = Literal["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"]
+Permission = Literal["admin", "write", "read", "none"]
+ReviewEvent = Literal["COMMENT", "REQUEST_CHANGES"]  # never APPROVE: the bot does not approve changes
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class Account(_Model):
+    login: str
+    id: int = 0
+    type: str = "User"
+
+    @property
+    def is_bot(self) -> bool:
+        return self.type == "Bot"
+
+
+class AppInfo(_Model):
+    id: int
+    slug: str
+    name: str = ""
+    html_url: str = ""
+    owner: Account | None = None
+
+    @property
+    def bot_login(self) -> str:
+        """The login the App's installation tokens act as, e.g. `beam-bot[bot]`."""
+        return f"{self.slug}[bot]"
+
+
+class Installation(_Model):
+    id: int
+    app_id: int | None = None
+    account: Account | None = None
+
+
+class RepoRef(_Model):
+    full_name: str
+    clone_url: str | None = None
+    private: bool = False
+    fork: bool = False
+
+
+class Repository(_Model):
+    id: int
+    name: str
+    full_name: str
+    owner: Account
+    private: bool
+    default_branch: str
+    clone_url: str
+    html_url: str
+    fork: bool = False
+
+
+class Comment(_Model):
+    id: int
+    body: str | None = None
+    html_url: str
+    user: Account | None = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class ReviewComment(Comment):
+    path: str | None = None
+    line: int | None = None
+    in_reply_to_id: int | None = None
+
+
+class Reaction(_Model):
+    id: int
+    content: str
+    user: Account | None = None
+
+
+class PullRef(_Model):
+    ref: str
+    sha: str
+    repo: RepoRef | None = None
+
+
+class PullRequest(_Model):
+    number: int
+    title: str
+    body: str | None = None
+    state: str
+    draft: bool = False
+    html_url: str
+    user: Account | None = None
+    head: PullRef
+    base: PullRef
+
+    @property
+    def from_fork(self) -> bool:
+        """Whether the head branch lives elsewhere (or its repository was deleted)."""
+        if self.head.repo is None or self.base.repo is None:
+            return True
+        return self.head.repo.full_name.lower() != self.base.repo.full_name.lower()
+
+
+class PullFile(_Model):
+    filename: str
+    status: str
+    additions: int = 0
+    deletions: int = 0
+    changes: int = 0
+    patch: str | None = None
+    previous_filename: str | None = None
+
+
+class Issue(_Model):
+    number: int
+    title: str
+    body: str | None = None
+    state: str
+    html_url: str
+    user: Account | None = None
+    pull_request: dict[str, Any] | None = None
+
+    @property
+    def is_pull_request(self) -> bool:
+        return self.pull_request is not None
+
+
+class Review(_Model):
+    id: int
+    html_url: str
+    state: str
+    commit_id: str | None = None
+
+
+class InlineComment(_Model):
+    """One inline comment of a review, anchored on a line of the diff (`side` RIGHT = new file)."""
+
+    path: str
+    line: int
+    body: str
+    side: Literal["LEFT", "RIGHT"] = "RIGHT"
+    start_line: int | None = None
+
+
+class ManifestConversion(_Model):
+    id: int
+    slug: str
+    name: str = ""
+    html_url: str = ""
+    client_id: str
+    client_secret: SecretStr
+    webhook_secret: SecretStr | None = None
+    pem: SecretStr
+
+
+class InstallationToken(_Model):
+    token: SecretStr
+    expires_at: datetime

@@ -1,0 +1,241 @@
+"""`POST /webhooks`: check a GitHub delivery, store it with its job, answer 202 in milliseconds.
+
+Order of the checks, cheapest first and nothing stored before all pass: size (from Content-Length,
+before reading), setup mode (503), the GitHub headers (400), content type (415), the body read with
+a cap (413), the signature over the raw bytes (401, constant-time), JSON (400). No GitHub call, no
+git and no model call happen here (ARCHITECTURE section 2, step 1): the workers do the work.
+
+Decisions:
+- `ping` (sent when the hook is created) is answered 200 {"status": "pong"} and not stored: there
+  is nothing to do for it.
+- Every other signed event is stored, also events the bot ignores: GitHub only sends the events the
+  App subscribes to (app.yml), and the worker's router is the one place that decides what is handled.
+- Only `application/json` deliveries are accepted: a hook configured for form encoding gets 415 with
+  a message that says how to fix it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import anyio.to_thread
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+
+from bot.app.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+# GitHub caps webhook payloads at 25 MB and does not send larger ones.
+MAX_BODY = 25 * 1024 * 1024
+# Bodies above this are hashed and parsed in a worker thread so that the event loop stays free.
+_OFF_LOOP = 1024 * 1024
+_EVENT_RE = re.compile(r"^[a-z_]{1,64}$")
+_DELIVERY_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_SIG_RE = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
+
+
+class DeliveryStore(Protocol):
+    """What intake needs from `bot.app.store.Store`."""
+
+    async def accept_delivery(
+        self,
+        delivery_id: str,
+        event: str,
+        action: str | None,
+        payload: bytes,
+        job_key: str | None,
+        job_kind: str = ...,
+    ) -> bool: ...
+
+
+class _Rejected(Exception):
+    def __init__(self, status: int, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.reason = reason
+        self.message = message
+
+
+def signature_for(secret: bytes, body: bytes) -> str:
+    """The X-Hub-Signature-256 value GitHub sends for `body`."""
+    return "sha256=" + hmac.new(secret, body, hashlib.sha256).hexdigest()
+
+
+def signature_matches(secret: bytes, body: bytes, header: str | None) -> bool:
+    if header is None or not _SIG_RE.match(header):
+        return False
+    expected = signature_for(secret, body).encode("ascii")
+    return hmac.compare_digest(expected, header.lower().encode("ascii"))
+
+
+def job_key_for(payload: dict[str, Any]) -> str:
+    """`owner/repo#N` for an issue or pull request, `owner/repo` for other repository events, else `global`.
+
+    The queue runs one job at a time per key, so two commands on one pull request never race.
+    """
+    repo = payload.get("repository")
+    full_name = repo.get("full_name") if isinstance(repo, dict) else None
+    if not isinstance(full_name, str) or not full_name:
+        return "global"
+    for field in ("issue", "pull_request"):
+        item = payload.get(field)
+        number = item.get("number") if isinstance(item, dict) else None
+        if isinstance(number, int) and not isinstance(number, bool):
+            return f"{full_name}#{number}"
+    return full_name
+
+
+class WebhookIntake:
+    """The endpoint and what it needs; the app's lifespan fills `store`, setup fills `secret`.
+
+    `secret is None` means setup mode: deliveries are refused with 503 until the App is registered.
+    """
+
+    def __init__(self, metrics: Metrics, *, public_url: str | None = None, max_body: int = MAX_BODY) -> None:
+        self.metrics = metrics
+        self.public_url = public_url
+        self.max_body = max_body
+        self.store: DeliveryStore | None = None
+        self.secret: bytes | None = None
+        self.notify: Callable[[], None] | None = None
+
+    async def endpoint(self, request: Request) -> Response:
+        started = time.perf_counter()
+        event = request.headers.get("x-github-event")
+        delivery = request.headers.get("x-github-delivery")
+        action: str | None = None
+        try:
+            status, outcome, action = await self._handle(request, event, delivery)
+        except _Rejected as rej:
+            self.metrics.rejection(rej.reason)
+            self._log(event, action, delivery, rej.status, rej.reason, started)
+            return JSONResponse({"error": rej.reason, "message": rej.message}, status_code=rej.status)
+        self.metrics.delivery(outcome)
+        self._log(event, action, delivery, status, outcome, started)
+        if outcome == "pong":
+            return JSONResponse({"status": "pong"}, status_code=200)
+        return JSONResponse({"status": outcome}, status_code=202)
+
+    async def _handle(
+        self, request: Request, event: str | None, delivery: str | None
+    ) -> tuple[int, str, str | None]:
+        self._check_length(request)
+        secret, store = self.secret, self.store
+        if secret is None or store is None:
+            base = self.public_url or str(request.base_url).rstrip("/")
+            raise _Rejected(
+                503, "setup_mode", f"beam-bot is in setup mode: open {base}/ to register the GitHub App"
+            )
+        if not event or not _EVENT_RE.match(event):
+            raise _Rejected(400, "missing_header", "X-GitHub-Event is missing or not an event name")
+        if not delivery or not _DELIVERY_RE.match(delivery):
+            raise _Rejected(400, "missing_header", "X-GitHub-Delivery is missing or not a delivery id")
+        media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        if media_type != "application/json":
+            raise _Rejected(
+                415,
+                "media_type",
+                "beam-bot accepts webhook deliveries as application/json only: set the hook's "
+                "content type to application/json in the GitHub App settings",
+            )
+        body = await self._read_body(request)
+        header = request.headers.get("x-hub-signature-256")
+        if len(body) > _OFF_LOOP:
+            ok = await anyio.to_thread.run_sync(signature_matches, secret, body, header)
+        else:
+            ok = signature_matches(secret, body, header)
+        if not ok:
+            raise _Rejected(401, "signature", "X-Hub-Signature-256 is missing or does not match the body")
+        payload = await self._parse(body)
+        action = payload.get("action")
+        action = action if isinstance(action, str) else None
+        if event == "ping":
+            return 200, "pong", action
+        try:
+            fresh = await store.accept_delivery(delivery, event, action, body, job_key_for(payload))
+        except Exception:
+            # Not stored, so not acknowledged: GitHub shows the failure and the delivery can be
+            # redelivered from the App's settings once the database is back.
+            log.exception("delivery %s could not be stored", delivery)
+            raise _Rejected(
+                503, "store_error", "the delivery could not be stored; redeliver it later"
+            ) from None
+        if fresh and self.notify is not None:
+            self.notify()
+        return 202, "accepted" if fresh else "duplicate", action
+
+    def _check_length(self, request: Request) -> None:
+        declared = request.headers.get("content-length")
+        if declared is None:
+            return
+        try:
+            length = int(declared)
+        except ValueError:
+            raise _Rejected(400, "bad_length", "Content-Length is not a number") from None
+        if length > self.max_body:
+            raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
+
+    async def _read_body(self, request: Request) -> bytes:
+        # Read through the stream with a cap: a chunked upload without Content-Length cannot make
+        # us buffer more than max_body.
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > self.max_body:
+                    raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
+                chunks.append(chunk)
+        except ClientDisconnect:
+            raise _Rejected(
+                400, "disconnected", "the client went away before sending the whole body"
+            ) from None
+        return b"".join(chunks)
+
+    async def _parse(self, body: bytes) -> dict[str, Any]:
+        try:
+            # Strict UTF-8 (what GitHub sends): json.loads would also take UTF-16 bytes, which the
+            # store could not keep as text.
+            if len(body) > _OFF_LOOP:
+                payload = await anyio.to_thread.run_sync(_loads, body)
+            else:
+                payload = _loads(body)
+        except (ValueError, RecursionError):
+            raise _Rejected(400, "bad_json", "the body is not valid UTF-8 JSON") from None
+        if not isinstance(payload, dict):
+            raise _Rejected(400, "bad_json", "the body is not a JSON object")
+        return payload
+
+    @staticmethod
+    def _log(
+        event: str | None, action: str | None, delivery: str | None, status: int, outcome: str, started: float
+    ) -> None:
+        # Header values are attacker-controlled until the signature passed: log them quoted and short.
+        ms = (time.perf_counter() - started) * 1000
+        log.info(
+            "delivery event=%s action=%s id=%s status=%d outcome=%s ms=%.2f",
+            _short(event),
+            _short(action),
+            _short(delivery),
+            status,
+            outcome,
+            ms,
+        )
+
+
+def _loads(body: bytes) -> Any:
+    return json.loads(body.decode("utf-8"))
+
+
+def _short(value: str | None) -> str:
+    if value is None:
+        return "-"
+    return repr(value[:80]) if not re.fullmatch(r"[\w.:-]{1,80}", value) else value

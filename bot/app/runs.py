@@ -1,0 +1,302 @@
+"""One skill run on a pull request: 👀, a tracking comment, a sandboxed checkout, the agent, the answer.
+
+The run id is derived from the delivery, so a job retried after a crash finds its run row and its
+tracking comment and edits them instead of posting twice. Whatever happens, the tracking comment ends
+in a final state (answer or failure with the run id): a silent failure is a bug.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pygit2
+
+from bot.app import render
+from bot.app.checkout import CheckoutError, Checkouts, RunTree
+from bot.app.commands import Command
+from bot.app.diffmap import DiffMap
+from bot.app.github import InlineComment, InstallationClient, PullFile, PullRequest
+from bot.app.github_api import GitHubError
+from bot.app.host_tools import RunLedger, host_tools
+from bot.app.payloads import CommentEvent
+from bot.app.prompt import build_prompt
+from bot.app.queue import Job
+from bot.app.store import Store
+from bot.app.tracker import Tracker
+from bot.app.workers import RetryableError
+from bot.beam.completion import CompletionClient
+from bot.beam.errors import BeamError
+from bot.beam.hub import RiverBeam
+from bot.beam.runner import RigAgentRunner
+from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.sandbox_tools import sandbox_tools
+from bot.beam.types import AgentResult, ContentPart, InvokeRequest
+
+log = logging.getLogger("beam.runs")
+
+RUN_NAMESPACE = uuid.UUID("5b0e3a52-8f0d-4c55-9a57-4be2a7d1c0de")
+MAX_PULL_FILES = 300
+MAX_KNOWN_PATHS = 20_000
+
+
+def run_id_for(job: Job) -> str:
+    """Stable per delivery, so every attempt of one command is the same run."""
+    basis = f"delivery:{job.delivery_id}" if job.delivery_id else f"job:{job.id}"
+    return str(uuid.uuid5(RUN_NAMESPACE, basis))
+
+
+@dataclass
+class RunDeps:
+    """What a run needs from the process; built once by the app's lifespan."""
+
+    store: Store
+    checkouts: Checkouts
+    llm: CompletionClient
+    installation_token: Callable[[int], Awaitable[str]]
+    run_timeout: float = 600.0
+    blocked_paths: tuple[str, ...] = (".github/workflows/**",)
+
+
+@dataclass
+class RunRequest:
+    event: CommentEvent
+    command: Command
+    job: Job
+    gh: InstallationClient
+    installation_id: int
+
+
+@dataclass
+class Outcome:
+    answer: str
+    notes: list[str] = field(default_factory=list)
+    result: AgentResult | None = None
+
+
+class SkillRun:
+    def __init__(self, deps: RunDeps, request: RunRequest) -> None:
+        self.deps = deps
+        self.req = request
+        event = request.event
+        self.owner = event.repository.owner.login
+        self.repo = event.repository.name
+        self.number = event.number
+        self.run_id = run_id_for(request.job)
+        self.skill = request.command.skill or request.command.name
+        self.progress = render.Progress(command=f"/beam {request.command.name}", run_id=self.run_id)
+        self.comment_id: int | None = None
+        self.started = time.monotonic()
+
+    # -- the tracking comment -------------------------------------------------------------------
+
+    async def publish(self, body: str) -> None:
+        gh = self.req.gh
+        if self.comment_id is None:
+            comment = await gh.create_comment(self.owner, self.repo, self.number, body)
+            self.comment_id = comment.id
+            await self.deps.store.update_run(self.run_id, tracking_comment_id=comment.id)
+        else:
+            await gh.update_comment(self.owner, self.repo, self.comment_id, body)
+
+    async def _start(self) -> None:
+        event = self.req.event
+        try:
+            await self.req.gh.add_reaction(
+                self.owner, self.repo, event.comment.id, "eyes", review_comment=event.is_review_comment
+            )
+        except GitHubError as error:  # the 👀 is a courtesy; the tracking comment is what must land
+            log.warning("run %s: could not react to the command: %s", self.run_id, error)
+        existing = await self.deps.store.get_run(self.run_id)
+        if existing is None:
+            await self.deps.store.create_run(
+                run_id=self.run_id,
+                repo=event.repository.full_name,
+                number=self.number,
+                skill=self.skill,
+                requester=event.comment.user.login,
+                job_id=self.req.job.id,
+                status="running",
+                started_at=time.time(),
+            )
+        else:
+            self.comment_id = existing.get("tracking_comment_id")
+            await self.deps.store.update_run(self.run_id, status="running")
+        await self.publish(render.working(self.progress))
+
+    # -- the run --------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Run and publish; raises RetryableError only when a later attempt may succeed."""
+        await self._start()
+        job = self.req.job
+        outcome: Outcome | None = None
+        failure: tuple[str, str | None] | None = None
+        try:
+            with anyio.fail_after(self.deps.run_timeout):
+                outcome = await self._execute()
+        except TimeoutError:
+            failure = (f"the run took longer than {self.deps.run_timeout:.0f} s and was stopped", None)
+        except BeamError as error:
+            detail = f": {error.detail}" if error.detail else ""
+            failure = (f"{error.message}{detail}", error.code)
+        except CheckoutError as error:
+            failure = (f"could not check out the repository: {error}", None)
+        except GitHubError as error:
+            transient = error.status >= 500 or error.status in (0, 429) or error.rate_limited
+            if transient and job.attempts < job.max_attempts:
+                await self._safe_publish(
+                    render.retrying(
+                        self.progress, f"GitHub answered {error.status}", job.attempts, job.max_attempts
+                    )
+                )
+                await self.deps.store.update_run(self.run_id, status="queued", error_message=str(error))
+                raise RetryableError(str(error)) from error
+            failure = (f"GitHub refused a call ({error.status}: {error.message})", None)
+        except Exception:
+            log.exception("run %s failed", self.run_id)
+            failure = ("an internal error stopped the run; the maintainers of this bot can look it up", None)
+        await self._finish(outcome, failure)
+
+    async def _safe_publish(self, body: str) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.publish(body)
+            except GitHubError as error:
+                log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
+
+    async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
+        latency = int((time.monotonic() - self.started) * 1000)
+        values: dict[str, Any] = {"finished_at": time.time(), "latency_ms": latency}
+        if outcome is not None:
+            await self._safe_publish(render.finished(self.progress, outcome.answer, outcome.notes))
+            result = outcome.result
+            values.update(status="succeeded", summary={"tools": self.progress.tools, "notes": outcome.notes})
+            if result is not None:
+                values["model_used"] = result.model_used
+                values["usage"] = result.token_usage.to_json() if result.token_usage else None
+        else:
+            reason, code = failure or ("the run ended without an answer", None)
+            await self._safe_publish(render.failed(self.progress, reason, code))
+            values.update(status="failed", error_code=code, error_message=reason)
+        await self.deps.store.update_run(self.run_id, **values)
+
+    async def _execute(self) -> Outcome:
+        event, gh = self.req.event, self.req.gh
+        pull: PullRequest | None = None
+        files: list[PullFile] = []
+        total = 0
+        if event.on_pull_request:
+            pull = await gh.get_pull(self.owner, self.repo, self.number)
+            files = await gh.list_pull_files(self.owner, self.repo, self.number, max_files=MAX_PULL_FILES + 1)
+            total = len(files)
+            files = files[:MAX_PULL_FILES]
+        tree, run_tree, head_sha = await self._checkout(pull)
+        try:
+            return await self._agent(tree, run_tree, head_sha, pull, files, total)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await run_tree.remove()
+
+    async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
+        repo = self.req.event.repository
+        token = await self.deps.installation_token(self.req.installation_id)
+        refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]
+        if pull is not None:
+            refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
+            if pull.base.ref != repo.default_branch:
+                refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
+        await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs)
+        head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
+        kind = "pr" if pull is not None else "issue"
+        branch = f"beam/{kind}-{self.number}/{self.skill}-{self.run_id[:8]}"
+        # A retried run (the worker died mid-run) starts again from a clean tree.
+        if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
+            log.info("run %s: removed the tree of an earlier attempt", self.run_id)
+        run_tree = await self.deps.checkouts.create_run_tree(repo.full_name, self.run_id, head_sha, branch)
+        protected = {"main", "master", repo.default_branch}
+        if pull is not None:
+            protected |= {pull.base.ref, pull.head.ref}
+        tree = WorkingTree(
+            SandboxRoot(run_tree.path),
+            sorted(protected),
+            blocked_paths=self.deps.blocked_paths,
+            allowed_push_branches={branch},
+            commit_trailer=f"Co-authored-by: {self.req.event.comment.user.login} "
+            f"<{self.req.event.comment.user.login}@users.noreply.github.com>",
+        )
+        return tree, run_tree, head_sha
+
+    async def _branch_sha(self, branch: str) -> str:
+        mirror = self.deps.checkouts.mirror_path(self.req.event.repository.full_name)
+
+        def resolve() -> str:
+            return str(pygit2.Repository(str(mirror)).revparse_single(f"refs/heads/{branch}").id)
+
+        return await anyio.to_thread.run_sync(resolve)
+
+    async def _agent(
+        self,
+        tree: WorkingTree,
+        run_tree: RunTree,
+        head_sha: str,
+        pull: PullRequest | None,
+        files: list[PullFile],
+        total: int,
+    ) -> Outcome:
+        event, gh = self.req.event, self.req.gh
+        ledger = RunLedger()
+        blob_base = f"{event.repository.html_url}/blob/{head_sha}"
+        diff = DiffMap.from_files((f.filename, f.patch) for f in files)
+
+        async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
+            inline = [InlineComment(path=c["path"], line=c["line"], body=c["body"]) for c in comments]
+            review = await gh.create_review(
+                self.owner, self.repo, self.number, commit_id=head_sha, body=body, comments=inline
+            )
+            return review.id
+
+        def blob_url(path: str, start: int, end: int) -> str:
+            return f"{blob_base}/{path}#L{start}-L{end}"
+
+        tools = sandbox_tools(tree) + host_tools(
+            tree.sandbox,
+            ledger,
+            diff=diff,
+            post_review=post_review,
+            blob_url=blob_url,
+        )
+        hub = RiverBeam()
+        hub.register_agent(RigAgentRunner.for_skill(self.skill, self.deps.llm, tools))
+        text, coverage = build_prompt(event, self.skill, self.req.command.text, pull, files, total)
+        tracker = Tracker(self.progress, self.publish)
+        request = InvokeRequest(
+            agent_name=self.skill,
+            content=[ContentPart.text_part(text)],
+            session_id=uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}"),
+            request_id=uuid.UUID(self.run_id),
+            metadata={"repository": event.repository.full_name, "number": self.number},
+        )
+        outcome = await hub.invoke(request, on_frame=tracker)
+        result = outcome.result
+        answer = result.text
+        known = set(await anyio.to_thread.run_sync(_list_paths, tree))
+        answer = render.link_citations(answer, known, blob_base)
+        if self.skill == "review" and pull is not None:
+            if ledger.review_id is None:
+                ledger.review_id = await post_review(answer or "No comments.", [])
+            answer = f"Posted a review on this pull request.\n\n{answer}"
+        notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        return Outcome(answer=answer, notes=notes, result=result)
+
+
+def _list_paths(tree: WorkingTree) -> list[str]:
+    try:
+        return tree.list_files("")[:MAX_KNOWN_PATHS]
+    except BeamError:
+        return []

@@ -1,0 +1,212 @@
+"""The app's tables and their versioned upgrade: one schema for SQLite and PostgreSQL alike.
+
+Times are seconds since the epoch (UTC) in double columns: they compare the same way on both
+databases, need no timezone handling, and the queue's lease arithmetic stays plain addition.
+Structured columns use SQLAlchemy's JSON type; a delivery's body stays TEXT so its bytes are kept
+exactly as GitHub signed them.
+
+Upgrades: a fresh database gets the current tables and `SCHEMA_VERSION` in one step; an existing one
+runs `MIGRATIONS[v]` for every version above its own, in one transaction, under a lock (BEGIN
+IMMEDIATE on SQLite, an advisory lock on PostgreSQL) so two processes starting together upgrade once.
+To change the schema: edit the tables below, bump `SCHEMA_VERSION`, and add the migration that takes a
+database of the previous version to the new one (e.g. `ALTER TABLE ... ADD COLUMN`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    Connection,
+    Double,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    Table,
+    Text,
+    insert,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.ext.asyncio import AsyncConnection
+
+SCHEMA_VERSION = 1
+
+# A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
+# transaction, on a sync connection (DDL reads best that way).
+Migration = Callable[[Connection], None]
+MIGRATIONS: dict[int, Migration] = {}
+
+# Arbitrary constant shared by every beam-bot process: the PostgreSQL advisory lock for upgrades.
+_UPGRADE_LOCK = 0x6265616D  # "beam"
+
+JOB_STATES = ("queued", "running", "done", "failed", "dead")
+DEFAULT_MAX_ATTEMPTS = 5
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "interrupted")
+
+# SQLite only makes INTEGER PRIMARY KEY an auto-incrementing rowid; PostgreSQL wants BIGINT.
+_Id = BigInteger().with_variant(Integer(), "sqlite")
+_Json = JSON(none_as_null=True)
+
+metadata = MetaData()
+
+schema_version = Table(
+    "schema_version",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("version", Integer, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("delivery_id", Text, primary_key=True),
+    Column("event", Text, nullable=False),
+    Column("action", Text),
+    Column("received_at", Double, nullable=False),
+    Column("payload", Text, nullable=False),
+)
+
+jobs = Table(
+    "jobs",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("kind", Text, nullable=False),
+    Column("delivery_id", Text, ForeignKey("deliveries.delivery_id")),
+    Column("key", Text),
+    Column("payload", _Json),
+    Column("state", Text, nullable=False, server_default="queued"),
+    Column("attempts", Integer, nullable=False, server_default="0"),
+    Column("max_attempts", Integer, nullable=False, server_default=str(DEFAULT_MAX_ATTEMPTS)),
+    Column("run_after", Double, nullable=False),
+    Column("lease_owner", Text),
+    Column("lease_expires_at", Double),
+    Column("last_error", Text),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Index("jobs_state_run_after", "state", "run_after"),
+    Index("jobs_delivery_id", "delivery_id"),
+    # One job at a time per pull request, enforced by the database itself: a claim racing another
+    # claim for the same key fails with an integrity error instead of running both.
+    Index(
+        "jobs_one_running_per_key",
+        "key",
+        unique=True,
+        sqlite_where=text("state = 'running'"),
+        postgresql_where=text("state = 'running'"),
+    ),
+)
+
+runs = Table(
+    "runs",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("job_id", _Id, ForeignKey("jobs.id")),
+    Column("repo", Text, nullable=False),
+    Column("number", Integer),
+    Column("skill", Text, nullable=False),
+    Column("requester", Text),
+    Column("status", Text, nullable=False, server_default="queued"),
+    Column("tracking_comment_id", BigInteger),
+    Column("created_at", Double, nullable=False),
+    Column("started_at", Double),
+    Column("finished_at", Double),
+    Column("usage", _Json),
+    Column("model_used", Text),
+    Column("error_code", Text),
+    Column("error_message", Text),
+    Column("summary", _Json),
+    Column("latency_ms", Integer),
+    Index("runs_repo_number", "repo", "number"),
+    Index("runs_job_id", "job_id"),
+)
+
+memory = Table(
+    "memory",
+    metadata,
+    Column("id", _Id, primary_key=True, autoincrement=True),
+    Column("scope_key", Text, nullable=False),
+    Column("kind", Text, nullable=False),
+    Column("text", Text, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Index("memory_scope_key", "scope_key", "id"),
+)
+
+pending_pushes = Table(
+    "pending_pushes",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("run_id", Text, ForeignKey("runs.id")),
+    Column("repo", Text, nullable=False),
+    Column("number", Integer),
+    Column("base_sha", Text),
+    Column("head_sha", Text),
+    Column("commit_sha", Text),
+    Column("branch", Text),
+    Column("diffstat", _Json),
+    Column("requester", Text),
+    Column("action", _Json),
+    Column("state", Text, nullable=False, server_default="pending"),
+    Column("approval_comment_id", BigInteger),
+    Column("etag", Text),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double),
+    Column("decided_by", Text),
+    Column("decided_at", Double),
+    Column("pushed_at", Double),
+    Column("result", _Json),
+    Column("error", Text),
+    Index("pending_pushes_repo_number", "repo", "number", "state"),
+    Index("pending_pushes_state", "state"),
+)
+
+
+class SchemaError(RuntimeError):
+    """The database cannot be used by this version of beam-bot (e.g. a newer one wrote it)."""
+
+
+async def upgrade_schema(
+    conn: AsyncConnection,
+    now: float,
+    *,
+    target: int = SCHEMA_VERSION,
+    migrations: Mapping[int, Migration] = MIGRATIONS,
+) -> int:
+    """Bring the database to `target` inside the caller's (write) transaction; return the old version.
+
+    The caller opens the transaction with the write lock taken (BEGIN IMMEDIATE on SQLite), so the
+    version read here cannot change until commit.
+    """
+    if conn.dialect.name == "postgresql":
+        await conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK})
+    await conn.run_sync(lambda c: schema_version.create(c, checkfirst=True))
+    current = (await conn.execute(select(schema_version.c.version).where(schema_version.c.id == 1))).scalar()
+    if current is None:
+        await conn.execute(insert(schema_version).values(id=1, version=0, updated_at=now))
+        current = 0
+    if current > target:
+        raise SchemaError(
+            f"the database is at schema version {current}, newer than this beam-bot ({target}); "
+            "upgrade beam-bot or point it at another database"
+        )
+    if current == target:
+        return current
+    if current == 0:
+        # A fresh database gets today's tables directly; migrations are only for older databases.
+        await conn.run_sync(lambda c: metadata.create_all(c, checkfirst=True))
+    else:
+        for version in range(current + 1, target + 1):
+            step = migrations.get(version)
+            if step is None:
+                raise SchemaError(f"no migration to schema version {version}")
+            await conn.run_sync(step)
+    await conn.execute(
+        update(schema_version).where(schema_version.c.id == 1).values(version=target, updated_at=now)
+    )
+    return int(current)

@@ -1,0 +1,305 @@
+"""Server settings (`Settings`, environment variables `BEAM_*`) and the GitHub App credentials.
+
+Everything the server reads from its environment is declared here, once, and validated before the
+server opens a port: a wrong setting is a clear message at start, not a failure on the first webhook.
+Nothing is read at import; `Settings()` reads the environment when it is built, and tests build it
+from keyword arguments (`Settings(_env_file=None, app_id=...)`).
+
+Credentials come from the environment (`BEAM_APP_ID` + key + secret) or, when the environment has
+none, from `<work_dir>/app-credentials.json`, the file setup mode writes (mode 0600). The environment
+wins so that an operator can always override what setup mode stored.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+CREDENTIALS_FILE = "app-credentials.json"
+DEFAULT_GITHUB_API_URL = "https://api.github.com"
+_PEM_RE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.+-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
+
+
+class SettingsError(Exception):
+    """A setting or the stored credentials are unusable; the message says which and how to fix it."""
+
+
+def normalise_pem(text: str, origin: str) -> str:
+    # Container environments often carry a PEM on one line with literal "\n"; accept that form too.
+    if "\n" not in text.strip() and "\\n" in text:
+        text = text.replace("\\n", "\n")
+    if not _PEM_RE.search(text):
+        raise ValueError(f"{origin} is not a PEM private key (expected '-----BEGIN ... PRIVATE KEY-----')")
+    return text.strip() + "\n"
+
+
+def _http_url(value: str, name: str) -> str:
+    if not re.match(r"^https?://[^/\s]+", value):
+        raise ValueError(f"{name} must be an http(s) URL, got {value!r}")
+    return value.rstrip("/")
+
+
+class Settings(BaseSettings):
+    """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
+
+    - APP_ID, PRIVATE_KEY (PEM text; one line with literal \\n accepted) or PRIVATE_KEY_PATH,
+      WEBHOOK_SECRET: the App's credentials, all or none. None: setup mode, unless setup mode already
+      stored credentials in `<work_dir>/app-credentials.json`.
+    - DATABASE_URL: postgresql://... for several processes; unset or empty: `<work_dir>/beam.db`.
+    - WORK_DIR (default ./.beam, made absolute at start; /data in the container): database, stored
+      credentials, mirrors. RUNS_DIR: where run trees go (a tmpfs makes big checkouts much faster).
+    - GITHUB_API_URL (https://api.github.com; https://HOST/api/v3 for GitHub Enterprise Server).
+    - PUBLIC_URL: the address GitHub reaches this server at (webhook and setup-callback URLs).
+    - APP_MANIFEST: a custom app.yml for setup mode. HOST (127.0.0.1), PORT (8080): `serve` binds.
+    - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (120),
+      QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
+      approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
+    - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="BEAM_",
+        extra="ignore",
+        env_ignore_empty=True,
+        validate_by_name=True,
+        validate_by_alias=True,
+        frozen=True,
+    )
+
+    app_id: int | None = Field(default=None, gt=0)
+    private_key: SecretStr | None = None
+    private_key_path: Path | None = None
+    webhook_secret: SecretStr | None = None
+    # A PostgreSQL URL may hold a password: kept secret so that repr and logs never show it.
+    database_url: SecretStr | None = None
+    # Relative paths are resolved against the directory the server starts in (default: ./.beam).
+    work_dir: Path = Path(".beam")
+    runs_dir: Path | None = None
+    github_api_url: str = DEFAULT_GITHUB_API_URL
+    public_url: str | None = None
+    app_manifest: Path | None = None
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=1, le=65535)
+    concurrency: int = Field(default=2, ge=1, le=64)
+    job_timeout: float = Field(default=1800.0, gt=0)
+    lease_seconds: float = Field(default=120.0, gt=0)
+    queue_poll_interval: float = Field(default=2.0, gt=0)
+    poll_interval: float = Field(default=30.0, gt=0)
+    bot_login: str | None = None
+    # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY); the client
+    # itself is built by OpenAiCompatible.from_env, this only tells whether a live model is configured.
+    llm_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY"),
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        # BEAM_DATABASE_URL= (empty) means "the default", as it does for every other variable.
+        return None if isinstance(value, str) and value.strip() == "" else value
+
+    @field_validator("work_dir", "runs_dir", "private_key_path", "app_manifest")
+    @classmethod
+    def _absolute(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser().absolute()
+
+    @field_validator("github_api_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        return _http_url(value, "BEAM_GITHUB_API_URL")
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value, "BEAM_PUBLIC_URL")
+
+    @field_validator("private_key")
+    @classmethod
+    def _private_key(cls, value: SecretStr | None) -> SecretStr | None:
+        return (
+            None if value is None else SecretStr(normalise_pem(value.get_secret_value(), "BEAM_PRIVATE_KEY"))
+        )
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 8:
+            raise ValueError(
+                "BEAM_WEBHOOK_SECRET is too short: use at least 8 characters (GitHub: 32 random)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _credentials_complete(self) -> Settings:
+        if self.private_key is not None and self.private_key_path is not None:
+            raise ValueError("set only one of BEAM_PRIVATE_KEY and BEAM_PRIVATE_KEY_PATH, not both")
+        if self.private_key_path is not None and not self.private_key_path.is_file():
+            raise ValueError(f"BEAM_PRIVATE_KEY_PATH: no file at {self.private_key_path}")
+        if self.app_manifest is not None and not self.app_manifest.is_file():
+            raise ValueError(f"BEAM_APP_MANIFEST: no file at {self.app_manifest}")
+        has_key = self.private_key is not None or self.private_key_path is not None
+        if self.app_id is None:
+            if has_key or self.webhook_secret is not None:
+                raise ValueError(
+                    "BEAM_PRIVATE_KEY / BEAM_WEBHOOK_SECRET are set but BEAM_APP_ID is not: set BEAM_APP_ID "
+                    "too, or unset them to register the App in setup mode"
+                )
+            return self
+        if self.webhook_secret is None:
+            raise ValueError("BEAM_WEBHOOK_SECRET is required when BEAM_APP_ID is set")
+        if not has_key:
+            raise ValueError("BEAM_PRIVATE_KEY or BEAM_PRIVATE_KEY_PATH is required when BEAM_APP_ID is set")
+        return self
+
+    @property
+    def credentials_path(self) -> Path:
+        return self.work_dir / CREDENTIALS_FILE
+
+    @property
+    def github_web_url(self) -> str:
+        """github.com for api.github.com; https://HOST for GitHub Enterprise Server's https://HOST/api/v3."""
+        if re.match(r"^https?://api\.github\.com$", self.github_api_url):
+            return "https://github.com"
+        return re.sub(r"/api/v3$", "", self.github_api_url)
+
+    @property
+    def has_llm_key(self) -> bool:
+        return self.llm_api_key is not None
+
+
+@dataclass(frozen=True, slots=True)
+class AppCredentials:
+    """What authenticates the App to GitHub and GitHub to us. Never logged: repr hides the secrets."""
+
+    app_id: int
+    private_key: SecretStr
+    webhook_secret: SecretStr
+    slug: str | None = None
+    client_id: str | None = None
+    source: str = "env"
+
+    def __repr__(self) -> str:
+        return f"AppCredentials(app_id={self.app_id}, slug={self.slug!r}, source={self.source!r})"
+
+
+def load_settings() -> Settings:
+    """Settings from the environment, or `SettingsError` with one line per problem (no secret values)."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    lines = ["invalid beam-bot settings:"]
+    for err in exc.errors(include_input=False, include_url=False):
+        name = "BEAM_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else ""
+        message = str(err["msg"]).removeprefix("Value error, ")
+        lines.append(f"  {name}: {message}" if name else f"  {message}")
+    return "\n".join(lines)
+
+
+def load_credentials(settings: Settings) -> AppCredentials | None:
+    """The App credentials from the environment, else from the stored file, else None (setup mode).
+
+    Blocking (small file reads): call it at start or through `anyio.to_thread.run_sync`.
+    """
+    if settings.app_id is not None:
+        assert settings.webhook_secret is not None  # the model validator guarantees it
+        key = settings.private_key
+        if key is None:
+            assert settings.private_key_path is not None
+            key = _read_key_file(settings.private_key_path)
+        return AppCredentials(settings.app_id, key, settings.webhook_secret, source="env")
+    return read_credentials_file(settings.credentials_path)
+
+
+def _read_key_file(path: Path) -> SecretStr:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SettingsError(f"BEAM_PRIVATE_KEY_PATH: cannot read {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise SettingsError(f"BEAM_PRIVATE_KEY_PATH: {path} is not a PEM text file") from None
+    try:
+        return SecretStr(normalise_pem(text, f"BEAM_PRIVATE_KEY_PATH ({path})"))
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def read_credentials_file(path: Path) -> AppCredentials | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SettingsError(f"cannot read the stored App credentials {path}: {exc.strerror}") from None
+    try:
+        data = json.loads(raw)
+        creds = AppCredentials(
+            app_id=int(data["app_id"]),
+            private_key=SecretStr(normalise_pem(str(data["pem"]), f"the key in {path}")),
+            webhook_secret=SecretStr(str(data["webhook_secret"])),
+            slug=data.get("slug"),
+            client_id=data.get("client_id"),
+            source="file",
+        )
+    except (ValueError, KeyError, TypeError):
+        raise SettingsError(
+            f"the stored App credentials {path} are damaged: delete the file to register again, "
+            "or set BEAM_APP_ID, BEAM_PRIVATE_KEY and BEAM_WEBHOOK_SECRET"
+        ) from None
+    return creds
+
+
+def ensure_work_dir(path: Path) -> None:
+    """Creates the work directory (0700) with a `.gitignore` of `*`.
+
+    The default ./.beam may sit inside a git checkout; the ignore file keeps the stored credentials
+    and the database out of `git add -A`.
+    """
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ignore = path / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text(
+            "# beam-bot's work directory: credentials, database, mirrors. Never commit it.\n*\n"
+        )
+
+
+def write_credentials_file(path: Path, creds: AppCredentials) -> None:
+    """Writes the file atomically, readable by this user only from its first byte (mode 0600).
+
+    The temporary file is created with 0600 by `os.open`, so the secret is never world-readable, even
+    between creation and `chmod`; the rename makes a half-written file impossible.
+    """
+    ensure_work_dir(path.parent)
+    body = json.dumps(
+        {
+            "app_id": creds.app_id,
+            "slug": creds.slug,
+            "client_id": creds.client_id,
+            "webhook_secret": creds.webhook_secret.get_secret_value(),
+            "pem": creds.private_key.get_secret_value(),
+        },
+        indent=2,
+    ).encode()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            os.fchmod(fh.fileno(), 0o600)  # the umask can only remove bits; this pins the mode exactly
+            fh.write(body)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,231 @@
+"""`create_app(settings)`: the Starlette app, and `AppRuntime`, the resources its lifespan owns.
+
+The lifespan opens the store, one httpx client for GitHub (counted by `Metrics`), and, once the App
+has credentials and a job handler was given, the worker pool. Without credentials the app starts in
+setup mode (setup.py) and switches to normal mode in place when the App is registered: the webhook
+route reads its secret from the runtime, and the worker pool starts in the lifespan's task group.
+Nothing here reads the environment or keeps global state; everything hangs off `app.state.runtime`.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+import httpx
+import sqlalchemy
+from pydantic import SecretStr
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from bot.app.intake import WebhookIntake
+from bot.app.metrics import CONTENT_TYPE, Metrics, MetricsTransport
+from bot.app.queue import Job, JobQueue
+from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
+from bot.app.setup import SetupFlow, load_manifest, status_page
+from bot.app.store import Store, build_url
+from bot.app.workers import WorkerPool
+
+log = logging.getLogger(__name__)
+
+JobHandler = Callable[[Job], Awaitable[None]]
+HandlerFactory = Callable[["AppRuntime"], JobHandler]
+GITHUB_HEADERS = {
+    "Accept": "application/vnd.github+json",
+    "X-GitHub-Api-Version": "2022-11-28",
+    "User-Agent": "beam-bot",
+}
+
+
+class AppRuntime:
+    """Everything one running app owns. `mode` is "setup" until the App has credentials."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        handler: JobHandler | None = None,
+        handler_factory: HandlerFactory | None = None,
+        github_transport: httpx.AsyncBaseTransport | None = None,
+        metrics: Metrics | None = None,
+    ) -> None:
+        if handler is not None and handler_factory is not None:
+            raise ValueError("pass handler or handler_factory, not both")
+        self.settings = settings
+        self.metrics = metrics or Metrics()
+        self.intake = WebhookIntake(self.metrics, public_url=settings.public_url)
+        self.setup = SetupFlow(settings, {}, self.activate)
+        self.credentials: AppCredentials | None = None
+        self.store: Store | None = None
+        self.github: httpx.AsyncClient | None = None
+        self.workers: WorkerPool | None = None
+        self._handler = handler
+        self._handler_factory = handler_factory
+        self._github_transport = github_transport
+        self._task_group: anyio.abc.TaskGroup | None = None
+
+    @property
+    def mode(self) -> str:
+        return "setup" if self.credentials is None else "normal"
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[AppRuntime]:
+        """Opens every resource, yields, and closes them in reverse order (workers first)."""
+        settings = self.settings
+        await anyio.to_thread.run_sync(_prepare_work_dir, settings)
+        credentials = await anyio.to_thread.run_sync(load_credentials, settings)
+        self.store = await Store.open(build_url(_secret(settings.database_url), settings.work_dir))
+        try:
+            transport = MetricsTransport(self._github_transport or httpx.AsyncHTTPTransport(), self.metrics)
+            async with (
+                httpx.AsyncClient(
+                    base_url=settings.github_api_url,
+                    transport=transport,
+                    headers=GITHUB_HEADERS,
+                    timeout=httpx.Timeout(30.0, connect=10.0),
+                    follow_redirects=False,
+                ) as github,
+                anyio.create_task_group() as tg,
+            ):
+                self.github = github
+                self.setup.client = github
+                self._task_group = tg
+                self.intake.store = self.store
+                if credentials is not None:
+                    await self.activate(credentials)
+                else:
+                    self.setup.manifest = await anyio.to_thread.run_sync(load_manifest, settings)
+                    log.warning(
+                        "beam-bot is in setup mode: open %s/ to register the GitHub App",
+                        settings.public_url or f"http://{settings.host}:{settings.port}",
+                    )
+                try:
+                    yield self
+                finally:
+                    # In-flight jobs get the pool's grace period; what is still running then goes
+                    # back to the queue for the next worker.
+                    if self.workers is not None:
+                        self.workers.stop()
+                    else:
+                        tg.cancel_scope.cancel()
+        finally:
+            self._task_group = None
+            self.github = None
+            self.workers = None
+            store, self.store = self.store, None
+            await store.close()
+
+    async def activate(self, credentials: AppCredentials) -> None:
+        """Normal mode from now on: webhooks are verified with this secret and the workers start."""
+        self.credentials = credentials
+        self.intake.secret = credentials.webhook_secret.get_secret_value().encode()
+        self.setup.done = True
+        log.info(
+            "beam-bot serves GitHub App %s (credentials from %s)", credentials.app_id, credentials.source
+        )
+        handler = self._handler
+        if handler is None and self._handler_factory is not None:
+            handler = self._handler_factory(self)
+        if handler is None or self._task_group is None or self.store is None:
+            return
+        self.workers = WorkerPool(
+            JobQueue(self.store),
+            handler,
+            concurrency=self.settings.concurrency,
+            lease_seconds=self.settings.lease_seconds,
+            job_timeout=self.settings.job_timeout,
+            poll_interval=self.settings.queue_poll_interval,
+            observer=self.metrics.observe_run,
+        )
+        self.intake.notify = self.workers.notify
+        self._task_group.start_soon(self.workers.run)
+
+    async def database_ok(self) -> bool:
+        if self.store is None:
+            return False
+        try:
+            async with self.store.read() as conn:
+                await conn.execute(sqlalchemy.text("SELECT 1"))
+        except Exception:
+            log.exception("health check: the database did not answer")
+            return False
+        return True
+
+
+def create_app(
+    settings: Settings,
+    *,
+    handler: JobHandler | None = None,
+    handler_factory: HandlerFactory | None = None,
+    github_transport: httpx.AsyncBaseTransport | None = None,
+) -> Starlette:
+    """The beam-bot web app. Workers run only with `handler` (or `handler_factory`, called with the
+    runtime once the App has credentials, for handlers that need the GitHub client or the store)."""
+    runtime = AppRuntime(
+        settings, handler=handler, handler_factory=handler_factory, github_transport=github_transport
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with runtime.running():
+            yield
+
+    async def index(request: Request) -> Response:
+        if runtime.mode == "setup":
+            return await runtime.setup.page(request)
+        creds = runtime.credentials
+        assert creds is not None
+        name = html.escape(creds.slug or f"App {creds.app_id}")
+        workers = "running" if runtime.workers is not None else "not started in this process"
+        return status_page(
+            f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>"
+            '<p><a href="/healthz">/healthz</a> · <a href="/metrics">/metrics</a></p>'
+        )
+
+    async def setup_callback(request: Request) -> Response:
+        return await runtime.setup.callback(request)
+
+    async def healthz(request: Request) -> Response:
+        if await runtime.database_ok():
+            return JSONResponse({"status": "ok", "mode": runtime.mode})
+        return JSONResponse({"status": "error", "mode": runtime.mode, "detail": "database"}, status_code=503)
+
+    async def metrics(request: Request) -> Response:
+        stats = None
+        if runtime.store is not None:
+            try:
+                stats = await runtime.store.stats()
+            except Exception:
+                log.exception("metrics: the database did not answer")
+        text = runtime.metrics.render(mode=runtime.mode, store_stats=stats)
+        return PlainTextResponse(text, media_type=CONTENT_TYPE)
+
+    app = Starlette(
+        routes=[
+            Route("/webhooks", runtime.intake.endpoint, methods=["POST"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
+            Route("/", index, methods=["GET"]),
+            Route("/setup/callback", setup_callback, methods=["GET"]),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.runtime = runtime
+    return app
+
+
+def _secret(value: SecretStr | None) -> str | None:
+    return None if value is None else str(value.get_secret_value())
+
+
+def _prepare_work_dir(settings: Settings) -> None:
+    ensure_work_dir(settings.work_dir)
+    if settings.runs_dir is not None:
+        settings.runs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -1,0 +1,318 @@
+"""The worker pool: N claim loops in one process, each running a job under a lease, a heartbeat and a
+timeout, and recording how it ended.
+
+A handler signals how it failed by the exception it raises: `RetryableError` (try again after a
+backoff, or after `retry_after`), `PermanentError` (never again), anything else (a bug or an outage we
+did not foresee: retried too, up to the job's `max_attempts`, so a transient fault heals and a
+persistent one ends as `dead` with its error). A timeout counts as a retryable failure.
+
+Idle loops sleep `poll_interval` between claims; `notify()` (called by intake after it stored a job)
+wakes them at once, so latency is low without polling the database hard.
+
+`run()` runs until cancelled or until `stop` is set. On a stop, loops take no new job and in-flight
+jobs get `shutdown_grace` seconds to finish; a job still running after that, or when `run()` is
+cancelled, is handed back to the queue (`release`) so another worker starts it at once instead of
+waiting for its lease to expire.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from bot.app.queue import Job, JobQueue
+
+__all__ = ["Handler", "Job", "PermanentError", "RetryableError", "WorkerPool", "WorkerStats"]
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[Job], Awaitable[None]]
+Observer = Callable[[float, str], None]
+
+DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
+
+
+class RetryableError(Exception):
+    """The job may succeed later (rate limit, outage): retry after a backoff or `retry_after` seconds."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class PermanentError(Exception):
+    """Trying again cannot help (bad input, refused permission): the job ends as `failed`."""
+
+
+@dataclass(slots=True)
+class WorkerStats:
+    """Counters for /metrics. Outcomes: succeeded, retried, failed (permanent), dead (out of tries)."""
+
+    started: int = 0
+    succeeded: int = 0
+    retried: int = 0
+    failed: int = 0
+    dead: int = 0
+    timed_out: int = 0
+    lease_lost: int = 0
+    released: int = 0
+    loop_errors: int = 0
+    in_flight: int = 0
+    duration_counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
+    duration_sum: float = 0.0
+
+    def snapshot(self) -> dict[str, Any]:
+        """The counters as a plain dict; `duration_buckets` maps upper bounds to (non-cumulative) counts."""
+        counters = {name: getattr(self, name) for name in _COUNTERS}
+        bounds = (*DURATION_BUCKETS, float("inf"))
+        return {
+            **counters,
+            "duration_buckets": dict(zip(bounds, self.duration_counts, strict=True)),
+            "duration_sum": self.duration_sum,
+        }
+
+    def observe(self, seconds: float) -> None:
+        """Non-cumulative bucket counts; the last bucket is +Inf."""
+        index = bisect.bisect_left(DURATION_BUCKETS, seconds)
+        self.duration_counts[index] += 1
+        self.duration_sum += seconds
+
+
+_COUNTERS = (
+    "started",
+    "succeeded",
+    "retried",
+    "failed",
+    "dead",
+    "timed_out",
+    "lease_lost",
+    "released",
+    "loop_errors",
+    "in_flight",
+)
+
+
+# The WorkerStats counter each recorded outcome adds to.
+_OUTCOME_COUNTERS = {
+    "success": "succeeded",
+    "queued": "retried",
+    "failed": "failed",
+    "dead": "dead",
+    "lease_lost": "lease_lost",
+}
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """What one run of the handler came to; `outcome` stays "released" until the end is recorded."""
+
+    outcome: str = "released"
+    succeeded: bool = False
+    lease_lost: bool = False
+    error: str = ""
+    retryable: bool = True
+    retry_after: float | None = None
+
+
+def default_worker_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+
+
+class WorkerPool:
+    """`concurrency` loops sharing one queue; usable as `await pool.run(stop)` or `async with pool:`."""
+
+    def __init__(
+        self,
+        queue: JobQueue,
+        handler: Handler,
+        *,
+        concurrency: int,
+        lease_seconds: float = 60.0,
+        job_timeout: float = 600.0,
+        poll_interval: float = 0.5,
+        worker_id: str | None = None,
+        heartbeat_interval: float | None = None,
+        shutdown_grace: float = 10.0,
+        observer: Observer | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.queue = queue
+        self.handler = handler
+        self.concurrency = concurrency
+        self.lease_seconds = lease_seconds
+        self.job_timeout = job_timeout
+        self.poll_interval = poll_interval
+        self.worker_id = worker_id or default_worker_id()
+        # A third of the lease: two heartbeats can be lost before another worker may take the job.
+        self.heartbeat_interval = heartbeat_interval or lease_seconds / 3
+        self.shutdown_grace = shutdown_grace
+        self.observer = observer
+        self.stats = WorkerStats()
+        self._wake = anyio.Event()
+        self._stopping = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+
+    def notify(self) -> None:
+        """Wake idle loops now: a job was just enqueued (call from the event loop)."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        """Take no new jobs; `run()` returns once in-flight jobs end (or the grace period is over)."""
+        self._stopping.set()
+        self._wake.set()
+
+    async def run(self, stop: anyio.Event | None = None) -> None:
+        async with anyio.create_task_group() as tg:
+            if stop is not None:
+                tg.start_soon(self._stop_when, stop)
+            async with anyio.create_task_group() as loops:
+                for index in range(self.concurrency):
+                    loops.start_soon(self._loop, f"{self.worker_id}/{index}")
+                await self._stopping.wait()
+                loops.cancel_scope.deadline = anyio.current_time() + self.shutdown_grace
+            tg.cancel_scope.cancel()
+
+    async def run_until(self, stop: anyio.Event) -> None:
+        await self.run(stop)
+
+    async def __aenter__(self) -> WorkerPool:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self.run)
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tg is not None
+        self.stop()
+        tg, self._tg = self._tg, None
+        return await tg.__aexit__(exc_type, exc, tb)
+
+    async def _stop_when(self, stop: anyio.Event) -> None:
+        await stop.wait()
+        self.stop()
+
+    async def _idle(self) -> None:
+        with anyio.move_on_after(self.poll_interval):
+            await self._wake.wait()
+        if self._wake.is_set() and not self._stopping.is_set():
+            self._wake = anyio.Event()
+
+    async def _loop(self, owner: str) -> None:
+        while not self._stopping.is_set():
+            try:
+                job = await self.queue.claim(owner, self.lease_seconds)
+            except Exception:
+                # The database is down or locked for too long: keep the loop alive and try later.
+                self.stats.loop_errors += 1
+                log.exception("worker %s could not claim a job", owner)
+                await self._idle()
+                continue
+            if job is None:
+                await self._idle()
+                continue
+            try:
+                await self._run(job)
+            except Exception:
+                # Recording the outcome failed (database trouble): the lease expires and another
+                # claim recovers the job.
+                self.stats.loop_errors += 1
+                log.exception("worker %s could not record the end of job %s", owner, job.id)
+                await self._idle()
+
+    async def _run(self, job: Job) -> None:
+        self.stats.started += 1
+        self.stats.in_flight += 1
+        started = time.monotonic()
+        attempt = _Attempt()
+        log.info("job %s (%s, key %s) attempt %s started", job.id, job.kind, job.key, job.attempts)
+        try:
+            await self._call_handler(job, attempt)
+            await self._record(job, attempt)
+        finally:
+            self.stats.in_flight -= 1
+            if attempt.outcome == "released":
+                # Cancelled (shutdown): give the job back so it need not wait for its lease to expire.
+                with anyio.CancelScope(shield=True):
+                    await self._release(job)
+            elapsed = time.monotonic() - started
+            self.stats.observe(elapsed)
+            if self.observer is not None:
+                self.observer(elapsed, attempt.outcome)
+
+    async def _call_handler(self, job: Job, attempt: _Attempt) -> None:
+        """Run the handler under its timeout while a heartbeat keeps the lease; note how it ended."""
+        async with anyio.create_task_group() as tg:
+            handler_scope = anyio.CancelScope()
+            tg.start_soon(self._heartbeat, job, handler_scope, attempt)
+            try:
+                with handler_scope, anyio.move_on_after(self.job_timeout) as timeout:
+                    try:
+                        await self.handler(job)
+                    except RetryableError as exc:
+                        attempt.error, attempt.retry_after = str(exc), exc.retry_after
+                    except PermanentError as exc:
+                        attempt.error, attempt.retryable = str(exc), False
+                    except Exception as exc:
+                        log.exception("job %s (%s) raised", job.id, job.kind)
+                        attempt.error = f"{type(exc).__name__}: {exc}"
+                    else:
+                        attempt.succeeded = True
+                if timeout.cancelled_caught:
+                    attempt.succeeded = False
+                    attempt.error = f"timed out after {self.job_timeout:g} s"
+                    self.stats.timed_out += 1
+            finally:
+                # The heartbeat stops before the end is recorded, so it cannot mistake our own
+                # complete() for a lost lease.
+                tg.cancel_scope.cancel()
+
+    async def _record(self, job: Job, attempt: _Attempt) -> None:
+        if attempt.lease_lost:
+            attempt.outcome = "lease_lost"
+        elif attempt.succeeded:
+            attempt.outcome = "success" if await self.queue.complete(job) else "lease_lost"
+        else:
+            state = await self.queue.fail(
+                job, attempt.error, attempt.retryable, retry_after=attempt.retry_after
+            )
+            attempt.outcome = state or "lease_lost"
+            log.info("job %s attempt %s: %s (%s)", job.id, job.attempts, attempt.error, attempt.outcome)
+        counter = _OUTCOME_COUNTERS[attempt.outcome]
+        setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        if attempt.outcome == "lease_lost":
+            log.warning("job %s: lease lost, another worker owns it now", job.id)
+
+    async def _heartbeat(self, job: Job, handler_scope: anyio.CancelScope, attempt: _Attempt) -> None:
+        while True:
+            await anyio.sleep(self.heartbeat_interval)
+            try:
+                held = await self.queue.heartbeat(job, self.lease_seconds)
+            except Exception:
+                log.exception("job %s: heartbeat failed", job.id)
+                continue
+            if not held:
+                # Someone else runs this job now: stop ours rather than do the work twice at once.
+                attempt.lease_lost = True
+                handler_scope.cancel()
+                return
+
+    async def _release(self, job: Job) -> None:
+        try:
+            if await self.queue.release(job):
+                self.stats.released += 1
+        except Exception:
+            log.exception("job %s: could not release it; it runs again when its lease expires", job.id)

@@ -1,0 +1,161 @@
+"""Issue 3 end to end: `beam-bot serve` answers `/beam` commands on the fake GitHub, with real git."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
+from tests.support.fake_github_state import PullFile
+from tests.support.webhooks import delivery, issue_comment_payload
+
+REPO = "octo/demo"
+PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
+BOT_LOGIN = "beam-bot[bot]"
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[BotProcess]:
+    with bot_stack(tmp_path) as bot:
+        main = bot.git.seed(
+            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
+        )
+        head = bot.git.commit(
+            REPO,
+            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+            branch="feature",
+            message="Fix add",
+        )
+        bot.git.create_pull_ref(REPO, 7, head)
+        bot.fake.add_repo(REPO)
+        bot.fake.add_collaborator(REPO, "maintainer", "write")
+        bot.fake.add_collaborator(REPO, "reader", "read")
+        bot.fake.add_pull(
+            REPO,
+            number=7,
+            title="Fix add",
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+        )
+        bot.start()
+        yield bot
+
+
+def command(bot: BotProcess, body: str, *, user: str = "maintainer") -> dict[str, object]:
+    """The comment exists on the fake GitHub, and its webhook payload says so."""
+    comment = bot.fake.add_comment(REPO, 7, body, user=user)
+    payload = issue_comment_payload(body, repo=REPO, number=7, commenter=user, comment_id=comment.id)
+    return comment_payload(bot, payload, REPO)
+
+
+def bot_comments(bot: BotProcess) -> list[str]:
+    return [c.body for c in bot.fake.comments_on(REPO, 7) if c.user == BOT_LOGIN]
+
+
+def final_comment(bot: BotProcess) -> str | None:
+    bodies = bot_comments(bot)
+    return next(
+        (b for b in bodies if "beam-run:" in b and "Working on" not in b and "retrying" not in b), None
+    )
+
+
+def script_review(bot: BotProcess) -> None:
+    bot.llm.reply_tool_calls(("read_file", {"path": "src/calc.py"}))
+    bot.llm.reply_tool_calls(
+        (
+            "review_change",
+            {
+                "body": "The fix is right.",
+                "comments": [
+                    {"path": "src/calc.py", "line": 2, "body": "Good catch."},
+                    {"path": "src/calc.py", "line": 40, "body": "Not in the diff."},
+                ],
+            },
+        )
+    )
+    bot.llm.reply_text("Reviewed: `src/calc.py:2` now adds.")
+
+
+def test_review_is_answered_on_github(bot: BotProcess) -> None:
+    script_review(bot)
+    sent = delivery("issue_comment", command(bot, "/beam review"), SECRET)
+    assert bot.send(sent).status_code == 202
+
+    final = wait_for(lambda: final_comment(bot), what="the final tracking comment")
+    reviews = bot.fake.reviews_on(REPO, 7)
+    assert len(reviews) == 1
+    review = reviews[0]
+    assert review.event == "COMMENT" and review.user == BOT_LOGIN
+    assert review.commit_id == bot.fake.pull(REPO, 7).head_sha
+    assert "The fix is right." in review.body and "Not in the diff." in review.body
+    assert len(review.comment_ids) == 1
+    # One tracking comment, ending in the answer with a link at the head commit.
+    assert len(bot_comments(bot)) == 1
+    assert "Posted a review" in final
+    assert f"/blob/{review.commit_id}/src/calc.py#L2" in final
+    command_id = sent.json()["comment"]["id"]
+    eyes = [r for r in bot.fake.reactions_on(command_id) if r.content == "eyes"]
+    assert [r.user for r in eyes] == [BOT_LOGIN]
+    # The checkout went through git over HTTP with the installation token, and the model saw the file.
+    assert any(r.authorized for r in bot.git.requests)
+    assert not any(not r.authorized and r.path.endswith("git-upload-pack") for r in bot.git.requests)
+    assert any(
+        "return a + b" in m.get("content", "") for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"
+    )
+
+    # A replayed delivery is acknowledged and changes nothing.
+    again = bot.send(sent)
+    assert again.status_code == 202 and again.json()["status"] == "duplicate"
+    time.sleep(1.0)
+    assert len(bot_comments(bot)) == 1 and len(bot.fake.reviews_on(REPO, 7)) == 1
+
+
+def test_forged_delivery_is_refused_and_leaves_nothing(bot: BotProcess) -> None:
+    forged = delivery("issue_comment", command(bot, "/beam review"), "not-the-secret")
+    response = bot.send(forged)
+    assert response.status_code == 401
+    time.sleep(1.0)
+    assert bot_comments(bot) == []
+    assert bot.llm.requests == []
+
+
+def test_non_collaborator_gets_a_polite_refusal(bot: BotProcess) -> None:
+    sent = delivery("issue_comment", command(bot, "/beam review", user="reader"), SECRET)
+    assert bot.send(sent).status_code == 202
+    refusal = wait_for(lambda: next(iter(bot_comments(bot)), None), what="the refusal")
+    assert "Sorry @reader" in refusal and "write" in refusal
+    assert bot.fake.reviews_on(REPO, 7) == []
+    assert bot.llm.requests == []
+
+
+def test_unknown_command_gets_help(bot: BotProcess) -> None:
+    sent = delivery("issue_comment", command(bot, "/beam deploy"), SECRET)
+    assert bot.send(sent).status_code == 202
+    reply = wait_for(lambda: next(iter(bot_comments(bot)), None), what="the help reply")
+    assert "`deploy` is not a beam command" in reply and "/beam review" in reply
+
+
+def test_llm_failure_ends_in_a_clear_failure(bot: BotProcess) -> None:
+    bot.llm.reply_error(400, "model overloaded")
+    sent = delivery("issue_comment", command(bot, "/beam summarize"), SECRET)
+    assert bot.send(sent).status_code == 202
+    final = wait_for(lambda: final_comment(bot), what="the failure comment")
+    assert "failed (BEM-084)" in final and "Run id:" in final
+
+
+def test_a_killed_server_still_answers_an_accepted_delivery(bot: BotProcess) -> None:
+    bot.llm.enqueue({"never": "read"}, delay=6.0)  # the first attempt hangs on the model, then dies
+    bot.llm.reply_text("Second attempt: looks good.")
+    sent = delivery("issue_comment", command(bot, "/beam summarize"), SECRET)
+    assert bot.send(sent).status_code == 202
+    wait_for(lambda: bot.llm.received or None, what="the first model call")
+    bot.stop(kill=True)
+    bot.start()
+    final = wait_for(lambda: final_comment(bot), timeout=45, what="the answer after the restart")
+    assert "Second attempt: looks good." in final
+    assert len(bot_comments(bot)) == 1, bot_comments(bot)

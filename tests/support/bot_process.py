@@ -1,0 +1,146 @@
+"""`beam-bot serve` as a real subprocess, wired to a fake GitHub, a git server and a local LLM.
+
+End-to-end tests drive the bot exactly as GitHub would: signed deliveries over HTTP, then they read
+what happened in the fake GitHub's state and on the git server.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
+from tests.support.git_http import GitHttpServer
+from tests.support.openai_server import FakeOpenAI
+from tests.support.webhooks import Delivery
+
+SECRET = "e2e-webhook-secret"
+T = TypeVar("T")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class BotProcess:
+    fake: FakeGitHub
+    api_url: str
+    git: GitHttpServer
+    llm: FakeOpenAI
+    work_dir: Path
+    port: int = field(default_factory=free_port)
+    extra_env: dict[str, str] = field(default_factory=dict)
+    proc: subprocess.Popen[bytes] | None = None
+    log_path: Path | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+        return {
+            **keep,
+            "BEAM_APP_ID": str(self.fake.app_id),
+            "BEAM_PRIVATE_KEY": self.fake.key.private_pem,
+            "BEAM_WEBHOOK_SECRET": SECRET,
+            "BEAM_GITHUB_API_URL": self.api_url,
+            "BEAM_WORK_DIR": str(self.work_dir),
+            "BEAM_HOST": "127.0.0.1",
+            "BEAM_PORT": str(self.port),
+            "BEAM_PUBLIC_URL": self.url,
+            "BEAM_QUEUE_POLL_INTERVAL": "0.2",
+            "BEAM_LEASE_SECONDS": "3",
+            "BEAM_API_KEY": "e2e-llm-key",
+            "BEAM_API_BASE_URL": self.llm.url,
+            "BEAM_MODEL": "fake-model",
+            **self.extra_env,
+        }
+
+    def start(self) -> None:
+        self.log_path = self.work_dir.parent / f"bot-{time.monotonic_ns()}.log"
+        log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve"], env=self.env(), stdout=log, stderr=subprocess.STDOUT
+        )
+        log.close()
+        wait_for(lambda: self._healthy() or None, timeout=20, what="beam-bot serve to answer /healthz")
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(f"beam-bot serve exited early:\n{self.log()}")
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGKILL if kill else signal.SIGTERM)
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+
+    def send(self, delivery: Delivery) -> httpx.Response:
+        return httpx.post(f"{self.url}/webhooks", content=delivery.body, headers=delivery.headers, timeout=10)
+
+
+def wait_for(check: Callable[[], T | None], *, timeout: float = 30.0, what: str = "a condition") -> T:
+    """Poll until `check` returns something (not None/False); a bounded loop, never a bare sleep."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@contextmanager
+def bot_stack(tmp_path: Path, **extra_env: str) -> Iterator[BotProcess]:
+    """Fake GitHub + git server + LLM server + the bot; the git server accepts the latest minted token."""
+    with ExitStack() as stack:
+        git = stack.enter_context(GitHttpServer(tmp_path / "git", token="not-yet-minted"))
+        fake = stack.enter_context(checked_fake_github(git_base_url=git.url))
+        minted = fake.mint_token
+
+        def mint(installation_id: int) -> tuple[str, float]:
+            token, expires = minted(installation_id)
+            git.set_token(token)
+            return token, expires
+
+        fake.mint_token = mint  # type: ignore[method-assign]
+        api_url = stack.enter_context(serve_fake_github(fake))
+        llm = stack.enter_context(FakeOpenAI())
+        bot = BotProcess(fake, api_url, git, llm, tmp_path / "work", extra_env=dict(extra_env))
+        stack.callback(bot.stop)
+        yield bot
+
+
+def comment_payload(bot: BotProcess, payload: dict[str, Any], repo: str) -> dict[str, Any]:
+    """Point a payload's clone URL at the test git server, as GitHub points it at github.com."""
+    payload["repository"]["clone_url"] = bot.git.repo_url(repo)
+    return payload

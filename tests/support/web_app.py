@@ -1,0 +1,46 @@
+"""Helpers for tests of the web app: run `create_app` with its lifespan, and read back what it stored."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+from sqlalchemy import select
+from starlette.applications import Starlette
+
+from bot.app.settings import Settings
+from bot.app.store import Store, jobs
+from bot.app.web import AppRuntime, create_app
+
+
+@asynccontextmanager
+async def running_app(
+    settings: Settings, **kwargs: Any
+) -> AsyncIterator[tuple[Starlette, httpx.AsyncClient]]:
+    """The app with its lifespan entered, and a client that talks to it in-process (ASGITransport)."""
+    app = create_app(settings, **kwargs)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://beam.test") as client,
+    ):
+        yield app, client
+
+
+def runtime_of(app: Starlette) -> AppRuntime:
+    runtime = app.state.runtime
+    assert isinstance(runtime, AppRuntime)
+    return runtime
+
+
+def store_of(app: Starlette) -> Store:
+    store = runtime_of(app).store
+    assert store is not None
+    return store
+
+
+async def job_rows(app: Starlette) -> list[dict[str, Any]]:
+    async with store_of(app).read() as conn:
+        rows = (await conn.execute(select(jobs).order_by(jobs.c.id))).all()
+    return [dict(r._mapping) for r in rows]
