@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from bot.app.approvals import WATCH, Approvals, PollTiming
 from bot.app.checkout import Checkouts
 from bot.app.github import GitHubApi, GitHubApp
+from bot.app.queue import JobQueue
 from bot.app.runs import RunDeps
 from bot.app.services import AppServices
 from bot.beam.completion import CompletionClient, EchoClient
@@ -43,8 +45,18 @@ def build_services(runtime: AppRuntime) -> AppServices:
         llm=llm_client(),
         installation_token=installation_token,
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
+        bot_login=settings.bot_login,
     )
-    return AppServices(github=github, deps=deps, bot_login=settings.bot_login)
+    services = AppServices(github=github, deps=deps, bot_login=settings.bot_login)
+    timing = PollTiming(
+        minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
+    )
+    approvals = Approvals(
+        github, deps, JobQueue(runtime.store), timing=timing, bot_login=lambda: services.bot_login
+    )
+    services.approvals = approvals
+    services.job_handlers[WATCH] = approvals.watch
+    return services
 
 
 def build_handler(runtime: AppRuntime) -> JobHandler:

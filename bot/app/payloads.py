@@ -15,7 +15,14 @@ class _Model(BaseModel):
 
 class User(_Model):
     login: str
+    id: int = 0
     type: str = "User"
+
+    @property
+    def noreply_email(self) -> str:
+        """GitHub's private commit email for the user, so a `Co-authored-by:` trailer links to them."""
+        prefix = f"{self.id}+" if self.id else ""
+        return f"{prefix}{self.login}@users.noreply.github.com"
 
     @property
     def is_bot(self) -> bool:

@@ -61,6 +61,7 @@ class RunDeps:
     installation_token: Callable[[int], Awaitable[str]]
     run_timeout: float = 600.0
     blocked_paths: tuple[str, ...] = (".github/workflows/**",)
+    bot_login: str | None = None
 
 
 @dataclass
@@ -79,10 +80,16 @@ class Outcome:
     result: AgentResult | None = None
 
 
+OnInterrupt = Callable[
+    ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
+]
+
+
 class SkillRun:
-    def __init__(self, deps: RunDeps, request: RunRequest) -> None:
+    def __init__(self, deps: RunDeps, request: RunRequest, on_interrupt: OnInterrupt | None = None) -> None:
         self.deps = deps
         self.req = request
+        self.on_interrupt = on_interrupt
         event = request.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
@@ -219,18 +226,28 @@ class SkillRun:
         if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
             log.info("run %s: removed the tree of an earlier attempt", self.run_id)
         run_tree = await self.deps.checkouts.create_run_tree(repo.full_name, self.run_id, head_sha, branch)
-        protected = {"main", "master", repo.default_branch}
-        if pull is not None:
-            protected |= {pull.base.ref, pull.head.ref}
+        requester = self.req.event.comment.user
+        identity = (
+            self.deps.bot_login or "beam-bot",
+            f"{self.deps.bot_login or 'beam-bot'}@users.noreply.github.com",
+        )
         tree = WorkingTree(
             SandboxRoot(run_tree.path),
-            sorted(protected),
+            self.protected_refs(pull),
             blocked_paths=self.deps.blocked_paths,
             allowed_push_branches={branch},
-            commit_trailer=f"Co-authored-by: {self.req.event.comment.user.login} "
-            f"<{self.req.event.comment.user.login}@users.noreply.github.com>",
+            author=identity,
+            committer=identity,
+            commit_trailer=f"Co-authored-by: {requester.login} <{requester.noreply_email}>",
         )
         return tree, run_tree, head_sha
+
+    def protected_refs(self, pull: PullRequest | None) -> list[str]:
+        """main, master, the default branch, and the pull request's base and head branches."""
+        protected = {"main", "master", self.req.event.repository.default_branch}
+        if pull is not None:
+            protected |= {pull.base.ref, pull.head.ref}
+        return sorted(protected)
 
     async def _branch_sha(self, branch: str) -> str:
         mirror = self.deps.checkouts.mirror_path(self.req.event.repository.full_name)
@@ -284,6 +301,11 @@ class SkillRun:
         )
         outcome = await hub.invoke(request, on_frame=tracker)
         result = outcome.result
+        await tracker.flush()
+        if result.interrupted:
+            if self.on_interrupt is None:
+                raise BeamError("BEM-335", {"detail": "this skill cannot push"})
+            return await self.on_interrupt(self, result, tree, run_tree, pull)
         answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
         answer = render.link_citations(answer, known, blob_base)

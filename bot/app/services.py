@@ -51,6 +51,8 @@ class AppServices:
                 self.bot_login = (await self.github.get_app()).bot_login
             except GitHubError as error:
                 log.warning("could not read the App's login: %s", error)
+        if self.bot_login is not None and self.deps.bot_login is None:
+            self.deps.bot_login = self.bot_login  # commits made by runs carry the App's identity
         return self.bot_login
 
     async def handle_job(self, job: Job) -> None:

@@ -92,6 +92,8 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(default=120.0, gt=0)
     queue_poll_interval: float = Field(default=2.0, gt=0)
     poll_interval: float = Field(default=30.0, gt=0)
+    # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
+    poll_min_interval: float = Field(default=5.0, gt=0)
     bot_login: str | None = None
     # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY); the client
     # itself is built by OpenAiCompatible.from_env, this only tells whether a live model is configured.

@@ -1,0 +1,96 @@
+"""The Markdown of held-push comments: the approval request, and each way it can end.
+
+The approval request shows exactly what would be pushed (the commit, its files, a short diff) and
+how to answer; once decided, the same comment is edited to say who decided, when, and what happened.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+from bot.app.pushes import HeldPush
+
+MARKER = "<!-- beam-push:{id} -->"
+MAX_DIFF_LINES = 400
+COLLAPSE_OVER = 40
+
+
+def _fence(text: str) -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _when(epoch: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
+
+
+def _files_table(diffstat: dict[str, Any]) -> str:
+    files = diffstat.get("files", [])
+    rows = [f"| `{f['path']}` | +{f['additions']} | -{f['deletions']} |" for f in files[:100]]
+    if len(files) > 100:
+        rows.append(f"| … {len(files) - 100} more files | | |")
+    total = f"{len(files)} files, +{diffstat.get('additions', 0)} -{diffstat.get('deletions', 0)}"
+    return f"{total}\n\n| file | added | removed |\n|---|---|---|\n" + "\n".join(rows)
+
+
+def approval_request(push: HeldPush, diff: str, message: str) -> str:
+    lines = diff.splitlines()
+    cut = len(lines) > MAX_DIFF_LINES
+    shown = "\n".join(lines[:MAX_DIFF_LINES]) + ("\n… (diff cut here)" if cut else "")
+    fence = _fence(shown)
+    block = f"{fence}diff\n{shown}\n{fence}"
+    if len(lines) > COLLAPSE_OVER:
+        block = f"<details><summary>Diff ({len(lines)} lines)</summary>\n\n{block}\n\n</details>"
+    subject = (message.strip().splitlines()[0] if message.strip() else "(no message)").replace("`", "'")
+    return (
+        f"🔒 **Held push `{push.id}`**: @{push.requester} asked for a change; nothing is pushed until a "
+        f"maintainer approves.\n\n"
+        f"Commit `{push.commit_sha}` ({subject}) to branch `{push.branch}`.\n\n"
+        f"{_files_table(push.diffstat)}\n\n{block}\n\n"
+        f"**To answer**: react 👍 on this comment to approve or 👎 to reject, or comment "
+        f"`/beam approve {push.id}` or `/beam reject {push.id}`. It expires on {_when(push.expires_at)}.\n\n"
+        + MARKER.format(id=push.id)
+    )
+
+
+def decided(push: HeldPush, headline: str, detail: str = "") -> str:
+    extra = f"\n\n{detail}" if detail else ""
+    return (
+        f"{headline}\n\nHeld push `{push.id}`: commit `{push.commit_sha}` for branch `{push.branch}`, "
+        f"asked for by @{push.requester}.{extra}\n\n" + MARKER.format(id=push.id)
+    )
+
+
+def pushed(push: HeldPush, approvers: list[str], when: float, pull_link: str | None, note: str = "") -> str:
+    by = ", ".join(f"@{a}" for a in approvers) or "a maintainer"
+    where = f"\n\nOpened {pull_link}." if pull_link else ""
+    return decided(push, f"✅ **Approved by {by}** on {_when(when)} and pushed.", f"{note}{where}".strip())
+
+
+def rejected(push: HeldPush, by: str, when: float) -> str:
+    return decided(push, f"🚫 **Rejected by @{by}** on {_when(when)}. Nothing was pushed.")
+
+
+def expired(push: HeldPush) -> str:
+    return decided(push, f"⌛ **Expired** on {_when(push.expires_at)} without approval. Nothing was pushed.")
+
+
+def superseded(push: HeldPush, reason: str) -> str:
+    return decided(push, f"↪️ **Superseded**: {reason}. Nothing was pushed.")
+
+
+def push_failed(push: HeldPush, reason: str) -> str:
+    return decided(
+        push,
+        f"⚠️ **Approved, but the push failed**: {reason}",
+        f"Nothing changed on the branch. Try again with `/beam approve {push.id}`.",
+    )
+
+
+def held(push: HeldPush, comment_url: str) -> str:
+    return (
+        f"Prepared commit `{push.commit_sha[:12]}` on `{push.branch}`. It is held until a maintainer "
+        f"approves: see [held push `{push.id}`]({comment_url})."
+    )
