@@ -56,6 +56,11 @@ class GitHubError(Exception):
     def rate_limited(self) -> bool:
         return self.retry_at is not None
 
+    @property
+    def transient(self) -> bool:
+        """Worth retrying later: GitHub down or slow (5xx, no answer), or a rate limit."""
+        return self.status >= 500 or self.status in (0, 429) or self.rate_limited
+
     def __str__(self) -> str:
         what = f"GitHub {self.method} {self.path} -> {self.status or 'no response'}: {self.message}"
         if self.errors:

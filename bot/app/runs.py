@@ -155,8 +155,7 @@ class SkillRun:
         except CheckoutError as error:
             failure = (f"could not check out the repository: {error}", None)
         except GitHubError as error:
-            transient = error.status >= 500 or error.status in (0, 429) or error.rate_limited
-            if transient and job.attempts < job.max_attempts:
+            if error.transient and job.attempts < job.max_attempts:
                 await self._safe_publish(
                     render.retrying(
                         self.progress, f"GitHub answered {error.status}", job.attempts, job.max_attempts

@@ -111,7 +111,7 @@ class JobScope:
                 return
             await self._act(event, decision)
         except GitHubError as error:
-            if error.status >= 500 or error.status in (0, 429) or error.rate_limited:
+            if error.transient:
                 raise RetryableError(str(error)) from error
             raise PermanentError(str(error)) from error
 

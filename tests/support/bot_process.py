@@ -121,18 +121,17 @@ def wait_for(check: Callable[[], T | None], *, timeout: float = 30.0, what: str 
 
 @contextmanager
 def bot_stack(tmp_path: Path, **extra_env: str) -> Iterator[BotProcess]:
-    """Fake GitHub + git server + LLM server + the bot; the git server accepts the latest minted token."""
+    """Fake GitHub + git server + LLM server + the bot; git takes any installation token the fake issued
+    that has not expired, as GitHub does."""
     with ExitStack() as stack:
-        git = stack.enter_context(GitHttpServer(tmp_path / "git", token="not-yet-minted"))
+        git = stack.enter_context(GitHttpServer(tmp_path / "git", token=None))
         fake = stack.enter_context(checked_fake_github(git_base_url=git.url))
-        minted = fake.mint_token
 
-        def mint(installation_id: int) -> tuple[str, float]:
-            token, expires = minted(installation_id)
-            git.set_token(token)
-            return token, expires
+        def issued(password: str) -> bool:
+            minted = fake.tokens.get(password)
+            return minted is not None and minted[1] > time.time()
 
-        fake.mint_token = mint  # type: ignore[method-assign]
+        git.set_token(issued)
         api_url = stack.enter_context(serve_fake_github(fake))
         llm = stack.enter_context(FakeOpenAI())
         bot = BotProcess(fake, api_url, git, llm, tmp_path / "work", extra_env=dict(extra_env))

@@ -17,7 +17,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -31,6 +31,9 @@ HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
 _COPY = 64 * 1024
 _SIG_NAME = "Seed Author"
 _SIG_EMAIL = "seed@example.com"
+
+
+TokenCheck = str | Callable[[str], bool] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +105,10 @@ class _Handler(BaseHTTPRequestHandler):
             if ":" in decoded:
                 user, _, password = decoded.partition(":")
         token = owner.token
-        authorized = token is None or (password is not None and password == token)
+        if callable(token):
+            authorized = password is not None and bool(token(password))
+        else:
+            authorized = token is None or (password is not None and password == token)
         if record:
             parts = urlsplit(self.path)
             owner.requests.append(
@@ -288,14 +294,15 @@ class _Handler(BaseHTTPRequestHandler):
 class GitHttpServer:
     """Serves every bare repository under `root` at `http://127.0.0.1:PORT/<name>.git`.
 
-    With `token=None` no auth is asked; otherwise every request needs Basic auth whose password is
-    the token (any user name). Use as a context manager; `requests` records what clients did.
+    With `token=None` no auth is asked; a callable decides per password; otherwise every request
+    needs Basic auth whose password is the token (any user name). Use as a context manager;
+    `requests` records what clients did.
     """
 
-    def __init__(self, root: Path, token: str | None = "test-token") -> None:  # noqa: S107 - a test fixture
+    def __init__(self, root: Path, token: TokenCheck = "test-token") -> None:  # noqa: S107 - a test fixture
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
-        self.token = token
+        self.token: TokenCheck = token
         self.requests: list[GitRequest] = []
         self.backend_errors: list[str] = []
         self._server: _Server | None = None
@@ -356,8 +363,9 @@ class GitHttpServer:
     def repo_url(self, name: str) -> str:
         return f"{self.url}/{name}.git"
 
-    def set_token(self, token: str | None) -> None:
-        """Rotate the accepted token, as an installation token expires and is replaced."""
+    def set_token(self, token: TokenCheck) -> None:
+        """Rotate the accepted token, as an installation token expires and is replaced; a callable
+        accepts every password it returns true for (GitHub takes any unexpired installation token)."""
         self.token = token
 
     # -- repositories ------------------------------------------------------------------------
