@@ -27,6 +27,7 @@ from bot.app.pushes import HeldPush, Pushes, new_push_id
 from bot.app.queue import Job, JobQueue
 from bot.app.repo_config import ConfigResult, RepoConfig, load_repo_config, permission_at_least
 from bot.app.runs import Outcome, RunDeps, RunRequest, SkillRun
+from bot.app.workers import Reschedule
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree
 from bot.beam.types import AgentResult
@@ -165,7 +166,7 @@ class Approvals:
                 await self.deps.checkouts.drop_pin(old.repo, old.pending_ref)
 
     async def _schedule(self, push: HeldPush, at: float) -> None:
-        await self.queue.enqueue(WATCH, f"push:{push.id}", {"push_id": push.id}, run_after=at)
+        await self.queue.schedule(WATCH, f"push:{push.id}", {"push_id": push.id}, at)
 
     # -- answers ----------------------------------------------------------------------------------
 
@@ -306,7 +307,7 @@ class Approvals:
         delay = next_poll_delay(
             now - push.created_at, minimum=self.timing.minimum, maximum=self.timing.maximum
         )
-        await self._schedule(push, now + delay)
+        raise Reschedule(now + delay)  # the same job row polls again: a poll is not a new job
 
     # -- the push -----------------------------------------------------------------------------------
 

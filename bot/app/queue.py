@@ -253,6 +253,33 @@ class JobQueue:
             lease_expires_at=None,
         )
 
+    async def reschedule(self, job: Job, at: float) -> bool:
+        """Queue this job again for `at` as the same row, this attempt not counted (periodic jobs)."""
+        return await self._finish(
+            job,
+            state="queued",
+            attempts=job.attempts - 1,
+            run_after=at,
+            lease_owner=None,
+            lease_expires_at=None,
+            last_error=None,
+        )
+
+    async def schedule(self, kind: str, key: str, payload: Mapping[str, Any] | None, at: float) -> int:
+        """Make sure a job of this kind and key runs by `at`: an already queued one is moved earlier
+        (never later), else a new one is added. Several wake-ups thus share one row."""
+        async with self.store.write() as conn:
+            found = select(jobs.c.id, jobs.c.run_after).where(
+                jobs.c.kind == kind, jobs.c.key == key, jobs.c.state == "queued"
+            )
+            row = (await conn.execute(found.order_by(jobs.c.id).limit(1))).first()
+            if row is not None:
+                if row.run_after > at:
+                    stmt = update(jobs).where(jobs.c.id == row.id, jobs.c.state == "queued")
+                    await conn.execute(stmt.values(run_after=at, updated_at=self.store.clock()))
+                return int(row.id)
+        return await self.enqueue(kind, key, payload, run_after=at)
+
     async def get(self, job_id: int) -> dict[str, Any] | None:
         """The job's row as stored (for status pages and tests)."""
         async with self.store.read() as conn:

@@ -55,6 +55,18 @@ class PermanentError(Exception):
     """Trying again cannot help (bad input, refused permission): the job ends as `failed`."""
 
 
+class Reschedule(Exception):
+    """The job did its work for now and wants to run again at `at` (epoch seconds), as the same row.
+
+    Periodic jobs (the approval poller) use it so one job lives as long as what it watches, instead of
+    a new row per poll; the attempt is not counted.
+    """
+
+    def __init__(self, at: float) -> None:
+        super().__init__(f"again at {at}")
+        self.at = at
+
+
 @dataclass(slots=True)
 class WorkerStats:
     """Counters for /metrics. Outcomes: succeeded, retried, failed (permanent), dead (out of tries)."""
@@ -66,6 +78,7 @@ class WorkerStats:
     dead: int = 0
     timed_out: int = 0
     lease_lost: int = 0
+    rescheduled: int = 0
     released: int = 0
     loop_errors: int = 0
     in_flight: int = 0
@@ -97,6 +110,7 @@ _COUNTERS = (
     "dead",
     "timed_out",
     "lease_lost",
+    "rescheduled",
     "released",
     "loop_errors",
     "in_flight",
@@ -110,6 +124,7 @@ _OUTCOME_COUNTERS = {
     "failed": "failed",
     "dead": "dead",
     "lease_lost": "lease_lost",
+    "rescheduled": "rescheduled",
 }
 
 
@@ -123,6 +138,7 @@ class _Attempt:
     error: str = ""
     retryable: bool = True
     retry_after: float | None = None
+    reschedule_at: float | None = None
 
 
 def default_worker_id() -> str:
@@ -262,6 +278,8 @@ class WorkerPool:
                 with handler_scope, anyio.move_on_after(self.job_timeout) as timeout:
                     try:
                         await self.handler(job)
+                    except Reschedule as again:
+                        attempt.reschedule_at = again.at
                     except RetryableError as exc:
                         attempt.error, attempt.retry_after = str(exc), exc.retry_after
                     except PermanentError as exc:
@@ -283,6 +301,9 @@ class WorkerPool:
     async def _record(self, job: Job, attempt: _Attempt) -> None:
         if attempt.lease_lost:
             attempt.outcome = "lease_lost"
+        elif attempt.reschedule_at is not None:
+            ok = await self.queue.reschedule(job, attempt.reschedule_at)
+            attempt.outcome = "rescheduled" if ok else "lease_lost"
         elif attempt.succeeded:
             attempt.outcome = "success" if await self.queue.complete(job) else "lease_lost"
         else:

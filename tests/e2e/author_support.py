@@ -141,3 +141,9 @@ def stays(check: Any, seconds: float) -> None:
     while time.monotonic() < deadline:
         assert check()
         time.sleep(0.1)
+
+
+def watch_jobs(bot: BotProcess) -> int:
+    """Rows of the approval poller's jobs: a poll re-arms its own row instead of adding one."""
+    with sqlite3.connect(bot.work_dir / "beam.db") as db:
+        return int(db.execute("SELECT count(*) FROM jobs WHERE kind = 'push_watch'").fetchone()[0])
