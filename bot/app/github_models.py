@@ -105,6 +105,7 @@ class PullRequest(_Model):
     user: Account | None = None
     head: PullRef
     base: PullRef
+    changed_files: int | None = None
 
     @property
     def from_fork(self) -> bool:

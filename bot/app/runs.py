@@ -182,7 +182,8 @@ class SkillRun:
         if outcome is not None:
             await self._safe_publish(render.finished(self.progress, outcome.answer, outcome.notes))
             result = outcome.result
-            values.update(status="succeeded", summary={"tools": self.progress.tools, "notes": outcome.notes})
+            status = "interrupted" if result is not None and result.interrupted else "succeeded"
+            values.update(status=status, summary={"tools": self.progress.tools, "notes": outcome.notes})
             if result is not None:
                 values["model_used"] = result.model_used
                 values["usage"] = result.token_usage.to_json() if result.token_usage else None
@@ -200,7 +201,7 @@ class SkillRun:
         if event.on_pull_request:
             pull = await gh.get_pull(self.owner, self.repo, self.number)
             files = await gh.list_pull_files(self.owner, self.repo, self.number, max_files=MAX_PULL_FILES + 1)
-            total = len(files)
+            total = max(len(files), pull.changed_files or 0)
             files = files[:MAX_PULL_FILES]
         tree, run_tree, head_sha = await self._checkout(pull)
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -26,6 +27,7 @@ from bot.app.workers import PermanentError, RetryableError
 log = logging.getLogger("beam.jobs")
 
 READ_ONLY_PR_SKILLS = {"review", "summarize", "commit-notes"}
+SWEEP_EVERY = 3600.0  # seconds between sweeps of run trees left by jobs that died for good
 
 
 class CommandHandler(Protocol):
@@ -43,6 +45,7 @@ class AppServices:
     bot_login: str | None = None
     approvals: CommandHandler | None = None
     job_handlers: dict[str, Callable[[Job], Awaitable[None]]] = field(default_factory=dict)
+    last_sweep: float = float("-inf")
 
     async def login(self) -> str | None:
         """The App's bot login, asked of GitHub once, so our own comments are never commands."""
@@ -55,7 +58,18 @@ class AppServices:
             self.deps.bot_login = self.bot_login  # commits made by runs carry the App's identity
         return self.bot_login
 
+    async def sweep(self) -> None:
+        """Remove run trees older than two run timeouts: a retried run cleans its own, this the rest."""
+        now = time.monotonic()
+        if now - self.last_sweep < SWEEP_EVERY:
+            return
+        self.last_sweep = now
+        removed = await self.deps.checkouts.cleanup_stale(max(3600.0, 2 * self.deps.run_timeout))
+        if removed:
+            log.info("removed %d stale run trees", len(removed))
+
     async def handle_job(self, job: Job) -> None:
+        await self.sweep()
         if job.kind == "delivery":
             if job.delivery_payload is None or job.event is None:
                 raise PermanentError(f"job {job.id} has no delivery")

@@ -188,8 +188,8 @@ def test_a_failed_push_is_recorded_and_can_be_retried(bot: BotProcess) -> None:
     bot.git.set_token("revoked-by-the-server")
     bot.fake.add_reaction(comment_id, "boss", "+1")
     wait_for(lambda: push_state(bot, push_id) == "failed", what="the failed push")
-    body = approval_comment(bot).body
-    assert "push failed" in body and f"/beam approve {push_id}" in body
+    body = wait_for(lambda: (c := approval_comment(bot).body) and "push failed" in c and c, what="the edit")
+    assert f"/beam approve {push_id}" in body
     assert rows(bot)[0]["error"]
     bot.git.set_token(good_token)
     send_command(bot, f"/beam approve {push_id}", user="boss")

@@ -25,7 +25,8 @@ from tests.e2e.author_support import (
     send_command,
     tracking_final,
 )
-from tests.support.bot_process import BotProcess, wait_for
+from tests.support.bot_process import SECRET, BotProcess, wait_for
+from tests.support.webhooks import delivery, pull_request_payload
 
 
 @pytest.fixture
@@ -64,7 +65,7 @@ def test_author_story_end_to_end(bot: BotProcess) -> None:
     assert (commit.tree / "README.md").data == b"Hello world\n"
 
     # A pull request from the bot branch into the contributor's branch.
-    pulls = [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch]
+    pulls = wait_for(lambda: [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch], what="the PR")
     assert len(pulls) == 1 and pulls[0].base_ref == "feature" and pulls[0].user == BOT
 
     edited = wait_for(
@@ -106,7 +107,7 @@ def test_author_on_an_issue_opens_a_draft_into_the_default_branch(bot: BotProces
     wait_for(lambda: push_state(bot, push_id) == "pushed", what="the push")
     parent = bot.git.repository(REPO)[shown].parents[0]
     assert str(parent.id) == bot.git.ref_sha(REPO, "refs/heads/main")
-    pulls = [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch]
+    pulls = wait_for(lambda: [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch], what="the PR")
     assert len(pulls) == 1 and pulls[0].base_ref == "main" and pulls[0].draft
 
 
@@ -131,8 +132,23 @@ def test_a_pull_request_from_a_fork_gets_a_compare_link(bot: BotProcess) -> None
     wait_for(lambda: push_state(bot, push_id) == "pushed", what="the push")
     branch = rows(bot)[0]["branch"]
     assert bot.git.ref_sha(REPO, f"refs/heads/{branch}") == shown
-    assert not [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch]
     edited = wait_for(
         lambda: (c := approval_comment(bot, 8)) and "Approved by @boss" in c.body and c, what="edit"
     )
+    assert not [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch]
     assert f"someone/demo-fork/compare/fork-work...octo:demo:{branch}" in edited.body
+
+
+def test_closing_the_pull_request_ends_its_held_push(bot: BotProcess) -> None:
+    push_id, _, comment_id = held_push_after_author(bot)
+    payload = pull_request_payload("closed", repo=REPO, number=NUMBER)
+    assert bot.send(delivery("pull_request", payload, SECRET)).status_code == 202
+    wait_for(lambda: push_state(bot, push_id) == "superseded", what="the push to end")
+    wait_for(lambda: "the pull request was closed" in bot.fake.comments[comment_id].body, what="the comment")
+    assert receive_packs(bot) == 0
+
+
+def held_push_after_author(bot: BotProcess) -> tuple[str, str, int]:
+    script_author(bot)
+    send_command(bot, "/beam author fix the typo in README")
+    return held_push(bot)

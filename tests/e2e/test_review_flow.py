@@ -159,3 +159,18 @@ def test_a_killed_server_still_answers_an_accepted_delivery(bot: BotProcess) -> 
     final = wait_for(lambda: final_comment(bot), timeout=45, what="the answer after the restart")
     assert "Second attempt: looks good." in final
     assert len(bot_comments(bot)) == 1, bot_comments(bot)
+
+
+def test_a_large_pull_request_says_what_was_not_read(bot: BotProcess) -> None:
+    pull = bot.fake.pull(REPO, 7)
+    pull.files = [PullFile(f"gen/f{n}.txt", patch="@@ -0,0 +1 @@\n+x\n") for n in range(301)]
+    pull.files.insert(0, PullFile("assets/logo.png", status="added", patch=None))
+    bot.llm.reply_text("A big change.")
+    sent = delivery("issue_comment", command(bot, "/beam summarize"), SECRET)
+    assert bot.send(sent).status_code == 202
+    final = wait_for(lambda: final_comment(bot), what="the final comment")
+    assert "A big change." in final
+    assert "This pull request changes 302 files; I looked at the first 300 only." in final
+    assert "Skipped (binary or too large): `assets/logo.png`" in final
+    prompt = bot.llm.requests[0]["messages"][-1]["content"]
+    assert "files changed: 302" in prompt and "gen/f298.txt" in prompt and "gen/f299.txt" not in prompt
