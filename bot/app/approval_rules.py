@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+from bot.app.github_models import is_bot_login
 from bot.app.repo_config import permission_at_least
 
 SignalKind = Literal["approve", "reject"]
@@ -41,10 +42,6 @@ class Verdict:
     approvers: tuple[str, ...] = ()
     rejected_by: str | None = None
     ignored: tuple[tuple[str, str], ...] = ()
-
-
-def is_bot_login(login: str) -> bool:
-    return login.lower().endswith("[bot]")
 
 
 def signals_from_reactions(reactions: Iterable[tuple[str, str, bool]]) -> list[Signal]:

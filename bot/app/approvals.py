@@ -23,7 +23,7 @@ from bot.app.commands import Command
 from bot.app.github import GitHubApp, InstallationClient, PullRequest
 from bot.app.github_api import GitHubError
 from bot.app.held_push import check_target, head_commit, push_pinned, resume_push, sha256, summarize_commit
-from bot.app.pushes import HeldPush, Pushes, new_push_id
+from bot.app.pushes import OPEN_STATES, HeldPush, Pushes, new_push_id
 from bot.app.queue import Job, JobQueue
 from bot.app.repo_config import ConfigResult, RepoConfig, load_repo_config, permission_at_least
 from bot.app.runs import Outcome, RunDeps, RunRequest, SkillRun
@@ -68,7 +68,7 @@ class Approvals:
 
     async def author(self, scope: JobScope, command: Command, config: ConfigResult) -> None:
         assert scope.event is not None and scope.gh is not None
-        deps = replace(self.deps, blocked_paths=tuple(config.config.blocked_paths))
+        deps = self.deps.with_blocked_paths(config.config.blocked_paths)
         request = RunRequest(scope.event, command, scope.job, scope.gh, scope.installation_id)
 
         async def hold(
@@ -76,7 +76,18 @@ class Approvals:
         ) -> Outcome:
             return await self._hold(run, config.config, result, tree, run_tree, pull)
 
-        await SkillRun(deps, request, on_interrupt=hold).run()
+        await SkillRun(deps, request, on_interrupt=hold, recover=self._recover).run()
+
+    async def _recover(self, run: SkillRun) -> Outcome | None:
+        """A retried author run whose push is already held only says so again: asking the model
+        again would supersede the push a maintainer may be looking at."""
+        push = await self.pushes.for_run(run.run_id)
+        if push is None or push.approval_comment_id is None:
+            return None
+        if push.state in OPEN_STATES:  # the attempt may have died before it armed the poller
+            await self._schedule(push, self.clock())
+        url = f"{push.action.get('html_url')}/issues/{push.number}#issuecomment-{push.approval_comment_id}"
+        return Outcome(answer=render_push.held(push, url), held=True)
 
     async def _hold(
         self,
@@ -157,7 +168,7 @@ class Approvals:
         )
         await self.pushes.create(push)
         await self._schedule(push, now + self.timing.minimum)
-        return Outcome(answer=render_push.held(push, comment.html_url), result=result)
+        return Outcome(answer=render_push.held(push, comment.html_url), result=result, held=True)
 
     async def _supersede(self, gh: InstallationClient, repo: str, number: int | None, reason: str) -> None:
         for old in await self.pushes.pending_for(repo, number):

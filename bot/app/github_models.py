@@ -16,21 +16,34 @@ Permission = Literal["admin", "write", "read", "none"]
 ReviewEvent = Literal["COMMENT", "REQUEST_CHANGES"]  # never APPROVE: the bot does not approve changes
 
 
-class _Model(BaseModel):
+class GitHubModel(BaseModel):
+    """Base of every model of GitHub data, from the REST API or a webhook payload."""
+
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
-class Account(_Model):
+def is_bot_login(login: str) -> bool:
+    """App bots act as `<slug>[bot]`; the suffix marks them even where `type` is missing."""
+    return login.lower().endswith("[bot]")
+
+
+class Account(GitHubModel):
     login: str
     id: int = 0
     type: str = "User"
 
     @property
     def is_bot(self) -> bool:
-        return self.type == "Bot"
+        return self.type == "Bot" or is_bot_login(self.login)
+
+    @property
+    def noreply_email(self) -> str:
+        """GitHub's private commit email for the user, so a `Co-authored-by:` trailer links to them."""
+        prefix = f"{self.id}+" if self.id else ""
+        return f"{prefix}{self.login}@users.noreply.github.com"
 
 
-class AppInfo(_Model):
+class AppInfo(GitHubModel):
     id: int
     slug: str
     name: str = ""
@@ -43,20 +56,20 @@ class AppInfo(_Model):
         return f"{self.slug}[bot]"
 
 
-class Installation(_Model):
+class Installation(GitHubModel):
     id: int
     app_id: int | None = None
     account: Account | None = None
 
 
-class RepoRef(_Model):
+class RepoRef(GitHubModel):
     full_name: str
     clone_url: str | None = None
     private: bool = False
     fork: bool = False
 
 
-class Repository(_Model):
+class Repository(GitHubModel):
     id: int
     name: str
     full_name: str
@@ -68,7 +81,7 @@ class Repository(_Model):
     fork: bool = False
 
 
-class Comment(_Model):
+class Comment(GitHubModel):
     id: int
     body: str | None = None
     html_url: str
@@ -83,19 +96,19 @@ class ReviewComment(Comment):
     in_reply_to_id: int | None = None
 
 
-class Reaction(_Model):
+class Reaction(GitHubModel):
     id: int
     content: str
     user: Account | None = None
 
 
-class PullRef(_Model):
+class PullRef(GitHubModel):
     ref: str
     sha: str
     repo: RepoRef | None = None
 
 
-class PullRequest(_Model):
+class PullRequest(GitHubModel):
     number: int
     title: str
     body: str | None = None
@@ -115,7 +128,7 @@ class PullRequest(_Model):
         return self.head.repo.full_name.lower() != self.base.repo.full_name.lower()
 
 
-class PullFile(_Model):
+class PullFile(GitHubModel):
     filename: str
     status: str
     additions: int = 0
@@ -125,7 +138,7 @@ class PullFile(_Model):
     previous_filename: str | None = None
 
 
-class Issue(_Model):
+class Issue(GitHubModel):
     number: int
     title: str
     body: str | None = None
@@ -139,14 +152,14 @@ class Issue(_Model):
         return self.pull_request is not None
 
 
-class Review(_Model):
+class Review(GitHubModel):
     id: int
     html_url: str
     state: str
     commit_id: str | None = None
 
 
-class InlineComment(_Model):
+class InlineComment(GitHubModel):
     """One inline comment of a review, anchored on a line of the diff (`side` RIGHT = new file)."""
 
     path: str
@@ -156,7 +169,7 @@ class InlineComment(_Model):
     start_line: int | None = None
 
 
-class ManifestConversion(_Model):
+class ManifestConversion(GitHubModel):
     id: int
     slug: str
     name: str = ""
@@ -167,6 +180,6 @@ class ManifestConversion(_Model):
     pem: SecretStr
 
 
-class InstallationToken(_Model):
+class InstallationToken(GitHubModel):
     token: SecretStr
     expires_at: datetime

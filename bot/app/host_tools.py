@@ -32,16 +32,10 @@ PostReview = Callable[[str, list[dict[str, Any]]], Awaitable[int]]
 
 @dataclass
 class RunLedger:
-    """What the run touched, for the progress comment and the "could not read" note."""
+    """What the host tools did that the run reports: files read only in part, the posted review."""
 
-    files_read: list[str] = field(default_factory=list)
     truncated: list[str] = field(default_factory=list)
     review_id: int | None = None
-    folded_comments: int = 0
-
-    def read(self, path: str) -> None:
-        if path not in self.files_read:
-            self.files_read.append(path)
 
 
 def _int_arg(args: Any, name: str, default: int) -> int:
@@ -158,7 +152,6 @@ class GetPageTool(Tool):
         end = min(end, len(lines), start + MAX_PAGE_LINES - 1)
         truncated = end < len(lines) and end - start + 1 >= MAX_PAGE_LINES
         body = "\n".join(f"{n}: {lines[n - 1][:MAX_LINE_CHARS]}" for n in range(start, end + 1))
-        self.ledger.read(rel)
         if truncated:
             self.ledger.truncated.append(rel)
         return {
@@ -223,7 +216,6 @@ class ReviewChangeTool(Tool):
         if folded:
             body = f"{body}\n\n**Comments on lines outside the diff**\n" + "\n".join(folded)
         self.ledger.review_id = await self.post(body, inline)
-        self.ledger.folded_comments = len(folded)
         return {"posted": True, "inline_comments": len(inline), "folded_comments": len(folded)}
 
 

@@ -6,52 +6,29 @@ lacks a field we need fail loudly at one place.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from bot.app.github_models import Account as User
+from bot.app.github_models import GitHubModel, PullRequest
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-
-class User(_Model):
-    login: str
-    id: int = 0
-    type: str = "User"
-
-    @property
-    def noreply_email(self) -> str:
-        """GitHub's private commit email for the user, so a `Co-authored-by:` trailer links to them."""
-        prefix = f"{self.id}+" if self.id else ""
-        return f"{prefix}{self.login}@users.noreply.github.com"
-
-    @property
-    def is_bot(self) -> bool:
-        return self.type == "Bot" or self.login.endswith("[bot]")
-
-
-class Owner(_Model):
-    login: str
-
-
-class Repository(_Model):
+class Repository(GitHubModel):
     full_name: str
     name: str
-    owner: Owner
+    owner: User
     default_branch: str = "main"
     clone_url: str = ""
     html_url: str = ""
     private: bool = False
 
 
-class Installation(_Model):
+class Installation(GitHubModel):
     id: int
 
 
-class IssuePullLink(_Model):
+class IssuePullLink(GitHubModel):
     url: str | None = None
 
 
-class Issue(_Model):
+class Issue(GitHubModel):
     number: int
     title: str = ""
     body: str | None = None
@@ -64,7 +41,7 @@ class Issue(_Model):
         return self.pull_request is not None
 
 
-class Comment(_Model):
+class Comment(GitHubModel):
     id: int
     body: str = ""
     user: User
@@ -76,20 +53,7 @@ class Comment(_Model):
     diff_hunk: str | None = None
 
 
-class PullRef(_Model):
-    ref: str
-    sha: str
-
-
-class PullRequest(_Model):
-    number: int
-    title: str = ""
-    body: str | None = None
-    head: PullRef
-    base: PullRef
-
-
-class CommentEvent(_Model):
+class CommentEvent(GitHubModel):
     """`issue_comment` and `pull_request_review_comment`, reduced to one shape."""
 
     action: str
@@ -116,7 +80,7 @@ class CommentEvent(_Model):
         return self.issue is None and self.pull_request is not None
 
 
-class PullRequestEvent(_Model):
+class PullRequestEvent(GitHubModel):
     action: str
     number: int
     pull_request: PullRequest

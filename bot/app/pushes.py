@@ -82,6 +82,17 @@ class Pushes:
             row = (await conn.execute(select(pending_pushes).where(pending_pushes.c.id == push_id))).first()
         return HeldPush.from_row(dict(row._mapping)) if row is not None else None
 
+    async def for_run(self, run_id: str) -> HeldPush | None:
+        """The held push a run made (a run makes at most one)."""
+        query = (
+            select(pending_pushes)
+            .where(pending_pushes.c.run_id == run_id)
+            .order_by(pending_pushes.c.created_at.desc())
+        )
+        async with self.store.read() as conn:
+            row = (await conn.execute(query.limit(1))).first()
+        return HeldPush.from_row(dict(row._mapping)) if row is not None else None
+
     async def pending_for(self, repo: str, number: int | None) -> list[HeldPush]:
         query = select(pending_pushes).where(
             pending_pushes.c.repo == repo,

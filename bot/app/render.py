@@ -24,7 +24,6 @@ class Progress:
     command: str
     run_id: str
     tools: list[str] = field(default_factory=list)
-    files_read: list[str] = field(default_factory=list)
 
     def add_tool(self, name: str, args: object) -> None:
         label = name

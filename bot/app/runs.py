@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -63,6 +63,10 @@ class RunDeps:
     blocked_paths: tuple[str, ...] = (".github/workflows/**",)
     bot_login: str | None = None
 
+    def with_blocked_paths(self, paths: Iterable[str]) -> RunDeps:
+        """The same deps under a repository's own `blocked_paths` (from `.github/beam.yml`)."""
+        return replace(self, blocked_paths=tuple(paths))
+
 
 @dataclass
 class RunRequest:
@@ -78,18 +82,29 @@ class Outcome:
     answer: str
     notes: list[str] = field(default_factory=list)
     result: AgentResult | None = None
+    held: bool = False  # the run ended by asking for approval (its status is `interrupted`)
 
 
 OnInterrupt = Callable[
     ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
 ]
+# What an earlier attempt of this run already achieved, if it got past its point of no return.
+Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
+FINAL_STATUSES = ("succeeded", "failed", "interrupted")
 
 
 class SkillRun:
-    def __init__(self, deps: RunDeps, request: RunRequest, on_interrupt: OnInterrupt | None = None) -> None:
+    def __init__(
+        self,
+        deps: RunDeps,
+        request: RunRequest,
+        on_interrupt: OnInterrupt | None = None,
+        recover: Recover | None = None,
+    ) -> None:
         self.deps = deps
         self.req = request
         self.on_interrupt = on_interrupt
+        self.recover = recover
         event = request.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
@@ -111,7 +126,7 @@ class SkillRun:
         else:
             await gh.update_comment(self.owner, self.repo, self.comment_id, body)
 
-    async def _start(self) -> None:
+    async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.req.event
         try:
             await self.req.gh.add_reaction(
@@ -119,7 +134,6 @@ class SkillRun:
             )
         except GitHubError as error:  # the 👀 is a courtesy; the tracking comment is what must land
             log.warning("run %s: could not react to the command: %s", self.run_id, error)
-        existing = await self.deps.store.get_run(self.run_id)
         if existing is None:
             await self.deps.store.create_run(
                 run_id=self.run_id,
@@ -132,15 +146,30 @@ class SkillRun:
                 started_at=time.time(),
             )
         else:
-            self.comment_id = existing.get("tracking_comment_id")
             await self.deps.store.update_run(self.run_id, status="running")
         await self.publish(render.working(self.progress))
 
     # -- the run --------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        """Run and publish; raises RetryableError only when a later attempt may succeed."""
-        await self._start()
+        """Run and publish; raises RetryableError only when a later attempt may succeed.
+
+        A job may run twice (a worker died before recording its end), so an attempt first looks at
+        what an earlier one left: a finished run is not redone, and a recovered outcome (an author
+        run whose push is already held) is only published again.
+        """
+        existing = await self.deps.store.get_run(self.run_id)
+        if existing is not None:
+            self.comment_id = existing.get("tracking_comment_id")
+            if existing.get("status") in FINAL_STATUSES:
+                log.info("run %s already ended (%s); nothing to redo", self.run_id, existing["status"])
+                return
+            recovered = await self.recover(self) if self.recover is not None else None
+            if recovered is not None:
+                log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
+                await self._finish(recovered, None)
+                return
+        await self._start(existing)
         job = self.req.job
         outcome: Outcome | None = None
         failure: tuple[str, str | None] | None = None
@@ -182,7 +211,8 @@ class SkillRun:
         if outcome is not None:
             await self._safe_publish(render.finished(self.progress, outcome.answer, outcome.notes))
             result = outcome.result
-            status = "interrupted" if result is not None and result.interrupted else "succeeded"
+            held = outcome.held or (result is not None and result.interrupted)
+            status = "interrupted" if held else "succeeded"
             values.update(status=status, summary={"tools": self.progress.tools, "notes": outcome.notes})
             if result is not None:
                 values["model_used"] = result.model_used

@@ -162,9 +162,7 @@ class JobScope:
             else:
                 await self.services.approvals.author(self, command, config)
             return
-        deps = self.services.deps
-        if tuple(config.config.blocked_paths) != deps.blocked_paths:
-            deps = RunDeps(**{**deps.__dict__, "blocked_paths": tuple(config.config.blocked_paths)})
+        deps = self.services.deps.with_blocked_paths(config.config.blocked_paths)
         await SkillRun(deps, RunRequest(event, command, self.job, self.gh, self.installation_id)).run()
 
     async def handle_pull_closed(self, data: dict[str, Any]) -> None:

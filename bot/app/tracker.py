@@ -40,12 +40,8 @@ class Tracker:
     async def __call__(self, frame: StreamChunk) -> None:
         if frame.type is not StreamChunkType.TOOL or frame.data is None:
             return
+        # The checklist line names the file or query, so files read show up as they happen.
         self.progress.add_tool(frame.data.tool_name or "tool", frame.data.tool_args)
-        args = frame.data.tool_args
-        if frame.data.tool_name in ("read_file", "get_page") and isinstance(args, dict):
-            path = args.get("path")
-            if isinstance(path, str) and path not in self.progress.files_read:
-                self.progress.files_read.append(path)
         self._dirty = True
         if self.clock() - self._last >= self.min_interval:
             await self.flush()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator
@@ -27,13 +28,18 @@ from tests.e2e.author_support import (
     tracking_final,
     watch_jobs,
 )
-from tests.support.bot_process import BotProcess, wait_for
+from tests.support.bot_process import BotProcess, deliveries_done, replay_finished_deliveries, wait_for
 
 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[BotProcess]:
     with author_stack(tmp_path) as bot:
         yield bot
+
+
+def permission_checks(bot: BotProcess, user: str) -> list[object]:
+    calls = bot.fake.calls_to("repos/get-collaborator-permission-level")
+    return [c for c in calls if c.path.endswith(f"/collaborators/{user}/permission")]
 
 
 def hold(bot: BotProcess, user: str = "maintainer") -> tuple[str, str, int]:
@@ -102,8 +108,13 @@ def test_answers_that_do_not_count_push_nothing(bot: BotProcess) -> None:
 def test_permission_is_checked_at_decision_time(bot: BotProcess) -> None:
     push_id, _, comment_id = hold(bot, user="maintainer")
     bot.fake.add_collaborator(REPO, "maintainer", "read")  # removed after the request
+    asked_before = len(permission_checks(bot, "maintainer"))
     bot.fake.add_reaction(comment_id, "maintainer", "+1")
-    stays(lambda: push_state(bot, push_id) == "pending", 2.0)
+    # The poller saw the 👍 and asked GitHub for the permission now, not the one at request time.
+    wait_for(
+        lambda: len(permission_checks(bot, "maintainer")) > asked_before, what="a fresh permission check"
+    )
+    stays(lambda: push_state(bot, push_id) == "pending", 1.5)
     send_command(bot, f"/beam approve {push_id}", user="maintainer")
     reply = wait_for(
         lambda: next((c.body for c in bot_comments(bot) if "only people with write" in c.body), None),
@@ -117,7 +128,14 @@ def test_an_edited_approval_comment_no_longer_counts(bot: BotProcess) -> None:
     push_id, _, comment_id = hold(bot)
     bot.fake.comments[comment_id].body += "\n\n(edited by someone with access)"
     bot.fake.add_reaction(comment_id, "boss", "+1")
-    stays(lambda: push_state(bot, push_id) == "pending", 2.5)
+    # The poller saw the 👍, read the comment back, and found it was not the one it posted.
+    wait_for(
+        lambda: any(
+            c.path.endswith(f"/issues/comments/{comment_id}") for c in bot.fake.calls_to("issues/get-comment")
+        ),
+        what="the approval comment read back",
+    )
+    stays(lambda: push_state(bot, push_id) == "pending", 2.0)
     assert receive_packs(bot) == 0
 
 
@@ -229,3 +247,31 @@ def test_invalid_repository_config_is_reported_and_defaults_apply(bot: BotProces
     )
     assert "default" in report.lower()
     assert push_state(bot, push_id) == "pending"
+
+
+def test_a_retried_author_job_does_not_ask_the_model_again(bot: BotProcess) -> None:
+    push_id, _, _ = hold(bot)
+    wait_for(lambda: tracking_final(bot) and deliveries_done(bot), what="the author job to end")
+    asked = len(bot.llm.requests)
+    bot.stop(kill=True)
+    replay_finished_deliveries(bot)  # the worker died after the push was held, before the job ended
+    bot.start()
+    wait_for(lambda: deliveries_done(bot), timeout=45, what="the retried job to end")
+    assert len(bot.llm.requests) == asked
+    assert [r["state"] for r in rows(bot)] == ["pending"] and rows(bot)[0]["id"] == push_id
+    assert len([c for c in bot_comments(bot) if "beam-push:" in c.body]) == 1
+    assert f"held push `{push_id}`" in (tracking_final(bot) or "")
+
+
+def test_a_push_held_just_before_the_worker_died_is_still_watched(bot: BotProcess) -> None:
+    push_id, commit, comment_id = hold(bot)
+    wait_for(lambda: deliveries_done(bot), what="the author job to end")
+    bot.stop(kill=True)
+    replay_finished_deliveries(bot)
+    with sqlite3.connect(bot.work_dir / "beam.db") as db:  # it died before arming the poller
+        db.execute("DELETE FROM jobs WHERE kind = 'push_watch'")
+    bot.start()
+    bot.fake.add_reaction(comment_id, "boss", "+1")
+    wait_for(lambda: push_state(bot, push_id) == "pushed", timeout=45, what="the push")
+    assert bot.git.ref_sha(REPO, f"refs/heads/{rows(bot)[0]['branch']}") == commit
+    assert receive_packs(bot) == 1

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
+from tests.support.bot_process import (
+    SECRET,
+    BotProcess,
+    bot_stack,
+    comment_payload,
+    deliveries_done,
+    replay_finished_deliveries,
+    wait_for,
+)
 from tests.support.fake_github_state import PullFile
 from tests.support.webhooks import delivery, issue_comment_payload
 
@@ -174,3 +183,28 @@ def test_a_large_pull_request_says_what_was_not_read(bot: BotProcess) -> None:
     assert "Skipped (binary or too large): `assets/logo.png`" in final
     prompt = bot.llm.requests[0]["messages"][-1]["content"]
     assert "files changed: 302" in prompt and "gen/f298.txt" in prompt and "gen/f299.txt" not in prompt
+
+
+def test_a_retried_job_of_a_finished_run_changes_nothing(bot: BotProcess) -> None:
+    script_review(bot)
+    sent = delivery("issue_comment", command(bot, "/beam review"), SECRET)
+    assert bot.send(sent).status_code == 202
+    wait_for(lambda: final_comment(bot) and deliveries_done(bot), what="the review job to end")
+    bot.stop(kill=True)
+    # A finished run row whose job is queued again: the run must not be redone.
+    replay_finished_deliveries(bot)
+    with sqlite3.connect(bot.work_dir / "beam.db") as db:
+        db.execute("UPDATE runs SET status = 'succeeded'")
+    before = (
+        len(bot.llm.requests),
+        len(bot.fake.reviews_on(REPO, 7)),
+        [c.body for c in bot.fake.comments_on(REPO, 7)],
+    )
+    bot.start()
+    wait_for(lambda: deliveries_done(bot), timeout=45, what="the retried job to end")
+    after = (
+        len(bot.llm.requests),
+        len(bot.fake.reviews_on(REPO, 7)),
+        [c.body for c in bot.fake.comments_on(REPO, 7)],
+    )
+    assert after == before
