@@ -31,8 +31,8 @@ import pygit2
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bot.app.checkout import Checkouts
-from bot.app.checkout_git import git_env
+from bot.app.git.checkout import Checkouts
+from bot.app.git.plumbing import git_env
 from tests.support.git_http import GitHttpServer
 
 TOKEN = "ghs_benchToken"

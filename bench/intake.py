@@ -56,9 +56,9 @@ def full_app(work_dir: str):  # type: ignore[no-untyped-def]
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric import rsa
 
-    from bot.app.server import configure_logging
     from bot.app.settings import Settings
-    from bot.app.web import create_app
+    from bot.app.web.app import create_app
+    from bot.app.web.server import configure_logging
 
     pem = (
         rsa.generate_private_key(public_exponent=65537, key_size=2048)

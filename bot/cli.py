@@ -60,19 +60,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "serve":
-            from bot.app.server import serve
+            from bot.app.web.server import serve
 
             serve(settings, args.host, args.port, handler_factory=build_handler)
             return 0
         if args.command == "worker":
-            from bot.app.server import run_worker
+            from bot.app.web.server import run_worker
 
             run_worker(settings, handler_factory=build_handler)
             return 0
     except SettingsError as error:
         print(f"beam-bot: {error}", file=sys.stderr)
         return 2
-    from bot.app.pending_cli import print_pending
+    from bot.app.approvals.pending_cli import print_pending
 
     return anyio.run(print_pending, settings)
 

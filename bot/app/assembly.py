@@ -8,17 +8,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from bot.app.approvals import WATCH, Approvals, PollTiming
-from bot.app.checkout import Checkouts
-from bot.app.github import GitHubApi, GitHubApp
-from bot.app.queue import JobQueue
-from bot.app.runs import RunDeps
-from bot.app.services import AppServices
+from bot.app.approvals.flow import WATCH, Approvals, PollTiming
+from bot.app.git.checkout import Checkouts
+from bot.app.github.client import GitHubApi, GitHubApp
+from bot.app.jobs.queue import JobQueue
+from bot.app.runs.run import RunDeps
+from bot.app.webhooks.handlers import AppServices
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
 
 if TYPE_CHECKING:
-    from bot.app.web import AppRuntime, JobHandler
+    from bot.app.web.app import AppRuntime, JobHandler
 
 # A run stops this long before the worker's hard job timeout, so it can still write its final comment.
 FINAL_COMMENT_MARGIN = 60.0

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bot.app.approval_rules import (
+from bot.app.approvals.held_push import check_target
+from bot.app.approvals.rules import (
     Policy,
     Signal,
     decide,
@@ -12,7 +13,6 @@ from bot.app.approval_rules import (
     signals_from_reactions,
     users_to_check,
 )
-from bot.app.held_push import check_target
 
 NOW = 1_000_000.0
 PERMS = {"boss": "admin", "maint": "write", "reader": "read", "req": "write"}

@@ -1,4 +1,4 @@
-"""Tests of `bot.app.checkout` against real repositories served by `git http-backend` over HTTP."""
+"""Tests of `bot.app.git.checkout` against real repositories served by `git http-backend` over HTTP."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import anyio
 import pygit2
 import pytest
 
-from bot.app.checkout import RUNS_PREFIX, CheckoutError, Checkouts, RunTree
+from bot.app.git.checkout import RUNS_PREFIX, CheckoutError, Checkouts, RunTree
 from tests.support.git_http import GitHttpServer
 
 TOKEN = "ghs_CheckoutTestToken0123456789abcdef"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from bot.app.commands import Command
-from bot.app.events import Act, Ignore, Reply, decide, parse_comment_event
-from bot.app.payloads import CommentEvent
+from bot.app.github.payloads import CommentEvent
+from bot.app.webhooks.routing import Act, Ignore, Reply, decide, parse_comment_event
 
 WEBHOOKS = Path(__file__).resolve().parent.parent / "data" / "github" / "webhooks"
 

@@ -15,7 +15,7 @@ import httpx
 import jwt
 import pytest
 
-from bot.app.github_auth import app_jwt
+from bot.app.github.auth import app_jwt
 from tests.support.fake_github import FakeGitHub, generate_app_key, serve_fake_github
 from tests.support.fake_github_handlers import diff_lines
 from tests.support.fake_github_spec import RestSpec

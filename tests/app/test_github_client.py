@@ -17,7 +17,7 @@ import httpx
 import jwt
 import pytest
 
-from bot.app.github import (
+from bot.app.github.client import (
     GitHubApi,
     GitHubApp,
     GitHubError,

@@ -10,9 +10,9 @@ from typing import Any
 import anyio
 import pytest
 
-from bot.app.held_push import PushActionStore
-from bot.app.pushes import HeldPush, Pushes, new_push_id
-from bot.app.store import Store
+from bot.app.approvals.held_push import PushActionStore
+from bot.app.approvals.pushes import HeldPush, Pushes, new_push_id
+from bot.app.jobs.store import Store
 from bot.beam.completion import EchoClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam

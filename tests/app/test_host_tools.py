@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from bot.app.diffmap import DiffMap
-from bot.app.host_tools import MAX_PAGE_LINES, MAX_SEARCH_MATCHES, RunLedger, host_tools
+from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.host_tools import MAX_PAGE_LINES, MAX_SEARCH_MATCHES, RunLedger, host_tools
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.types import AgentInput

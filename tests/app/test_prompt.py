@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from bot.app.github_models import PullFile, PullRequest
-from bot.app.payloads import CommentEvent
-from bot.app.prompt import MAX_PATCH_CHARS, build_prompt
+from bot.app.github.models import PullFile, PullRequest
+from bot.app.github.payloads import CommentEvent
+from bot.app.runs.prompt import MAX_PATCH_CHARS, build_prompt
 from tests.support.webhooks import issue_comment_payload, review_comment_payload
 
 

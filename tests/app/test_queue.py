@@ -9,8 +9,8 @@ from collections import Counter
 import anyio
 import pytest
 
-from bot.app.queue import JobQueue
-from bot.app.store import Store
+from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.store import Store
 from tests.support.db import (  # noqa: F401 - fixtures
     REPO_ROOT,
     FakeClock,

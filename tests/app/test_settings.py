@@ -13,7 +13,6 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr, ValidationError
 
-from bot.app.server import serve
 from bot.app.settings import (
     AppCredentials,
     Settings,
@@ -23,6 +22,7 @@ from bot.app.settings import (
     load_settings,
     write_credentials_file,
 )
+from bot.app.web.server import serve
 
 SECRET = "whsec-0123456789-abcdef"
 

@@ -10,8 +10,15 @@ import anyio
 import pytest
 from sqlalchemy import Connection, event, inspect, select, text
 
-from bot.app.schema import SCHEMA_VERSION, SchemaError, jobs, pending_pushes, schema_version, upgrade_schema
-from bot.app.store import Store, build_url, normalize_url
+from bot.app.jobs.schema import (
+    SCHEMA_VERSION,
+    SchemaError,
+    jobs,
+    pending_pushes,
+    schema_version,
+    upgrade_schema,
+)
+from bot.app.jobs.store import Store, build_url, normalize_url
 from tests.support.db import (  # noqa: F401 - fixtures
     FakeClock,
     clocked_store_fixture,

@@ -9,9 +9,9 @@ from collections.abc import Callable
 import anyio
 import pytest
 
-from bot.app.queue import Job, JobQueue
-from bot.app.store import Store
-from bot.app.workers import PermanentError, RetryableError, WorkerPool
+from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.store import Store
+from bot.app.jobs.workers import PermanentError, RetryableError, WorkerPool
 from tests.support.db import (  # noqa: F401 - fixtures
     clocked_store_fixture,
     db_url_fixture,

@@ -26,8 +26,8 @@ import anyio
 import pytest
 from sqlalchemy.engine import make_url
 
-from bot.app.queue import JobQueue
-from bot.app.store import Clock, Store
+from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.store import Clock, Store
 
 PG_ENV = "BEAM_TEST_POSTGRES_URL"
 PG_SKIP = "set BEAM_TEST_POSTGRES_URL to run against PostgreSQL"

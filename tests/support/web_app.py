@@ -10,9 +10,9 @@ import httpx
 from sqlalchemy import select
 from starlette.applications import Starlette
 
+from bot.app.jobs.store import Store, jobs
 from bot.app.settings import Settings
-from bot.app.store import Store, jobs
-from bot.app.web import AppRuntime, create_app
+from bot.app.web.app import AppRuntime, create_app
 
 
 @asynccontextmanager

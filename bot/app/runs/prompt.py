@@ -12,8 +12,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from bot.app.github_models import PullFile, PullRequest
-from bot.app.payloads import CommentEvent
+from bot.app.github.models import PullFile, PullRequest
+from bot.app.github.payloads import CommentEvent
 
 MAX_PATCH_CHARS = 60_000
 MAX_BODY_CHARS = 8_000

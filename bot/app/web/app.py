@@ -25,13 +25,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from bot.app.intake import WebhookIntake
-from bot.app.metrics import CONTENT_TYPE, Metrics, MetricsTransport
-from bot.app.queue import Job, JobQueue
+from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.store import Store, build_url
+from bot.app.jobs.workers import WorkerPool
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
-from bot.app.setup import SetupFlow, load_manifest, status_page
-from bot.app.store import Store, build_url
-from bot.app.workers import WorkerPool
+from bot.app.web.intake import WebhookIntake
+from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
+from bot.app.web.setup import SetupFlow, load_manifest, status_page
 
 log = logging.getLogger(__name__)
 

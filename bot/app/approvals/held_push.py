@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import pygit2
 
-from bot.app.checkout import Checkouts
-from bot.app.pushes import HeldPush, Pushes
+from bot.app.approvals.pushes import HeldPush, Pushes
+from bot.app.git.checkout import Checkouts
 from bot.beam.actions import ActionStatus, PendingAction
 from bot.beam.completion import EchoClient
 from bot.beam.errors import BeamError

@@ -13,8 +13,8 @@ from gidgethub import routing, sansio
 from pydantic import ValidationError
 
 from bot.app import commands
-from bot.app.payloads import CommentEvent
-from bot.app.render import command_help
+from bot.app.github.payloads import CommentEvent
+from bot.app.runs.render import command_help
 
 router = routing.Router()
 

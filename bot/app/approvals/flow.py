@@ -16,24 +16,31 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from bot.app import render_push
-from bot.app.approval_rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
-from bot.app.checkout import CheckoutError, RunTree
+from bot.app.approvals import render as render_push
+from bot.app.approvals.held_push import (
+    check_target,
+    head_commit,
+    push_pinned,
+    resume_push,
+    sha256,
+    summarize_commit,
+)
+from bot.app.approvals.pushes import OPEN_STATES, HeldPush, Pushes, new_push_id
+from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
 from bot.app.commands import Command
-from bot.app.github import GitHubApp, InstallationClient, PullRequest
-from bot.app.github_api import GitHubError
-from bot.app.held_push import check_target, head_commit, push_pinned, resume_push, sha256, summarize_commit
-from bot.app.pushes import OPEN_STATES, HeldPush, Pushes, new_push_id
-from bot.app.queue import Job, JobQueue
+from bot.app.git.checkout import CheckoutError, RunTree
+from bot.app.github.api import GitHubError
+from bot.app.github.client import GitHubApp, InstallationClient, PullRequest
+from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.workers import Reschedule
 from bot.app.repo_config import ConfigResult, RepoConfig, load_repo_config, permission_at_least
-from bot.app.runs import Outcome, RunDeps, RunRequest, SkillRun
-from bot.app.workers import Reschedule
+from bot.app.runs.run import Outcome, RunDeps, RunRequest, SkillRun
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree
 from bot.beam.types import AgentResult
 
 if TYPE_CHECKING:
-    from bot.app.services import JobScope
+    from bot.app.webhooks.handlers import JobScope
 
 log = logging.getLogger("beam.approvals")
 WATCH = "push_watch"

@@ -17,19 +17,19 @@ from typing import Any
 import anyio
 import pygit2
 
-from bot.app import render
-from bot.app.checkout import CheckoutError, Checkouts, RunTree
 from bot.app.commands import Command
-from bot.app.diffmap import DiffMap
-from bot.app.github import InlineComment, InstallationClient, PullFile, PullRequest
-from bot.app.github_api import GitHubError
-from bot.app.host_tools import RunLedger, host_tools
-from bot.app.payloads import CommentEvent
-from bot.app.prompt import build_prompt
-from bot.app.queue import Job
-from bot.app.store import Store
-from bot.app.tracker import Tracker
-from bot.app.workers import RetryableError
+from bot.app.git.checkout import CheckoutError, Checkouts, RunTree
+from bot.app.github.api import GitHubError
+from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
+from bot.app.github.payloads import CommentEvent
+from bot.app.jobs.queue import Job
+from bot.app.jobs.store import Store
+from bot.app.jobs.workers import RetryableError
+from bot.app.runs import render
+from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.prompt import build_prompt
+from bot.app.runs.tracker import Tracker
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam

@@ -29,8 +29,8 @@ import anyio
 import anyio.to_thread
 import pygit2
 
-from bot.app.checkout_git import RUNS_PREFIX as RUNS_PREFIX
-from bot.app.checkout_git import (
+from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
+from bot.app.git.plumbing import (
     CheckoutError,
     check_branch,
     check_sha,

@@ -6,8 +6,8 @@ lacks a field we need fail loudly at one place.
 
 from __future__ import annotations
 
-from bot.app.github_models import Account as User
-from bot.app.github_models import GitHubModel, PullRequest
+from bot.app.github.models import Account as User
+from bot.app.github.models import GitHubModel, PullRequest
 
 
 class Repository(GitHubModel):

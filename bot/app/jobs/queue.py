@@ -26,8 +26,8 @@ from sqlalchemy import RowMapping, and_, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.app.schema import DEFAULT_MAX_ATTEMPTS, deliveries, jobs
-from bot.app.store import Store
+from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, deliveries, jobs
+from bot.app.jobs.store import Store
 
 FinalState = Literal["queued", "failed", "dead"]
 

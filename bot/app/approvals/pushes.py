@@ -13,7 +13,7 @@ from typing import Any
 
 from sqlalchemy import insert, select, update
 
-from bot.app.store import Store, pending_pushes
+from bot.app.jobs.store import Store, pending_pushes
 
 OPEN_STATES = ("pending", "approved", "pushing")
 TERMINAL_STATES = ("pushed", "rejected", "expired", "superseded", "failed")

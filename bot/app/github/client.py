@@ -15,9 +15,9 @@ from urllib.parse import quote
 
 import httpx
 
-from bot.app.github_api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
-from bot.app.github_auth import GitHubApp, TokenCache, app_jwt
-from bot.app.github_models import (
+from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
+from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
+from bot.app.github.models import (
     Account,
     AppInfo,
     Comment,

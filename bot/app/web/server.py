@@ -15,7 +15,7 @@ import httpx
 import uvicorn
 
 from bot.app.settings import Settings, SettingsError, load_credentials
-from bot.app.web import AppRuntime, HandlerFactory, JobHandler, create_app
+from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from bot.app.github_models import is_bot_login
+from bot.app.github.models import is_bot_login
 from bot.app.repo_config import permission_at_least
 
 SignalKind = Literal["approve", "reject"]

@@ -13,16 +13,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bot.app import events, render
 from bot.app.commands import Command
-from bot.app.events import Act, Ignore, Reply, decide
-from bot.app.github import GitHubApp, InstallationClient
-from bot.app.github_api import GitHubError
-from bot.app.payloads import CommentEvent
-from bot.app.queue import Job
+from bot.app.github.api import GitHubError
+from bot.app.github.client import GitHubApp, InstallationClient
+from bot.app.github.payloads import CommentEvent
+from bot.app.jobs.queue import Job
+from bot.app.jobs.workers import PermanentError, RetryableError
 from bot.app.repo_config import ConfigResult, load_repo_config, permission_at_least, render_config_errors
-from bot.app.runs import RunDeps, RunRequest, SkillRun
-from bot.app.workers import PermanentError, RetryableError
+from bot.app.runs import render
+from bot.app.runs.run import RunDeps, RunRequest, SkillRun
+from bot.app.webhooks import routing as events
+from bot.app.webhooks.routing import Act, Ignore, Reply, decide
 
 log = logging.getLogger("beam.jobs")
 

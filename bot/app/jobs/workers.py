@@ -31,7 +31,7 @@ from typing import Any
 import anyio
 import anyio.abc
 
-from bot.app.queue import Job, JobQueue
+from bot.app.jobs.queue import Job, JobQueue
 
 __all__ = ["Handler", "Job", "PermanentError", "RetryableError", "WorkerPool", "WorkerStats"]
 

@@ -1,7 +1,7 @@
 """The app's durable state: delivery intake, runs, memory and compare-and-set, over one database.
 
 One code path serves SQLite (default, one machine) and PostgreSQL (several processes and machines);
-`bot.app.database` sets the engines up, `bot.app.schema` holds the tables. Write transactions go
+`bot.app.jobs.database` sets the engines up, `bot.app.jobs.schema` holds the tables. Write transactions go
 through `Store.write()`: on SQLite they begin with `BEGIN IMMEDIATE` and, within one process, queue on
 an async lock, so writers wait in order instead of sleeping in SQLite's busy handler.
 
@@ -26,8 +26,8 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.app.database import BEGIN_MODE, build_url, create_engines, normalize_url
-from bot.app.schema import (
+from bot.app.jobs.database import BEGIN_MODE, build_url, create_engines, normalize_url
+from bot.app.jobs.schema import (
     DEFAULT_MAX_ATTEMPTS,
     JOB_STATES,
     deliveries,
@@ -171,7 +171,7 @@ class Store:
 
     @classmethod
     async def open(cls, url: str, *, clock: Clock = time.time) -> Store:
-        """Connect, then create or upgrade the schema (see `bot.app.schema`)."""
+        """Connect, then create or upgrade the schema (see `bot.app.jobs.schema`)."""
         parsed = make_url(normalize_url(url))
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             await anyio.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)

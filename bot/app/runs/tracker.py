@@ -10,8 +10,8 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from bot.app import render
-from bot.app.github_api import GitHubError
+from bot.app.github.api import GitHubError
+from bot.app.runs import render
 from bot.beam.types import StreamChunk, StreamChunkType
 
 log = logging.getLogger("beam.tracker")

@@ -7,8 +7,8 @@ from typing import Any
 
 from sqlalchemy import select
 
+from bot.app.jobs.store import Store, build_url, pending_pushes
 from bot.app.settings import Settings
-from bot.app.store import Store, build_url, pending_pushes
 
 
 def _age(seconds: float) -> str:

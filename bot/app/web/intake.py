@@ -29,7 +29,7 @@ import anyio.to_thread
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
-from bot.app.metrics import Metrics
+from bot.app.web.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ _SIG_RE = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
 
 
 class DeliveryStore(Protocol):
-    """What intake needs from `bot.app.store.Store`."""
+    """What intake needs from `bot.app.jobs.store.Store`."""
 
     async def accept_delivery(
         self,

@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from pydantic import SecretStr
 
-from bot.app.github_api import GitHubApi
-from bot.app.github_models import AppInfo, Installation, InstallationToken
+from bot.app.github.api import GitHubApi
+from bot.app.github.models import AppInfo, Installation, InstallationToken
 
 JWT_BACKDATE = 60
 JWT_LIFETIME = 600  # from the back-dated iat: expires 9 minutes after now

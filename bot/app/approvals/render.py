@@ -10,7 +10,7 @@ import re
 import time
 from typing import Any
 
-from bot.app.pushes import HeldPush
+from bot.app.approvals.pushes import HeldPush
 
 MARKER = "<!-- beam-push:{id} -->"
 MAX_DIFF_LINES = 400

@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from bot.app.diffmap import DiffMap
+from bot.app.runs.diffmap import DiffMap
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool, ToolSpec, json_params, string_arg
