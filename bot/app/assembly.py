@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
 from bot.app.git.checkout import Checkouts
 from bot.app.github.client import GitHubApi, GitHubApp
+from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import JobQueue
 from bot.app.runs.run import RunDeps
-from bot.app.webhooks.handlers import AppServices
+from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
+from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
 
@@ -30,9 +32,11 @@ def llm_client() -> CompletionClient:
     return client if client is not None else EchoClient()
 
 
-def build_services(runtime: AppRuntime) -> AppServices:
+def build_dispatcher(runtime: AppRuntime) -> JobDispatcher:
+    """Every part built once, in order (each from the ones before it), and never changed after."""
     settings, credentials = runtime.settings, runtime.credentials
-    assert runtime.github is not None and runtime.store is not None and credentials is not None
+    if runtime.github is None or runtime.store is None or credentials is None:
+        raise RuntimeError("the job handler is built only once the app has its store and credentials")
     api = GitHubApi(runtime.github, base_url=settings.github_api_url)
     github = GitHubApp(api, credentials.app_id, credentials.private_key)
 
@@ -44,20 +48,17 @@ def build_services(runtime: AppRuntime) -> AppServices:
         checkouts=Checkouts(settings.work_dir, settings.runs_dir),
         llm=llm_client(),
         installation_token=installation_token,
+        identity=BotIdentity(github, settings.bot_login),
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
-        bot_login=settings.bot_login,
     )
-    services = AppServices(github=github, deps=deps, bot_login=settings.bot_login)
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
     )
-    approvals = Approvals(
-        github, deps, JobQueue(runtime.store), timing=timing, bot_login=lambda: services.bot_login
-    )
-    services.approvals = approvals
-    services.job_handlers[WATCH] = approvals.watch
-    return services
+    approvals = Approvals(github, deps, JobQueue(runtime.store), timing=timing)
+    webhooks = Webhooks(github, deps, approvals)
+    sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))
+    return JobDispatcher(webhooks, {WATCH: approvals.watch}, sweep)
 
 
 def build_handler(runtime: AppRuntime) -> JobHandler:
-    return build_services(runtime).handle_job
+    return build_dispatcher(runtime).handle_job

@@ -5,8 +5,8 @@ must not be able to change the rules that govern their own pull request (who may
 approve, which paths the author skill may touch) by editing the file in that pull request.
 
 A broken file never stops the bot: `parse_repo_config` returns the defaults plus one readable message
-per problem, which the app posts on the pull request (`render_config_errors`). The shipped JSON schema
-(`schema/beam-config.schema.json`) is generated from `RepoConfig`; regenerate it with
+per problem, which the app posts on the pull request (`runs.render.render_config_errors`). The
+shipped JSON schema (`schema/beam-config.schema.json`) is generated from `RepoConfig`; regenerate it with
 `python -m bot.app.repo_config --schema > schema/beam-config.schema.json`.
 """
 
@@ -27,21 +27,15 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
+from bot.app.permissions import PERMISSIONS, Permission
+
 CONFIG_PATH = ".github/beam.yml"
 MAX_CONFIG_BYTES = 64 * 1024
 # Aliases let a small file expand into a huge structure; count nodes as if every alias were copied.
 MAX_CONFIG_NODES = 10_000
-MAX_SHOWN_ERRORS = 20
 
 Skill = Literal["review", "summarize", "commit-notes", "ask", "author"]
-Permission = Literal["read", "triage", "write", "maintain", "admin"]
 SKILLS: tuple[Skill, ...] = get_args(Skill)
-PERMISSIONS: tuple[Permission, ...] = get_args(Permission)
-
-# GitHub's order of repository roles. The collaborator permission endpoint's `permission` is one of
-# admin/write/read/none and its `role_name` may also be maintain/triage; pull/push are the older names.
-# https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
-_RANK = {"none": 0, "read": 1, "pull": 1, "triage": 2, "write": 3, "push": 3, "maintain": 4, "admin": 5}
 
 MIN_EXPIRY = timedelta(minutes=10)
 MAX_EXPIRY = timedelta(days=90)
@@ -63,23 +57,6 @@ _EXPIRY_SCHEMA: dict[str, Any] = {
     "h, d, w) or whole seconds; between 10 minutes and 90 days.",
     "title": "Expiry",
 }
-
-
-def permission_at_least(actual: str | None, needed: str) -> bool:
-    """True when role `actual` is `needed` or higher; an unknown or missing role grants nothing."""
-    if needed.strip().lower() not in _RANK:
-        raise ValueError(f"unknown permission {needed!r}; choose from {', '.join(PERMISSIONS)}")
-    have = _RANK.get((actual or "none").strip().lower(), 0)
-    return have >= _RANK[needed.strip().lower()]
-
-
-def effective_permission(permission: str | None, role_name: str | None = None) -> str:
-    """The higher of the endpoint's `permission` and `role_name`, since only `role_name` says maintain
-    or triage; a custom role name is ignored (its base role is in `permission`)."""
-    known = [name.strip().lower() for name in (permission, role_name) if name]
-    known = [name for name in known if name in _RANK]
-    best = max(known, key=_RANK.__getitem__, default="none")
-    return {"pull": "read", "push": "write"}.get(best, best)
 
 
 def expiry_seconds(value: str | int) -> int:
@@ -252,24 +229,6 @@ async def load_repo_config(
     """
     text = await get_file(owner, repo, CONFIG_PATH, default_branch)
     return parse_repo_config(text)
-
-
-def render_config_errors(errors: list[str], branch: str | None = None) -> str:
-    """Markdown for a PR comment. The messages quote the file, so they go in a code block where no
-    mention, link or HTML in them takes effect."""
-    where = f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
-    shown = [line.replace("\n", " ") for line in errors[:MAX_SHOWN_ERRORS]]
-    if len(errors) > MAX_SHOWN_ERRORS:
-        shown.append(f"... and {len(errors) - MAX_SHOWN_ERRORS} more")
-    body = "\n".join(f"- {line}" for line in shown)
-    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
-    return (
-        f"⚠️ **beam-bot: `{CONFIG_PATH}` is invalid**, so the default settings apply until it is fixed "
-        f"on {where}.\n\n"
-        f"{fence}text\n{body}\n{fence}\n\n"
-        f"The file is read from the default branch only, never from a pull request. "
-        f"Its format is described by `schema/beam-config.schema.json` in the beam-bot repository."
-    )
 
 
 def config_json_schema() -> dict[str, Any]:

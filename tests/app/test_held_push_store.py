@@ -10,8 +10,8 @@ from typing import Any
 import anyio
 import pytest
 
-from bot.app.approvals.held_push import PushActionStore
-from bot.app.approvals.pushes import HeldPush, Pushes, new_push_id
+from bot.app.approvals.pushes import HeldPush, PushAction, PushContext, Pushes, new_push_id
+from bot.app.approvals.resume import PushActionStore
 from bot.app.jobs.store import Store
 from bot.beam.completion import EchoClient
 from bot.beam.errors import BeamError
@@ -44,14 +44,21 @@ async def make_push(tmp_path: Path, state: str) -> tuple[Store, Pushes, HeldPush
         created_at=now,
         expires_at=now + 60,
         state=state,
-        action={
-            "action_id": ACTION,
-            "tool": "git_push",
-            "args": {"ref": "beam/pr-7/author-1"},
-            "agent_name": "author",
-            "session_id": str(SESSION),
-            "interaction_id": str(INTERACTION),
-        },
+        action=PushAction(
+            action_id=ACTION,
+            tool="git_push",
+            args={"ref": "beam/pr-7/author-1"},
+            agent_name="author",
+            session_id=str(SESSION),
+            interaction_id=str(INTERACTION),
+        ),
+        context=PushContext(
+            installation_id=1,
+            clone_url="http://git.invalid/o/r.git",
+            html_url="https://github.com/o/r",
+            default_branch="main",
+            on_pull_request=True,
+        ),
     )
     await pushes.create(push)
     return store, pushes, push

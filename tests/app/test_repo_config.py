@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from bot.app.commands import SKILL_COMMANDS
+from bot.app.permissions import effective_permission, permission_at_least
 from bot.app.repo_config import (
     CONFIG_PATH,
     SKILLS,
@@ -18,14 +19,12 @@ from bot.app.repo_config import (
     RepoConfig,
     config_json_schema,
     config_json_schema_text,
-    effective_permission,
     expiry_seconds,
     load_repo_config,
     main,
     parse_repo_config,
-    permission_at_least,
-    render_config_errors,
 )
+from bot.app.runs.render import render_config_errors
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"
 

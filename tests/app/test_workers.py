@@ -10,8 +10,9 @@ import anyio
 import pytest
 
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.signals import PermanentError, RetryableError
 from bot.app.jobs.store import Store
-from bot.app.jobs.workers import PermanentError, RetryableError, WorkerPool
+from bot.app.jobs.workers import WorkerPool
 from tests.support.db import (  # noqa: F401 - fixtures
     clocked_store_fixture,
     db_url_fixture,

@@ -94,3 +94,53 @@ def held(push: HeldPush, comment_url: str) -> str:
         f"Prepared commit `{push.commit_sha[:12]}` on `{push.branch}`. It is held until a maintainer "
         f"approves: see [held push `{push.id}`]({comment_url})."
     )
+
+
+# -- replies to `/beam author`, `/beam approve` and `/beam reject` ---------------------------------
+
+NOTHING_TO_PUSH = "The agent asked to push but made no commit, so there is nothing to approve."
+PULL_CLOSED = "the pull request was closed"
+
+
+def replaced_by(push_id: str) -> str:
+    """Why an older held push was superseded."""
+    return f"a newer `/beam author` run replaced it ({push_id})"
+
+
+def no_such_push(push_id: str | None) -> str:
+    return f"There is no held push `{push_id}` on this repository."
+
+
+def cannot_answer(login: str, needed: str, push_id: str) -> str:
+    return f"@{login}, only people with {needed} permission can answer held push `{push_id}`."
+
+
+def already_decided(push: HeldPush) -> str:
+    return f"Held push `{push.id}` is already {push.state}."
+
+
+def approval_ignored(login: str, push_id: str, reason: str) -> str:
+    return f"@{login}, your approval of `{push_id}` does not count: {reason}."
+
+
+# -- the pull request opened after the push -------------------------------------------------------
+
+
+def from_fork(compare_url: str) -> str:
+    return f"The pull request comes from a fork, so I cannot open one into it: [compare]({compare_url})."
+
+
+def pull_not_opened(reason: str) -> str:
+    return f"Could not open a pull request: {reason}."
+
+
+def pull_title(instructions: str) -> str:
+    first = (instructions or "Change").splitlines() or ["Change"]
+    return f"beam: {first[0][:80]}"
+
+
+def pull_body(push: HeldPush) -> str:
+    return (
+        f"Made by `/beam author` for @{push.requester} in #{push.number}, held push `{push.id}`, "
+        f"approved by {push.decided_by}.\n\nCommit {push.commit_sha}."
+    )

@@ -1,10 +1,10 @@
 """The worker pool: N claim loops in one process, each running a job under a lease, a heartbeat and a
 timeout, and recording how it ended.
 
-A handler signals how it failed by the exception it raises: `RetryableError` (try again after a
-backoff, or after `retry_after`), `PermanentError` (never again), anything else (a bug or an outage we
-did not foresee: retried too, up to the job's `max_attempts`, so a transient fault heals and a
-persistent one ends as `dead` with its error). A timeout counts as a retryable failure.
+A handler signals how it failed by the exception it raises (signals.py): `RetryableError` (try
+again after a backoff, or after `retry_after`), `PermanentError` (never again), anything else (a bug
+or an outage we did not foresee: retried too, up to the job's `max_attempts`, so a transient fault
+heals and a persistent one ends as `dead` with its error). A timeout counts as a retryable failure.
 
 Idle loops sleep `poll_interval` between claims; `notify()` (called by intake after it stored a job)
 wakes them at once, so latency is low without polling the database hard.
@@ -32,8 +32,9 @@ import anyio
 import anyio.abc
 
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError
 
-__all__ = ["Handler", "Job", "PermanentError", "RetryableError", "WorkerPool", "WorkerStats"]
+__all__ = ["Handler", "Job", "WorkerPool", "WorkerStats"]
 
 log = logging.getLogger(__name__)
 
@@ -41,30 +42,6 @@ Handler = Callable[[Job], Awaitable[None]]
 Observer = Callable[[float, str], None]
 
 DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
-
-
-class RetryableError(Exception):
-    """The job may succeed later (rate limit, outage): retry after a backoff or `retry_after` seconds."""
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class PermanentError(Exception):
-    """Trying again cannot help (bad input, refused permission): the job ends as `failed`."""
-
-
-class Reschedule(Exception):
-    """The job did its work for now and wants to run again at `at` (epoch seconds), as the same row.
-
-    Periodic jobs (the approval poller) use it so one job lives as long as what it watches, instead of
-    a new row per poll; the attempt is not counted.
-    """
-
-    def __init__(self, at: float) -> None:
-        super().__init__(f"again at {at}")
-        self.at = at
 
 
 @dataclass(slots=True)

@@ -11,9 +11,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bot.app.commands import help_text
+from bot.app.repo_config import CONFIG_PATH
 
 MARKER = "<!-- beam-run:{run_id} -->"
 MAX_COMMENT_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters.
+MAX_SHOWN_ERRORS = 20
 _CITATION = re.compile(r"(?<![\w/`\[])`?(?P<path>[\w.\-/]+\.\w+)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?`?")
 
 
@@ -111,6 +113,55 @@ def command_help(problem: str | None = None) -> str:
 
 def needs_pull_request(command: str) -> str:
     return f"`{command}` works on pull requests; this is an issue. Try it in a pull request's conversation."
+
+
+def skill_disabled(command: str) -> str:
+    return f"`/beam {command}` is turned off for this repository in `{CONFIG_PATH}`."
+
+
+def render_config_errors(errors: list[str], branch: str | None = None) -> str:
+    """Markdown for a PR comment. The messages quote the file, so they go in a code block where no
+    mention, link or HTML in them takes effect."""
+    where = f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
+    shown = [line.replace("\n", " ") for line in errors[:MAX_SHOWN_ERRORS]]
+    if len(errors) > MAX_SHOWN_ERRORS:
+        shown.append(f"... and {len(errors) - MAX_SHOWN_ERRORS} more")
+    body = "\n".join(f"- {line}" for line in shown)
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    return (
+        f"⚠️ **beam-bot: `{CONFIG_PATH}` is invalid**, so the default settings apply until it is fixed "
+        f"on {where}.\n\n"
+        f"{fence}text\n{body}\n{fence}\n\n"
+        f"The file is read from the default branch only, never from a pull request. "
+        f"Its format is described by `schema/beam-config.schema.json` in the beam-bot repository."
+    )
+
+
+# Why a run failed, as its tracking comment says it (after "failed: ").
+def timed_out(seconds: float) -> str:
+    return f"the run took longer than {seconds:.0f} s and was stopped"
+
+
+def checkout_failed(error: object) -> str:
+    return f"could not check out the repository: {error}"
+
+
+def github_refused(status: int, message: str) -> str:
+    return f"GitHub refused a call ({status}: {message})"
+
+
+def github_trouble(status: int) -> str:
+    return f"GitHub answered {status}"
+
+
+INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot can look it up"
+NO_ANSWER = "the run ended without an answer"
+CANNOT_PUSH = "this skill cannot push"
+EMPTY_REVIEW = "No comments."
+
+
+def review_posted(answer: str) -> str:
+    return f"Posted a review on this pull request.\n\n{answer}"
 
 
 def not_read_note(

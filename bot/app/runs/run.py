@@ -10,22 +10,22 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import pygit2
 
-from bot.app.commands import Command
 from bot.app.git.checkout import CheckoutError, Checkouts, RunTree
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
-from bot.app.github.payloads import CommentEvent
+from bot.app.github.client import InlineComment, PullFile, PullRequest
+from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
+from bot.app.jobs.signals import RetryableError, seconds_until
 from bot.app.jobs.store import Store
-from bot.app.jobs.workers import RetryableError
 from bot.app.runs import render
+from bot.app.runs.context import JobContext
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.prompt import build_prompt
@@ -51,7 +51,7 @@ def run_id_for(job: Job) -> str:
     return str(uuid.uuid5(RUN_NAMESPACE, basis))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunDeps:
     """What a run needs from the process; built once by the app's lifespan."""
 
@@ -59,22 +59,8 @@ class RunDeps:
     checkouts: Checkouts
     llm: CompletionClient
     installation_token: Callable[[int], Awaitable[str]]
+    identity: BotIdentity
     run_timeout: float = 600.0
-    blocked_paths: tuple[str, ...] = (".github/workflows/**",)
-    bot_login: str | None = None
-
-    def with_blocked_paths(self, paths: Iterable[str]) -> RunDeps:
-        """The same deps under a repository's own `blocked_paths` (from `.github/beam.yml`)."""
-        return replace(self, blocked_paths=tuple(paths))
-
-
-@dataclass
-class RunRequest:
-    event: CommentEvent
-    command: Command
-    job: Job
-    gh: InstallationClient
-    installation_id: int
 
 
 @dataclass
@@ -97,28 +83,28 @@ class SkillRun:
     def __init__(
         self,
         deps: RunDeps,
-        request: RunRequest,
+        ctx: JobContext,
         on_interrupt: OnInterrupt | None = None,
         recover: Recover | None = None,
     ) -> None:
         self.deps = deps
-        self.req = request
+        self.ctx = ctx
         self.on_interrupt = on_interrupt
         self.recover = recover
-        event = request.event
+        event = ctx.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
         self.number = event.number
-        self.run_id = run_id_for(request.job)
-        self.skill = request.command.skill or request.command.name
-        self.progress = render.Progress(command=f"/beam {request.command.name}", run_id=self.run_id)
+        self.run_id = run_id_for(ctx.job)
+        self.skill = ctx.command.skill or ctx.command.name
+        self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
         self.started = time.monotonic()
 
     # -- the tracking comment -------------------------------------------------------------------
 
     async def publish(self, body: str) -> None:
-        gh = self.req.gh
+        gh = self.ctx.gh
         if self.comment_id is None:
             comment = await gh.create_comment(self.owner, self.repo, self.number, body)
             self.comment_id = comment.id
@@ -127,9 +113,9 @@ class SkillRun:
             await gh.update_comment(self.owner, self.repo, self.comment_id, body)
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
-        event = self.req.event
+        event = self.ctx.event
         try:
-            await self.req.gh.add_reaction(
+            await self.ctx.gh.add_reaction(
                 self.owner, self.repo, event.comment.id, "eyes", review_comment=event.is_review_comment
             )
         except GitHubError as error:  # the 👀 is a courtesy; the tracking comment is what must land
@@ -141,7 +127,7 @@ class SkillRun:
                 number=self.number,
                 skill=self.skill,
                 requester=event.comment.user.login,
-                job_id=self.req.job.id,
+                job_id=self.ctx.job.id,
                 status="running",
                 started_at=time.time(),
             )
@@ -170,32 +156,32 @@ class SkillRun:
                 await self._finish(recovered, None)
                 return
         await self._start(existing)
-        job = self.req.job
+        job = self.ctx.job
         outcome: Outcome | None = None
         failure: tuple[str, str | None] | None = None
         try:
             with anyio.fail_after(self.deps.run_timeout):
                 outcome = await self._execute()
         except TimeoutError:
-            failure = (f"the run took longer than {self.deps.run_timeout:.0f} s and was stopped", None)
+            failure = (render.timed_out(self.deps.run_timeout), None)
         except BeamError as error:
             detail = f": {error.detail}" if error.detail else ""
             failure = (f"{error.message}{detail}", error.code)
         except CheckoutError as error:
-            failure = (f"could not check out the repository: {error}", None)
+            failure = (render.checkout_failed(error), None)
         except GitHubError as error:
             if error.transient and job.attempts < job.max_attempts:
                 await self._safe_publish(
                     render.retrying(
-                        self.progress, f"GitHub answered {error.status}", job.attempts, job.max_attempts
+                        self.progress, render.github_trouble(error.status), job.attempts, job.max_attempts
                     )
                 )
                 await self.deps.store.update_run(self.run_id, status="queued", error_message=str(error))
-                raise RetryableError(str(error)) from error
-            failure = (f"GitHub refused a call ({error.status}: {error.message})", None)
+                raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
+            failure = (render.github_refused(error.status, error.message), None)
         except Exception:
             log.exception("run %s failed", self.run_id)
-            failure = ("an internal error stopped the run; the maintainers of this bot can look it up", None)
+            failure = (render.INTERNAL_ERROR, None)
         await self._finish(outcome, failure)
 
     async def _safe_publish(self, body: str) -> None:
@@ -218,13 +204,13 @@ class SkillRun:
                 values["model_used"] = result.model_used
                 values["usage"] = result.token_usage.to_json() if result.token_usage else None
         else:
-            reason, code = failure or ("the run ended without an answer", None)
+            reason, code = failure or (render.NO_ANSWER, None)
             await self._safe_publish(render.failed(self.progress, reason, code))
             values.update(status="failed", error_code=code, error_message=reason)
         await self.deps.store.update_run(self.run_id, **values)
 
     async def _execute(self) -> Outcome:
-        event, gh = self.req.event, self.req.gh
+        event, gh = self.ctx.event, self.ctx.gh
         pull: PullRequest | None = None
         files: list[PullFile] = []
         total = 0
@@ -241,8 +227,8 @@ class SkillRun:
                 await run_tree.remove()
 
     async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
-        repo = self.req.event.repository
-        token = await self.deps.installation_token(self.req.installation_id)
+        repo = self.ctx.event.repository
+        token = await self.deps.installation_token(self.ctx.installation_id)
         refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]
         if pull is not None:
             refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
@@ -256,15 +242,13 @@ class SkillRun:
         if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
             log.info("run %s: removed the tree of an earlier attempt", self.run_id)
         run_tree = await self.deps.checkouts.create_run_tree(repo.full_name, self.run_id, head_sha, branch)
-        requester = self.req.event.comment.user
-        identity = (
-            self.deps.bot_login or "beam-bot",
-            f"{self.deps.bot_login or 'beam-bot'}@users.noreply.github.com",
-        )
+        requester = self.ctx.event.comment.user
+        login = self.deps.identity.known or "beam-bot"
+        identity = (login, f"{login}@users.noreply.github.com")
         tree = WorkingTree(
             SandboxRoot(run_tree.path),
             self.protected_refs(pull),
-            blocked_paths=self.deps.blocked_paths,
+            blocked_paths=tuple(self.ctx.config.blocked_paths),
             allowed_push_branches={branch},
             author=identity,
             committer=identity,
@@ -274,13 +258,13 @@ class SkillRun:
 
     def protected_refs(self, pull: PullRequest | None) -> list[str]:
         """main, master, the default branch, and the pull request's base and head branches."""
-        protected = {"main", "master", self.req.event.repository.default_branch}
+        protected = {"main", "master", self.ctx.event.repository.default_branch}
         if pull is not None:
             protected |= {pull.base.ref, pull.head.ref}
         return sorted(protected)
 
     async def _branch_sha(self, branch: str) -> str:
-        mirror = self.deps.checkouts.mirror_path(self.req.event.repository.full_name)
+        mirror = self.deps.checkouts.mirror_path(self.ctx.event.repository.full_name)
 
         def resolve() -> str:
             return str(pygit2.Repository(str(mirror)).revparse_single(f"refs/heads/{branch}").id)
@@ -296,7 +280,7 @@ class SkillRun:
         files: list[PullFile],
         total: int,
     ) -> Outcome:
-        event, gh = self.req.event, self.req.gh
+        event, gh = self.ctx.event, self.ctx.gh
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
@@ -320,7 +304,7 @@ class SkillRun:
         )
         hub = RiverBeam()
         hub.register_agent(RigAgentRunner.for_skill(self.skill, self.deps.llm, tools))
-        text, coverage = build_prompt(event, self.skill, self.req.command.text, pull, files, total)
+        text, coverage = build_prompt(event, self.skill, self.ctx.command.text, pull, files, total)
         tracker = Tracker(self.progress, self.publish)
         request = InvokeRequest(
             agent_name=self.skill,
@@ -334,15 +318,15 @@ class SkillRun:
         await tracker.flush()
         if result.interrupted:
             if self.on_interrupt is None:
-                raise BeamError("BEM-335", {"detail": "this skill cannot push"})
+                raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
         answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
         answer = render.link_citations(answer, known, blob_base)
         if self.skill == "review" and pull is not None:
             if ledger.review_id is None:
-                ledger.review_id = await post_review(answer or "No comments.", [])
-            answer = f"Posted a review on this pull request.\n\n{answer}"
+                ledger.review_id = await post_review(answer or render.EMPTY_REVIEW, [])
+            answer = render.review_posted(answer)
         notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         return Outcome(answer=answer, notes=notes, result=result)
 
