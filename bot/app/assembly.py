@@ -6,24 +6,35 @@ restart), so nothing here runs in setup mode.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import httpx
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
 from bot.app.git.checkout import Checkouts
 from bot.app.github.client import GitHubApi, GitHubApp
 from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.store import Store
+from bot.app.jobs.workers import Handler
 from bot.app.runs.run import RunDeps
+from bot.app.settings import AppCredentials, Settings
 from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
 
-if TYPE_CHECKING:
-    from bot.app.web.app import AppRuntime, JobHandler
-
 # A run stops this long before the worker's hard job timeout, so it can still write its final comment.
 FINAL_COMMENT_MARGIN = 60.0
+
+
+class Resources(Protocol):
+    """What a running app owns that the job handler needs (`web.app.AppRuntime` has it)."""
+
+    settings: Settings
+    credentials: AppCredentials | None
+    github: httpx.AsyncClient | None
+    store: Store | None
 
 
 def llm_client() -> CompletionClient:
@@ -32,7 +43,7 @@ def llm_client() -> CompletionClient:
     return client if client is not None else EchoClient()
 
 
-def build_dispatcher(runtime: AppRuntime) -> JobDispatcher:
+def build_dispatcher(runtime: Resources) -> JobDispatcher:
     """Every part built once, in order (each from the ones before it), and never changed after."""
     settings, credentials = runtime.settings, runtime.credentials
     if runtime.github is None or runtime.store is None or credentials is None:
@@ -60,5 +71,5 @@ def build_dispatcher(runtime: AppRuntime) -> JobDispatcher:
     return JobDispatcher(webhooks, {WATCH: approvals.watch}, sweep)
 
 
-def build_handler(runtime: AppRuntime) -> JobHandler:
+def build_handler(runtime: Resources) -> Handler:
     return build_dispatcher(runtime).handle_job

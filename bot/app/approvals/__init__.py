@@ -1,0 +1,5 @@
+"""Held pushes: `/beam author`, the approval comment and its poller, the rules, the state machine,
+the one push path, their comment texts, and the `beam-bot pending` listing.
+
+May import runs, github, git, jobs and the root modules; never webhooks or web.
+"""
