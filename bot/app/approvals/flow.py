@@ -91,7 +91,7 @@ class Approvals:
         """The run asked to push: check it, pin the commit, record it, and ask for approval."""
         asked = [a for a in result.action_required or [] if a.get("tool") == "git_push"]
         if not asked:
-            raise BeamError("BEM-335", {"detail": "the run stopped for an action the bot cannot hold"})
+            raise BeamError("BEM-335", {"detail": render_push.CANNOT_HOLD})
         raw_args = asked[0].get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         refused = check_target(args.get("ref"), run_tree.branch, run.protected_refs(pull))

@@ -1,4 +1,5 @@
-"""The Markdown of held-push comments: the approval request, and each way it can end.
+"""The Markdown of held-push comments (the approval request, and each way it can end), the replies
+to `/beam approve|reject`, and the pull request opened after a push.
 
 The approval request shows exactly what would be pushed (the commit, its files, a short diff) and
 how to answer; once decided, the same comment is edited to say who decided, when, and what happened.
@@ -98,6 +99,7 @@ def held(push: HeldPush, comment_url: str) -> str:
 
 # -- replies to `/beam author`, `/beam approve` and `/beam reject` ---------------------------------
 
+CANNOT_HOLD = "the run stopped for an action the bot cannot hold"
 NOTHING_TO_PUSH = "The agent asked to push but made no commit, so there is nothing to approve."
 PULL_CLOSED = "the pull request was closed"
 

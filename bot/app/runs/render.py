@@ -1,4 +1,6 @@
-"""The Markdown of every comment the bot writes, in one place so the tone and the states stay alike.
+"""The Markdown of every run comment and command reply, so the tone and the states stay alike.
+
+Held-push texts live beside their flow, in approvals/render.py; nothing else writes words a person reads.
 
 Every tracking comment carries a hidden marker with the run id, so a retried job finds and edits its
 own comment instead of posting a second one.
