@@ -9,20 +9,19 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from bot.app.git.checkout import Checkouts
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError
+from bot.app.jobs.workers import Handler
 from bot.app.webhooks.handlers import Webhooks
 
 log = logging.getLogger("beam.jobs")
 
 DELIVERY = "delivery"
 SWEEP_EVERY = 3600.0  # seconds between sweeps of run trees left by jobs that died for good
-
-JobHandler = Callable[[Job], Awaitable[None]]
 
 
 class Sweeper:
@@ -44,11 +43,11 @@ class Sweeper:
 
 
 class JobDispatcher:
-    def __init__(self, webhooks: Webhooks, kinds: Mapping[str, JobHandler], sweep: Sweeper) -> None:
+    def __init__(self, webhooks: Webhooks, kinds: Mapping[str, Handler], sweep: Sweeper) -> None:
         if DELIVERY in kinds:
             raise ValueError(f"job kind {DELIVERY!r} is the webhooks' own")
         self.webhooks = webhooks
-        self.kinds: Mapping[str, JobHandler] = MappingProxyType(dict(kinds))
+        self.kinds: Mapping[str, Handler] = MappingProxyType(dict(kinds))
         self.sweep = sweep
 
     async def handle_job(self, job: Job) -> None:
