@@ -5,7 +5,9 @@ chunk, done), at most 8 completion rounds (BEM-088), BEM-089 for an unknown tool
 the run, and approval of `confirm_required` tools through an interrupted result. Better than the
 original: in a batch of tool calls the ones that need no approval run and only the others wait; a
 resume runs only `submitted` envelopes (the hub puts the stored action in their payload); real
-token usage, `model_used` and latency are reported; frames go to `emit` as they happen.
+token usage, `model_used` and latency are reported; frames go to `emit` as they happen. A host may
+pass `should_stop`, asked before every model call and tool call: when it gives a reason, the run ends
+there with what it has (text so far, tool records, usage) and `metadata={"stopped": reason}`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
@@ -37,6 +39,8 @@ from bot.beam.types import (
 )
 
 MAX_ROUNDS = 8
+# Asked at every step; a reason (any text) stops the run there, None lets it go on.
+StopCheck = Callable[[], Awaitable[str | None]]
 PROGRESS_TEXT = "Retrieving allowed pages\u2026"
 CONFIRMATION_TEXT = "confirmation required"
 
@@ -60,10 +64,19 @@ class RigAgentRunner(Agent):
     request metadata, which a client can set: hosts must strip it from untrusted requests.
     """
 
-    def __init__(self, name: str, client: CompletionClient, tools: Sequence[Tool], skill: Skill) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: CompletionClient,
+        tools: Sequence[Tool],
+        skill: Skill,
+        *,
+        should_stop: StopCheck | None = None,
+    ) -> None:
         self.name = name
         self.client = client
         self.skill = skill
+        self.should_stop = should_stop
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             self._tools.setdefault(tool.spec().name, tool)
@@ -75,7 +88,14 @@ class RigAgentRunner(Agent):
         return cls(name, client, tools, skill)
 
     @classmethod
-    def for_skill(cls, skill_name: str, client: CompletionClient, tools: Sequence[Tool]) -> RigAgentRunner:
+    def for_skill(
+        cls,
+        skill_name: str,
+        client: CompletionClient,
+        tools: Sequence[Tool],
+        *,
+        should_stop: StopCheck | None = None,
+    ) -> RigAgentRunner:
         """The tools in the skill's allowlist, in the order given; named after the skill.
 
         An unknown skill name gets an empty prompt and all the tools, as in the original.
@@ -84,7 +104,8 @@ class RigAgentRunner(Agent):
         if skill is None:
             skill = Skill(skill_name, "", tuple(tool.spec().name for tool in tools))
         allowed = set(skill.tools)
-        return cls(skill.name, client, [t for t in tools if t.spec().name in allowed], skill)
+        chosen = [t for t in tools if t.spec().name in allowed]
+        return cls(skill.name, client, chosen, skill, should_stop=should_stop)
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
@@ -133,11 +154,26 @@ class RigAgentRunner(Agent):
         records: list[ToolCallRecord] = []
         usage = TokenUsage()
         model: str | None = None
+        said: list[str] = []  # text the model wrote beside its tool calls: what a stopped run has
+
+        async def stopped() -> bool:
+            reason = await self.should_stop() if self.should_stop is not None else None
+            if reason is None:
+                return False
+            text = "\n\n".join(said)
+            result = self._result(input, text, records, usage, model, started, stopped=reason)
+            await log.push(done_frame(result, headers))
+            return True
+
         for _ in range(MAX_ROUNDS):
+            if await stopped():
+                return
             completion = await self.client.complete_for(input, messages, self._specs)
             if completion.usage is not None:
                 usage += completion.usage
             model = completion.model or model
+            if completion.text:
+                said.append(completion.text)
             if completion.tool_calls is None:
                 text = completion.text or ""
                 await log.push(message_frame(StreamChunkType.CHUNK, text, headers))
@@ -150,6 +186,8 @@ class RigAgentRunner(Agent):
                 if tool is not None and not skip_approval and tool.spec().confirm_required:
                     waiting.append(call)
                     continue
+                if await stopped():
+                    return
                 records.append(await self._call_tool(call, tool, input, messages, log, headers))
             if waiting:
                 required: list[dict[str, Any]] = [
@@ -225,6 +263,7 @@ class RigAgentRunner(Agent):
         started: float,
         *,
         action_required: list[dict[str, Any]] | None = None,
+        stopped: str | None = None,
     ) -> AgentResult:
         """A done result; it is interrupted exactly when actions wait for approval."""
         return AgentResult(
@@ -239,4 +278,5 @@ class RigAgentRunner(Agent):
             latency_ms=(time.perf_counter() - started) * 1000.0,
             interrupted=action_required is not None,
             action_required=action_required,
+            metadata={"stopped": stopped} if stopped is not None else None,
         )

@@ -10,6 +10,9 @@ Jobs with the same `key` ("owner/repo#N") run one at a time: a job is skipped wh
 its key is running, and a partial unique index on `(key) WHERE state = 'running'` makes the database
 refuse a second one even if two claims race.
 
+Fairness (fairness.py): a claim first chooses the installation served least recently that has a due
+job and room under its concurrency cap, then takes that installation's oldest due job.
+
 `attempts` counts claims. Each claim adds one, so a job whose worker keeps dying is also bounded by
 `max_attempts`. Every finishing call is a compare-and-set on (owner, attempt): a worker that lost its
 lease cannot complete or fail a job another worker now holds.
@@ -22,10 +25,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import RowMapping, and_, insert, or_, select, update
+from sqlalchemy import RowMapping, and_, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.app.jobs.fairness import FairTurns, add_turns, claimable, key_free
 from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, deliveries, jobs
 from bot.app.jobs.store import Store
 
@@ -51,6 +55,7 @@ class Job:
     event: str | None = None
     action: str | None = None
     delivery_payload: bytes | None = None
+    installation_id: int = 0
 
 
 class JobQueue:
@@ -64,8 +69,10 @@ class JobQueue:
         backoff_cap: float = 600.0,
         backoff_jitter: float = 0.1,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        max_per_installation: int | None = None,
     ) -> None:
         self.store = store
+        self.turns = FairTurns(cap=max_per_installation)
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.backoff_jitter = backoff_jitter
@@ -87,6 +94,8 @@ class JobQueue:
         *,
         max_attempts: int | None = None,
         if_absent: bool = False,
+        installation_id: int = 0,
+        delivery_id: str | None = None,
     ) -> int:
         """Add a job and return its id. With `if_absent`, an already queued job of the same kind and
         key is returned instead (for periodic jobs such as `poll_approvals`)."""
@@ -108,8 +117,12 @@ class JobQueue:
                 "run_after": now if run_after is None else run_after,
                 "created_at": now,
                 "updated_at": now,
+                "installation_id": installation_id,
+                "delivery_id": delivery_id,
             }
-            return int((await conn.execute(insert(jobs).values(row).returning(jobs.c.id))).scalar_one())
+            job_id = int((await conn.execute(insert(jobs).values(row).returning(jobs.c.id))).scalar_one())
+            await conn.run_sync(add_turns, self.store.is_sqlite, [installation_id])
+            return job_id
 
     async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
         """Take the oldest claimable job for `worker_id`, or None when there is nothing to do."""
@@ -118,9 +131,16 @@ class JobQueue:
             now = self.store.clock()
             try:
                 async with self.store.write() as conn:
-                    row = (await conn.execute(self._claim_statement(now, worker_id, lease_seconds))).first()
-                    if row is None:
-                        return None
+                    passed: set[int] = set()
+                    row = None
+                    while row is None:
+                        installation = await self.turns.choose(conn, now, passed)
+                        if installation is None:
+                            return None
+                        claim = self._claim_statement(now, worker_id, lease_seconds, installation)
+                        row = (await conn.execute(claim)).first()
+                        passed.add(installation)
+                    await self.turns.served(conn, installation)
                     if row.attempts > row.max_attempts:
                         # Its last allowed attempt died with the worker: bury it, look again.
                         await self._bury_expired(conn, row.id, row.max_attempts, now)
@@ -132,20 +152,10 @@ class JobQueue:
                 if races >= _CLAIM_RACE_RETRIES:
                     return None
 
-    def _claim_statement(self, now: float, worker_id: str, lease_seconds: float) -> Any:
+    def _claim_statement(self, now: float, worker_id: str, lease_seconds: float, installation: int) -> Any:
         cand = jobs.alias("cand")
-        other = jobs.alias("other")
-        key_busy = (
-            select(other.c.id)
-            .where(other.c.key == cand.c.key, other.c.state == "running", other.c.id != cand.c.id)
-            .exists()
-        )
-        claimable = or_(
-            and_(cand.c.state == "queued", cand.c.run_after <= now),
-            and_(cand.c.state == "running", cand.c.lease_expires_at < now),
-        )
-        pick = select(cand.c.id).where(claimable, or_(cand.c.key.is_(None), ~key_busy)).order_by(cand.c.id)
-        pick = pick.limit(1)
+        pick = select(cand.c.id).where(claimable(cand, now), key_free(cand))
+        pick = pick.where(cand.c.installation_id == installation).order_by(cand.c.id).limit(1)
         if not self.store.is_sqlite:
             pick = pick.with_for_update(skip_locked=True)
         return (
@@ -186,6 +196,7 @@ class JobQueue:
             max_attempts=row["max_attempts"],
             lease_owner=row["lease_owner"],
             lease_expires_at=row["lease_expires_at"],
+            installation_id=row["installation_id"],
         )
         if job.delivery_id is not None:
             stmt = select(deliveries.c.event, deliveries.c.action, deliveries.c.payload).where(

@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -47,7 +47,7 @@ _UPGRADE_LOCK = 0x6265616D  # "beam"
 
 JOB_STATES = ("queued", "running", "done", "failed", "dead")
 DEFAULT_MAX_ATTEMPTS = 5
-RUN_STATUSES = ("queued", "running", "succeeded", "failed", "interrupted")
+RUN_STATUSES = ("queued", "running", "succeeded", "failed", "interrupted", "cancelled")
 
 # SQLite only makes INTEGER PRIMARY KEY an auto-incrementing rowid; PostgreSQL wants BIGINT.
 _Id = BigInteger().with_variant(Integer(), "sqlite")
@@ -90,7 +90,10 @@ jobs = Table(
     Column("last_error", Text),
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
+    # The GitHub App installation the job works for (0: none); claims interleave installations.
+    Column("installation_id", BigInteger, nullable=False, server_default="0"),
     Index("jobs_state_run_after", "state", "run_after"),
+    Index("jobs_installation_state", "installation_id", "state"),
     Index("jobs_delivery_id", "delivery_id"),
     # One job at a time per pull request, enforced by the database itself: a claim racing another
     # claim for the same key fails with an integrity error instead of running both.
@@ -123,8 +126,34 @@ runs = Table(
     Column("error_message", Text),
     Column("summary", _Json),
     Column("latency_ms", Integer),
+    # Costs and limits (issue 11): who pays, what it used, what it was asked, who stopped it.
+    Column("installation_id", BigInteger),
+    Column("input_tokens", BigInteger),
+    Column("output_tokens", BigInteger),
+    Column("command_key", Text),
+    Column("command_url", Text),
+    Column("cancelled_by", Text),
     Index("runs_repo_number", "repo", "number"),
     Index("runs_job_id", "job_id"),
+    Index("runs_created_at", "created_at"),
+)
+
+# When each installation was last given a job (fair claims), and per-period counters (limits).
+installation_turns = Table(
+    "installation_turns",
+    metadata,
+    Column("installation_id", BigInteger, primary_key=True, autoincrement=False),
+    # A turn number, not a time: equal clocks (tests, two fast claims) still order installations.
+    Column("last_turn", BigInteger, nullable=False, server_default="0"),
+)
+
+usage_counters = Table(
+    "usage_counters",
+    metadata,
+    # scope: "user:<repo>:<login>"-like keys; period: a UTC day "2026-11-30" or month "2026-11".
+    Column("scope", Text, primary_key=True),
+    Column("period", Text, primary_key=True),
+    Column("amount", BigInteger, nullable=False, server_default="0"),
 )
 
 memory = Table(
@@ -165,6 +194,30 @@ pending_pushes = Table(
     Index("pending_pushes_repo_number", "repo", "number", "state"),
     Index("pending_pushes_state", "state"),
 )
+
+
+def _costs_and_limits(conn: Connection) -> None:
+    """Version 2: installation on jobs and runs, token columns, fairness turns, usage counters."""
+    for table, column in [
+        ("jobs", "installation_id BIGINT NOT NULL DEFAULT 0"),
+        ("runs", "installation_id BIGINT"),
+        ("runs", "input_tokens BIGINT"),
+        ("runs", "output_tokens BIGINT"),
+        ("runs", "command_key TEXT"),
+        ("runs", "command_url TEXT"),
+        ("runs", "cancelled_by TEXT"),
+    ]:
+        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
+    for index in (*jobs.indexes, *runs.indexes):
+        if index.name in ("jobs_installation_state", "runs_created_at"):
+            index.create(conn)
+    installation_turns.create(conn)
+    usage_counters.create(conn)
+    # Jobs of version 1 belong to no installation (0): give that one its turns.
+    conn.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
+
+
+MIGRATIONS[2] = _costs_and_limits
 
 
 class SchemaError(RuntimeError):

@@ -27,6 +27,7 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.app.jobs.database import BEGIN_MODE, build_url, create_engines, normalize_url
+from bot.app.jobs.fairness import add_turns
 from bot.app.jobs.schema import (
     DEFAULT_MAX_ATTEMPTS,
     JOB_STATES,
@@ -83,6 +84,7 @@ class IntakeRequest:
     payload: str
     job_key: str | None
     job_kind: str
+    installation_id: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     lead: bool = False
     accepted: bool = False
@@ -228,9 +230,13 @@ class Store:
         payload: bytes,
         job_key: str | None,
         job_kind: str = "delivery",
+        *,
+        installation_id: int = 0,
     ) -> bool:
         """Store a delivery and its job atomically; False for a redelivery of a known id."""
-        request = IntakeRequest(delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind)
+        request = IntakeRequest(
+            delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind, installation_id
+        )
         return await self._intake.submit(request)
 
     async def _write_intake(self, batch: Sequence[IntakeRequest]) -> set[str]:
@@ -274,12 +280,14 @@ class Store:
                 "run_after": now,
                 "created_at": now,
                 "updated_at": now,
+                "installation_id": r.installation_id,
             }
             for r in batch
             if r.delivery_id in inserted
         ]
         if new_jobs:
             conn.execute(insert(jobs), new_jobs)
+            add_turns(conn, self.is_sqlite, {job["installation_id"] for job in new_jobs})
         return inserted
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:

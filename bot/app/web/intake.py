@@ -53,6 +53,8 @@ class DeliveryStore(Protocol):
         payload: bytes,
         job_key: str | None,
         job_kind: str = ...,
+        *,
+        installation_id: int = ...,
     ) -> bool: ...
 
 
@@ -91,6 +93,13 @@ def job_key_for(payload: dict[str, Any]) -> str:
         if isinstance(number, int) and not isinstance(number, bool):
             return f"{full_name}#{number}"
     return full_name
+
+
+def installation_of(payload: dict[str, Any]) -> int:
+    """The App installation a delivery is for (0 when it names none): claims interleave by it."""
+    installation = payload.get("installation")
+    found = installation.get("id") if isinstance(installation, dict) else None
+    return found if isinstance(found, int) and not isinstance(found, bool) and found > 0 else 0
 
 
 class WebhookIntake:
@@ -160,7 +169,9 @@ class WebhookIntake:
         if event == "ping":
             return 200, "pong", action
         try:
-            fresh = await store.accept_delivery(delivery, event, action, body, job_key_for(payload))
+            fresh = await store.accept_delivery(
+                delivery, event, action, body, job_key_for(payload), installation_id=installation_of(payload)
+            )
         except Exception:
             # Not stored, so not acknowledged: GitHub shows the failure and the delivery can be
             # redelivered from the App's settings once the database is back.
