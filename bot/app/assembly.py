@@ -17,6 +17,8 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.store import Store
 from bot.app.jobs.workers import Handler
+from bot.app.limits.ledger import RUN_KIND
+from bot.app.limits.policy import Policy
 from bot.app.runs.run import RunDeps
 from bot.app.settings import AppCredentials, Settings
 from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
@@ -61,6 +63,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         installation_token=installation_token,
         identity=BotIdentity(github, settings.bot_login),
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
+        policy=Policy.from_settings(settings),
     )
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
@@ -68,7 +71,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     approvals = Approvals(github, deps, JobQueue(runtime.store), timing=timing)
     webhooks = Webhooks(github, deps, approvals)
     sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))
-    return JobDispatcher(webhooks, {WATCH: approvals.watch}, sweep)
+    return JobDispatcher(webhooks, {WATCH: approvals.watch, RUN_KIND: webhooks.on_run}, sweep)
 
 
 def build_handler(runtime: Resources) -> Handler:

@@ -18,7 +18,7 @@ SKILL_COMMANDS: dict[str, str] = {
     "ask": "consume",
     "author": "author",
 }
-CONTROL_COMMANDS = ("help", "approve", "reject")
+CONTROL_COMMANDS = ("help", "approve", "reject", "cancel")
 NEEDS_TEXT = {"ask": "a question", "author": "instructions"}
 NEEDS_ID = {"approve", "reject"}
 
@@ -30,12 +30,14 @@ HELP_LINES = (
     ("/beam author <instructions>", "make a change on a bot branch; the push waits for your approval"),
     ("/beam approve <id>", "approve a held push"),
     ("/beam reject <id>", "reject a held push"),
+    ("/beam cancel [<run>]", "stop the queued or running runs on this pull request (or just that run)"),
     ("/beam help", "show this list"),
 )
 
 _COMMAND_LINE = re.compile(r"^[ \t]{0,3}/beam(?:[ \t]+(?P<rest>.*))?$", re.IGNORECASE)
 _FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 _PUSH_ID = re.compile(r"^[A-Za-z0-9-]{4,64}$")
+_RUN_ID = re.compile(r"^[0-9a-fA-F-]{4,36}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,15 @@ def _build(name: str, text: str, word: str) -> Command | CommandError:
         return Command(name=name, text=text, skill=SKILL_COMMANDS[name])
     if name == "help":
         return Command(name="help")
+    if name == "cancel":
+        words = text.split()
+        if not words:
+            return Command(name="cancel")
+        if len(words) > 1 or not _RUN_ID.match(words[0]):
+            return CommandError(
+                "`/beam cancel` takes nothing or a run id, for example `/beam cancel 1a2b3c4d`."
+            )
+        return Command(name="cancel", arg=words[0].lower())
     if name in NEEDS_ID:
         arg = text.split()[0] if text.split() else ""
         if not _PUSH_ID.match(arg):

@@ -110,6 +110,25 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + "(?:/.*)?", re.IGNORECASE | re.DOTALL)
 
 
+class RepoLimits(BaseModel):
+    """The `limits:` section: each may only lower the server's limit of the same name."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="RepoLimits")
+
+    max_tokens_per_run: int | None = Field(
+        default=None, ge=1, description="Tokens (input + output) one run may use before it stops."
+    )
+    max_minutes_per_run: int | None = Field(
+        default=None, ge=1, description="Minutes one run may take before it stops."
+    )
+    runs_per_user_per_day: int | None = Field(
+        default=None, ge=1, description="Runs one person may start on this repository per UTC day."
+    )
+    runs_per_repo_per_day: int | None = Field(
+        default=None, ge=1, description="Runs this repository may start per UTC day."
+    )
+
+
 class RepoConfig(BaseModel):
     """Version 1 of `.github/beam.yml`; every field has a default, so an absent file is valid."""
 
@@ -135,6 +154,10 @@ class RepoConfig(BaseModel):
         "not change.",
     )
     expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
+    limits: RepoLimits = Field(
+        default_factory=RepoLimits,
+        description="Lower the server's limits for this repository (a higher value is ignored).",
+    )
 
     @field_validator("skills", mode="after")
     @classmethod
@@ -298,8 +321,8 @@ _TYPE_WORDS = {
 }
 
 
-def _setting_names() -> str:
-    return ", ".join(RepoConfig.model_fields)
+def _setting_names(section: type[BaseModel] | None = None) -> str:
+    return ", ".join((section or RepoConfig).model_fields)
 
 
 def _error_message(error: Any) -> str:
@@ -307,9 +330,10 @@ def _error_message(error: Any) -> str:
     path = _path(loc)
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        close = difflib.get_close_matches(key, list(RepoConfig.model_fields), n=1)
+        section: type[BaseModel] = RepoLimits if len(loc) > 1 and loc[0] == "limits" else RepoConfig
+        close = difflib.get_close_matches(key, list(section.model_fields), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        return f"{path}: unknown setting; {hint}valid settings are {_setting_names()}"
+        return f"{path}: unknown setting; {hint}valid settings are {_setting_names(section)}"
     if kind == "literal_error" and loc[0] == "skills":
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):

@@ -62,6 +62,9 @@ class Settings(BaseSettings):
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
+    - Costs and limits (README "Costs and limits"): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
+      MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
+      TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
     """
 
     model_config = SettingsConfigDict(
@@ -101,6 +104,17 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY"),
     )
+
+    # Costs and limits (issue 11). A repository's `.github/beam.yml` may lower the per-run and daily
+    # limits, never raise them. 0 means no limit.
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+    max_tokens_per_run: int = Field(default=400_000, ge=0)
+    max_minutes_per_run: float = Field(default=20.0, ge=0)
+    runs_per_user_per_day: int = Field(default=50, ge=0)
+    runs_per_repo_per_day: int = Field(default=500, ge=0)
+    tokens_per_installation_per_month: int = Field(default=50_000_000, ge=0)
+    max_concurrency_per_installation: int = Field(default=2, ge=0)
 
     @field_validator("*", mode="before")
     @classmethod

@@ -24,12 +24,13 @@ RANK = {
     "github": 1,
     "git": 1,
     "jobs": 1,
+    "limits": 1,
     "commands": 0,
     "repo_config": 0,
     "permissions": 0,
     "settings": 0,
 }
-SIDEWAYS = {("repo_config", "permissions")}
+SIDEWAYS = {("repo_config", "permissions"), ("limits", "jobs")}
 
 
 def module_name(path: Path) -> str:

@@ -131,7 +131,10 @@ async def test_an_older_database_runs_the_missing_migrations_in_order(db_url: st
         run_id = await s.create_run(repo="o/r", number=1, skill="review", requester="alice")
         async with s.write() as conn:
             old = await upgrade_schema(
-                conn, 1.0, target=SCHEMA_VERSION + 2, migrations={SCHEMA_VERSION + 1: to_2, SCHEMA_VERSION + 2: to_3}
+                conn,
+                1.0,
+                target=SCHEMA_VERSION + 2,
+                migrations={SCHEMA_VERSION + 1: to_2, SCHEMA_VERSION + 2: to_3},
             )
         assert old == SCHEMA_VERSION
         assert ran == [SCHEMA_VERSION + 1, SCHEMA_VERSION + 2]

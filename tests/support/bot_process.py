@@ -146,13 +146,14 @@ def comment_payload(bot: BotProcess, payload: dict[str, Any], repo: str) -> dict
 
 
 def replay_finished_deliveries(bot: BotProcess) -> None:
-    """With the bot stopped: put its delivery jobs back as a worker that died before recording their
-    end would leave them (queued again, the run row still `running`). SQLite work dirs only."""
+    """With the bot stopped: put its delivery and run jobs back as a worker that died before recording
+    their end would leave them (queued again, the run row still `running`). SQLite work dirs only."""
     import sqlite3
 
     with sqlite3.connect(bot.work_dir / "beam.db") as db:
         db.execute(
-            "UPDATE jobs SET state = 'queued', run_after = 0, lease_owner = NULL WHERE kind = 'delivery'"
+            "UPDATE jobs SET state = 'queued', run_after = 0, lease_owner = NULL"
+            " WHERE kind IN ('delivery', 'run')"
         )
         db.execute("UPDATE runs SET status = 'running', finished_at = NULL")
 
@@ -161,5 +162,5 @@ def deliveries_done(bot: BotProcess) -> bool:
     import sqlite3
 
     with sqlite3.connect(bot.work_dir / "beam.db") as db:
-        states = [row[0] for row in db.execute("SELECT state FROM jobs WHERE kind = 'delivery'")]
+        states = [row[0] for row in db.execute("SELECT state FROM jobs WHERE kind IN ('delivery', 'run')")]
     return bool(states) and all(state == "done" for state in states)

@@ -2,8 +2,11 @@
 
 A claim first chooses an installation, then takes that installation's oldest due job through the
 queue's ordinary claim (with one more filter). The installation chosen is the one served least
-recently among those with a due job and fewer than `cap` jobs running; `installation_turns` keeps a
-turn number per installation (a counter, not a clock, so equal clocks still take turns).
+recently among those with a due job; `installation_turns` keeps a turn number per installation (a
+counter, not a clock, so equal clocks still take turns). The concurrency cap counts the running jobs
+of the capped kinds (the app caps skill runs, not the quick command deliveries, so a `/beam cancel`
+is read even while an installation's runs fill its cap): an installation at its cap is offered only
+its jobs of other kinds.
 
 Across processes: on PostgreSQL the chosen turn row is locked (`FOR UPDATE SKIP LOCKED`) for the
 claim's transaction, so concurrent claimers choose different installations, and the running count is
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, or_, select, update
+from sqlalchemy import Connection, and_, false, func, or_, select, true, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -56,17 +59,24 @@ def key_free(table: Any) -> Any:
 
 
 class FairTurns:
-    """Chooses installations in turn; one instance per queue."""
+    """Chooses installations in turn; one instance per queue. `capped_kinds` None caps every kind."""
 
-    def __init__(self, *, cap: int | None) -> None:
+    def __init__(self, *, cap: int | None, capped_kinds: frozenset[str] | None = None) -> None:
         self.cap = cap
+        self.capped_kinds = capped_kinds
 
-    async def choose(self, conn: AsyncConnection, now: float, passed: set[int]) -> int | None:
-        """The installation to serve next inside the claim's transaction, or None when none may.
+    def allowed(self, table: Any, room: bool) -> Any:
+        """The jobs an installation may be given now: all with room under its cap, else the uncapped."""
+        if room:
+            return true()
+        if self.capped_kinds is None:
+            return false()
+        return table.c.kind.not_in(sorted(self.capped_kinds))
 
-        `passed` collects installations looked at and found full, so the caller can go on.
-        """
-        while len(passed) < MAX_CHOICES:
+    async def choose(self, conn: AsyncConnection, now: float, passed: set[int]) -> tuple[int, bool] | None:
+        """The installation to serve next inside the claim's transaction and whether it has room
+        under its cap, or None when there is none. The caller adds what it tried to `passed`."""
+        if len(passed) < MAX_CHOICES:
             cand = jobs.alias("fair_cand")
             due = (
                 select(cand.c.id)
@@ -77,16 +87,14 @@ class FairTurns:
             pick = select(installation_turns.c.installation_id).where(due)
             if passed:
                 pick = pick.where(installation_turns.c.installation_id.not_in(sorted(passed)))
-            pick = pick.order_by(installation_turns.c.last_turn, installation_turns.c.installation_id).limit(1)
+            pick = pick.order_by(installation_turns.c.last_turn, installation_turns.c.installation_id).limit(
+                1
+            )
             if conn.dialect.name != "sqlite":
                 pick = pick.with_for_update(skip_locked=True)
             chosen = (await conn.execute(pick)).scalar()
-            if chosen is None:
-                return None
-            installation = int(chosen)
-            if await self._has_room(conn, installation, now):
-                return installation
-            passed.add(installation)
+            if chosen is not None:
+                return int(chosen), await self._has_room(conn, int(chosen), now)
         return None
 
     async def _has_room(self, conn: AsyncConnection, installation: int, now: float) -> bool:
@@ -98,6 +106,8 @@ class FairTurns:
             jobs.c.state == "running",
             jobs.c.lease_expires_at >= now,
         )
+        if self.capped_kinds is not None:
+            running = running.where(jobs.c.kind.in_(sorted(self.capped_kinds)))
         return int((await conn.execute(running)).scalar_one()) < self.cap
 
     async def served(self, conn: AsyncConnection, installation: int) -> None:

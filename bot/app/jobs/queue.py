@@ -70,9 +70,10 @@ class JobQueue:
         backoff_jitter: float = 0.1,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
         max_per_installation: int | None = None,
+        capped_kinds: frozenset[str] | None = None,
     ) -> None:
         self.store = store
-        self.turns = FairTurns(cap=max_per_installation)
+        self.turns = FairTurns(cap=max_per_installation, capped_kinds=capped_kinds)
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.backoff_jitter = backoff_jitter
@@ -134,12 +135,13 @@ class JobQueue:
                     passed: set[int] = set()
                     row = None
                     while row is None:
-                        installation = await self.turns.choose(conn, now, passed)
-                        if installation is None:
+                        chosen = await self.turns.choose(conn, now, passed)
+                        if chosen is None:
                             return None
-                        claim = self._claim_statement(now, worker_id, lease_seconds, installation)
-                        row = (await conn.execute(claim)).first()
+                        installation, room = chosen
                         passed.add(installation)
+                        claim = self._claim_statement(now, worker_id, lease_seconds, installation, room)
+                        row = (await conn.execute(claim)).first()
                     await self.turns.served(conn, installation)
                     if row.attempts > row.max_attempts:
                         # Its last allowed attempt died with the worker: bury it, look again.
@@ -152,10 +154,13 @@ class JobQueue:
                 if races >= _CLAIM_RACE_RETRIES:
                     return None
 
-    def _claim_statement(self, now: float, worker_id: str, lease_seconds: float, installation: int) -> Any:
+    def _claim_statement(
+        self, now: float, worker_id: str, lease_seconds: float, installation: int, room: bool
+    ) -> Any:
         cand = jobs.alias("cand")
         pick = select(cand.c.id).where(claimable(cand, now), key_free(cand))
-        pick = pick.where(cand.c.installation_id == installation).order_by(cand.c.id).limit(1)
+        pick = pick.where(cand.c.installation_id == installation, self.turns.allowed(cand, room))
+        pick = pick.order_by(cand.c.id).limit(1)
         if not self.store.is_sqlite:
             pick = pick.with_for_update(skip_locked=True)
         return (

@@ -287,7 +287,7 @@ class Store:
         ]
         if new_jobs:
             conn.execute(insert(jobs), new_jobs)
-            add_turns(conn, self.is_sqlite, {job["installation_id"] for job in new_jobs})
+            add_turns(conn, self.is_sqlite, {r.installation_id for r in batch if r.delivery_id in inserted})
         return inserted
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:

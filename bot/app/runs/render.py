@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from bot.app.commands import help_text
 from bot.app.repo_config import CONFIG_PATH
@@ -69,13 +70,52 @@ def working(progress: Progress) -> str:
     return f"{body}\n\n{_marker(progress.run_id)}"
 
 
-def finished(progress: Progress, answer: str, notes: Sequence[str] = ()) -> str:
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a run used, as its footer shows it; `cost` only when prices are configured."""
+
+    model: str | None
+    input_tokens: int
+    output_tokens: int
+    model_calls: int
+    tool_steps: int
+    seconds: float
+    cost: float | None = None
+
+
+def usage_line(usage: Usage) -> str:
+    """One line of a footer: model, tokens, calls, steps, wall time and the estimated cost."""
+    parts = [
+        f"model `{_inline(usage.model or 'unknown', 60)}`",
+        f"{usage.input_tokens:,} input / {usage.output_tokens:,} output tokens",
+        f"{usage.model_calls} model call{'s' if usage.model_calls != 1 else ''}",
+        f"{usage.tool_steps} tool step{'s' if usage.tool_steps != 1 else ''}",
+        f"{usage.seconds:.1f} s",
+    ]
+    if usage.cost is not None:
+        parts.append(f"≈ ${usage.cost:.4f}")
+    return " · ".join(parts)
+
+
+def _footer(progress: Progress, usage: Usage | None) -> str:
+    line = f"`{progress.command}` · run `{progress.run_id[:8]}`"
+    if usage is not None:
+        line += f" · {usage_line(usage)}"
+    return f"\n\n<sub>{line}</sub>"
+
+
+def with_usage(body: str, usage: Usage) -> str:
+    """A review body (or any text the run posts) with the usage footer below it."""
+    return f"{body}\n\n<sub>{usage_line(usage)}</sub>"
+
+
+def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: Usage | None = None) -> str:
     details = ""
     if progress.tools:
         steps = _steps(progress, 200)
         details = f"\n\n<details><summary>{len(progress.tools)} steps</summary>\n\n{steps}\n\n</details>"
     extra = "".join(f"\n\n> [!NOTE]\n> {note}" for note in notes)
-    footer = f"\n\n<sub>`{progress.command}` · run `{progress.run_id[:8]}`</sub>"
+    footer = _footer(progress, usage)
     return (
         _clip(answer.strip() or "*(the model gave an empty answer)*")
         + extra
@@ -85,13 +125,68 @@ def finished(progress: Progress, answer: str, notes: Sequence[str] = ()) -> str:
     )
 
 
-def failed(progress: Progress, reason: str, code: str | None = None) -> str:
+def failed(progress: Progress, reason: str, code: str | None = None, usage: Usage | None = None) -> str:
     coded = f" ({code})" if code else ""
+    footer = f"\n\n<sub>{usage_line(usage)}</sub>" if usage is not None else ""
     return (
         f"❌ `{progress.command}` failed{coded}: {reason}\n\n"
         f"Run id: `{progress.run_id}`. Nothing was pushed. You can try again with the same command."
-        f"\n\n{_marker(progress.run_id)}"
+        f"{footer}\n\n{_marker(progress.run_id)}"
     )
+
+
+# -- costs and limits (issue 11) ------------------------------------------------------------------
+
+LIMIT_WORDS = {
+    "max_tokens_per_run": "the token limit of a run ({value:,} tokens)",
+    "max_minutes_per_run": "the time limit of a run ({value:g} minutes)",
+    "tokens_per_installation_per_month": "this installation's monthly token budget ({value:,} tokens)",
+    "runs_per_user_per_day": "your limit of {value:,} runs per day on this repository",
+    "runs_per_repo_per_day": "this repository's limit of {value:,} runs per day",
+}
+
+
+def limit_words(limit: str, value: float) -> str:
+    return LIMIT_WORDS[limit].format(value=value) + f" (`{limit}`)"
+
+
+def stopped_note(limit: str, value: float) -> str:
+    return f"This run stopped at {limit_words(limit, value)}; above is what it had by then."
+
+
+def cancelled(progress: Progress, by: str, partial: str = "", usage: Usage | None = None) -> str:
+    body = (
+        f"🛑 `{progress.command}` (run `{progress.run_id[:8]}`) was cancelled by @{by}. Nothing was pushed."
+    )
+    if partial.strip():
+        body += f"\n\nWhat it had by then:\n\n{_clip(partial.strip())}"
+    if progress.tools:
+        steps = _steps(progress, 200)
+        body += f"\n\n<details><summary>{len(progress.tools)} steps</summary>\n\n{steps}\n\n</details>"
+    return body + _footer(progress, usage) + f"\n{_marker(progress.run_id)}"
+
+
+def over_limit(login: str, limit: str, value: float, resets_at: datetime) -> str:
+    when = resets_at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"Sorry @{login}, this would go over {limit_words(limit, value)}. It resets at {when}."
+
+
+def duplicate_run(command: str, status: str, link: str) -> str:
+    state = "queued" if status == "queued" else "running"
+    where = f"[already {state}]({link})" if link else f"already {state}"
+    return f"`{command}` is {where} on this pull request; I will not start it twice."
+
+
+def cancel_requested(login: str, runs: Sequence[tuple[str, str]]) -> str:
+    """`runs` are (run id, skill) pairs."""
+    names = ", ".join(f"`/beam {skill}` (run `{run_id[:8]}`)" for run_id, skill in runs)
+    return f"@{login} asked to cancel {names}; it stops at its next step."
+
+
+def nothing_to_cancel(run: str | None) -> str:
+    if run:
+        return f"No queued or running run `{_inline(run, 36)}` on this pull request to cancel."
+    return "No queued or running run on this pull request to cancel."
 
 
 def retrying(progress: Progress, reason: str, attempt: int, attempts: int) -> str:
@@ -160,6 +255,7 @@ INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot
 NO_ANSWER = "the run ended without an answer"
 CANNOT_PUSH = "this skill cannot push"
 EMPTY_REVIEW = "No comments."
+NOTHING_YET = "*(the run had no answer yet when it stopped)*"
 
 
 def review_posted(answer: str) -> str:

@@ -24,12 +24,15 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import RetryableError, seconds_until
 from bot.app.jobs.store import Store
+from bot.app.limits.ledger import Ledger
+from bot.app.limits.policy import Policy, effective
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
+from bot.app.runs.usage import RunUsage
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
@@ -61,6 +64,7 @@ class RunDeps:
     installation_token: Callable[[int], Awaitable[str]]
     identity: BotIdentity
     run_timeout: float = 600.0
+    policy: Policy = field(default_factory=Policy)
 
 
 @dataclass
@@ -76,7 +80,16 @@ OnInterrupt = Callable[
 ]
 # What an earlier attempt of this run already achieved, if it got past its point of no return.
 Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
-FINAL_STATUSES = ("succeeded", "failed", "interrupted")
+FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
+
+
+class RunCancelled(Exception):
+    """`/beam cancel` reached the run at a step; `partial` is what the model had said by then."""
+
+    def __init__(self, by: str, partial: str) -> None:
+        super().__init__(by)
+        self.by = by
+        self.partial = partial
 
 
 class SkillRun:
@@ -100,6 +113,10 @@ class SkillRun:
         self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
         self.started = time.monotonic()
+        ledger = Ledger(deps.store)
+        self.usage = RunUsage(
+            deps.llm, ledger, self.run_id, ctx.installation_id, deps.policy.prices, self.started
+        )
 
     # -- the tracking comment -------------------------------------------------------------------
 
@@ -132,7 +149,7 @@ class SkillRun:
                 started_at=time.time(),
             )
         else:
-            await self.deps.store.update_run(self.run_id, status="running")
+            await self.deps.store.update_run(self.run_id, status="running", started_at=time.time())
         await self.publish(render.working(self.progress))
 
     # -- the run --------------------------------------------------------------------------------
@@ -150,6 +167,9 @@ class SkillRun:
             if existing.get("status") in FINAL_STATUSES:
                 log.info("run %s already ended (%s); nothing to redo", self.run_id, existing["status"])
                 return
+            if existing.get("cancelled_by"):
+                await self._cancelled(RunCancelled(existing["cancelled_by"], ""))
+                return
             recovered = await self.recover(self) if self.recover is not None else None
             if recovered is not None:
                 log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
@@ -162,6 +182,9 @@ class SkillRun:
         try:
             with anyio.fail_after(self.deps.run_timeout):
                 outcome = await self._execute()
+        except RunCancelled as cancel:
+            await self._cancelled(cancel)
+            return
         except TimeoutError:
             failure = (render.timed_out(self.deps.run_timeout), None)
         except BeamError as error:
@@ -191,11 +214,22 @@ class SkillRun:
             except GitHubError as error:
                 log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
 
+    async def _cancelled(self, cancel: RunCancelled) -> None:
+        usage = self.usage.summary(len(self.progress.tools))
+        await self._safe_publish(render.cancelled(self.progress, cancel.by, cancel.partial, usage))
+        latency = int((time.monotonic() - self.started) * 1000)
+        await self.deps.store.update_run(
+            self.run_id, status="cancelled", finished_at=time.time(), latency_ms=latency
+        )
+        await self.usage.record()
+
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
         latency = int((time.monotonic() - self.started) * 1000)
         values: dict[str, Any] = {"finished_at": time.time(), "latency_ms": latency}
+        usage = self.usage.summary(len(self.progress.tools))
         if outcome is not None:
-            await self._safe_publish(render.finished(self.progress, outcome.answer, outcome.notes))
+            body = render.finished(self.progress, outcome.answer, outcome.notes, usage)
+            await self._safe_publish(body)
             result = outcome.result
             held = outcome.held or (result is not None and result.interrupted)
             status = "interrupted" if held else "succeeded"
@@ -205,9 +239,10 @@ class SkillRun:
                 values["usage"] = result.token_usage.to_json() if result.token_usage else None
         else:
             reason, code = failure or (render.NO_ANSWER, None)
-            await self._safe_publish(render.failed(self.progress, reason, code))
+            await self._safe_publish(render.failed(self.progress, reason, code, usage))
             values.update(status="failed", error_code=code, error_message=reason)
         await self.deps.store.update_run(self.run_id, **values)
+        await self.usage.record()
 
     async def _execute(self) -> Outcome:
         event, gh = self.ctx.event, self.ctx.gh
@@ -287,6 +322,7 @@ class SkillRun:
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             inline = [InlineComment(path=c["path"], line=c["line"], body=c["body"]) for c in comments]
+            body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
             review = await gh.create_review(
                 self.owner, self.repo, self.number, commit_id=head_sha, body=body, comments=inline
             )
@@ -303,7 +339,9 @@ class SkillRun:
             blob_url=blob_url,
         )
         hub = RiverBeam()
-        hub.register_agent(RigAgentRunner.for_skill(self.skill, self.deps.llm, tools))
+        guard = await self.usage.arm(effective(self.deps.policy.limits, self.ctx.config.limits))
+        runner = RigAgentRunner.for_skill(self.skill, self.usage.meter, tools, should_stop=guard)
+        hub.register_agent(runner)
         text, coverage = build_prompt(event, self.skill, self.ctx.command.text, pull, files, total)
         tracker = Tracker(self.progress, self.publish)
         request = InvokeRequest(
@@ -316,6 +354,12 @@ class SkillRun:
         outcome = await hub.invoke(request, on_frame=tracker)
         result = outcome.result
         await tracker.flush()
+        stop = guard.stop
+        if stop is not None and stop.by is not None:
+            raise RunCancelled(stop.by, result.text)
+        if stop is not None and stop.limit is not None:
+            notes = [render.stopped_note(stop.limit, stop.value)]
+            return Outcome(answer=result.text or render.NOTHING_YET, notes=notes, result=result)
         if result.interrupted:
             if self.on_interrupt is None:
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})

@@ -28,6 +28,7 @@ from starlette.routing import Route
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
+from bot.app.limits.ledger import RUN_KIND
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
@@ -135,8 +136,9 @@ class AppRuntime:
             handler = self._handler_factory(self)
         if handler is None or self._task_group is None or self.store is None:
             return
+        cap = self.settings.max_concurrency_per_installation or None
         self.workers = WorkerPool(
-            JobQueue(self.store),
+            JobQueue(self.store, max_per_installation=cap, capped_kinds=frozenset({RUN_KIND})),
             handler,
             concurrency=self.settings.concurrency,
             lease_seconds=self.settings.lease_seconds,

@@ -8,11 +8,13 @@ flow, every other skill to a plain `SkillRun`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from bot.app import commands
 from bot.app.approvals.flow import Approvals
 from bot.app.commands import Command
 from bot.app.github.api import GitHubError
@@ -20,11 +22,13 @@ from bot.app.github.client import GitHubApp, InstallationClient
 from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
+from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import load_repo_config
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.run import RunDeps, SkillRun
+from bot.app.webhooks.gate import Gate
 from bot.app.webhooks.routing import Ignore, Reply, decide, parse_comment_event, parse_pull_request_event
 
 log = logging.getLogger("beam.jobs")
@@ -51,6 +55,7 @@ class Webhooks:
         self.github = github
         self.deps = deps
         self.approvals = approvals
+        self.gate = Gate(Ledger(deps.store), deps.policy)
         self.events: Mapping[tuple[str, str], EventHandler] = MappingProxyType(
             {
                 ("issue_comment", "created"): self.on_comment,
@@ -119,13 +124,43 @@ class Webhooks:
             return
         if config.errors:
             await ctx.reply(render.render_config_errors(config.errors, repo.default_branch))
+        if command.name == "cancel":
+            await self.gate.cancel(ctx)
+            return
         if not ctx.config.skill_enabled(command.name):
             await ctx.reply(render.skill_disabled(command.name))
             return
         if command.skill in READ_ONLY_PR_SKILLS and not event.on_pull_request:
             await ctx.reply(render.needs_pull_request(f"/beam {command.name}"))
             return
-        await self.commands.get(command.name, self.run_skill)(ctx)
+        # Admitted, the command runs as its own job (`on_run`), so this pull request's next comments
+        # (a duplicate, a cancel) are read while it runs.
+        await self.gate.admit(ctx)
+
+    async def on_run(self, job: Job) -> None:
+        """A `run` job: the admitted command of its delivery, under a context built afresh."""
+        event = parse_comment_event(_delivery_json(job))
+        parsed = commands.parse(event.comment.body) if event is not None else None
+        if event is None or not isinstance(parsed, Command):
+            raise PermanentError(f"run job {job.id} has no command in its delivery")
+        try:
+            gh, installation_id = await self._client(event)
+            repo = event.repository
+            config = await load_repo_config(gh.get_file, repo.owner.login, repo.name, repo.default_branch)
+            ctx = JobContext(job, event, parsed, gh, installation_id, config)
+            await self.commands.get(parsed.name, self.run_skill)(ctx)
+        except GitHubError as error:
+            raise job_failure(error) from error
 
     async def run_skill(self, ctx: JobContext) -> None:
         await SkillRun(self.deps, ctx).run()
+
+
+def _delivery_json(job: Job) -> dict[str, Any]:
+    try:
+        data = json.loads(job.delivery_payload or b"")
+    except ValueError as error:
+        raise PermanentError(f"job {job.id} has no readable delivery") from error
+    if not isinstance(data, dict):
+        raise PermanentError(f"job {job.id} has no readable delivery")
+    return data

@@ -1,0 +1,156 @@
+"""What one run uses, measured as it goes, and the check that stops it at a cap or a cancel.
+
+`Meter` wraps the model client and counts calls and tokens; `RunGuard` is the runner's `should_stop`
+hook, asked before every model call and tool call: it stops the run when its tokens reach the run's
+cap (or what is left of the installation's monthly budget), when its wall time reaches the time cap,
+or when someone cancelled it with `/beam cancel` (read from the run's row, so a cancel posted to any
+process reaches the worker running it).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from bot.app.limits.ledger import Ledger
+from bot.app.limits.policy import Limits, Prices
+from bot.app.runs import render
+from bot.beam.completion import Completion, CompletionClient
+from bot.beam.tools import ToolSpec
+from bot.beam.types import AgentInput
+
+
+class Meter:
+    """A `CompletionClient` that passes every call on and counts what the server said it used."""
+
+    def __init__(self, inner: CompletionClient) -> None:
+        self.inner = inner
+        self.calls = 0
+        self.input_tokens = 0
+        self.output_tokens = 0
+        self.model: str | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.input_tokens + self.output_tokens
+
+    def _count(self, completion: Completion) -> Completion:
+        self.calls += 1
+        if completion.usage is not None:
+            self.input_tokens += completion.usage.prompt_tokens
+            self.output_tokens += completion.usage.completion_tokens
+        self.model = completion.model or self.model
+        return completion
+
+    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        return self._count(await self.inner.complete(messages, tools))
+
+    async def complete_for(
+        self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
+    ) -> Completion:
+        return self._count(await self.inner.complete_for(input, messages, tools))
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Why a run stopped early: a limit (its setting name and value), or a cancel (`by`)."""
+
+    limit: str | None = None
+    value: float = 0
+    by: str | None = None
+
+
+class RunGuard:
+    """The runner's stop hook for one run."""
+
+    def __init__(
+        self,
+        meter: Meter,
+        limits: Limits,
+        *,
+        month_used: int,
+        cancelled_by: Callable[[], Awaitable[str | None]],
+        clock: Callable[[], float] = time.monotonic,
+        started: float | None = None,
+    ) -> None:
+        self.meter = meter
+        self.limits = limits
+        self.month_used = month_used
+        self.cancelled_by = cancelled_by
+        self.clock = clock
+        self.started = clock() if started is None else started
+        self.stop: Stop | None = None
+
+    async def __call__(self) -> str | None:
+        self.stop = await self._check()
+        if self.stop is None:
+            return None
+        return f"cancelled by {self.stop.by}" if self.stop.by else f"limit {self.stop.limit}"
+
+    async def _check(self) -> Stop | None:
+        by = await self.cancelled_by()
+        if by is not None:
+            return Stop(by=by)
+        limits, used = self.limits, self.meter.tokens
+        if limits.max_tokens_per_run is not None and used >= limits.max_tokens_per_run:
+            return Stop("max_tokens_per_run", limits.max_tokens_per_run)
+        budget = limits.tokens_per_installation_per_month
+        if budget is not None and self.month_used + used >= budget:
+            return Stop("tokens_per_installation_per_month", budget)
+        minutes = limits.max_minutes_per_run
+        if minutes is not None and self.clock() - self.started >= minutes * 60:
+            return Stop("max_minutes_per_run", minutes)
+        return None
+
+
+class RunUsage:
+    """A run's meter, guard and bookkeeping, made when its agent starts."""
+
+    def __init__(
+        self,
+        llm: CompletionClient,
+        ledger: Ledger,
+        run_id: str,
+        installation_id: int,
+        prices: Prices,
+        started: float,
+    ) -> None:
+        self.meter = Meter(llm)
+        self.ledger = ledger
+        self.run_id = run_id
+        self.installation_id = installation_id
+        self.prices = prices
+        self.started = started
+        self.guard: RunGuard | None = None
+
+    async def arm(self, limits: Limits) -> RunGuard:
+        month_used = 0
+        if limits.tokens_per_installation_per_month is not None:
+            month_used = await self.ledger.month_tokens(self.installation_id)
+
+        async def cancelled_by() -> str | None:
+            return await self.ledger.cancelled_by(self.run_id)
+
+        self.guard = RunGuard(
+            self.meter, limits, month_used=month_used, cancelled_by=cancelled_by, started=self.started
+        )
+        return self.guard
+
+    def summary(self, tool_steps: int) -> render.Usage:
+        meter = self.meter
+        return render.Usage(
+            model=meter.model,
+            input_tokens=meter.input_tokens,
+            output_tokens=meter.output_tokens,
+            model_calls=meter.calls,
+            tool_steps=tool_steps,
+            seconds=time.monotonic() - self.started,
+            cost=self.prices.cost(meter.input_tokens, meter.output_tokens),
+        )
+
+    async def record(self) -> None:
+        await self.ledger.record_usage(
+            self.run_id, self.installation_id, self.meter.input_tokens, self.meter.output_tokens
+        )
