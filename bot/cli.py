@@ -1,4 +1,5 @@
-"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`; each builds what it needs, then runs."""
+"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`, `usage`; each builds what it needs, then
+runs."""
 
 from __future__ import annotations
 
@@ -31,6 +32,10 @@ def _parser() -> argparse.ArgumentParser:
     decide.add_argument("--deny", action="store_true", help="deny pushes without asking")
 
     sub.add_parser("pending", help="list held pushes with their state and age")
+
+    usage = sub.add_parser("usage", help="runs, tokens and estimated cost per repository and user")
+    usage.add_argument("--since", default="7d", help="how far back: 7d, 12h, 30m, 2w (default 7d)")
+    usage.add_argument("--repo", help="only this repository (owner/name)")
     return parser
 
 
@@ -72,6 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as error:
         print(f"beam-bot: {error}", file=sys.stderr)
         return 2
+    if args.command == "usage":
+        from bot.app.limits.report import print_usage
+
+        return anyio.run(print_usage, settings, args.since, args.repo)
     from bot.app.approvals.pending_cli import print_pending
 
     return anyio.run(print_pending, settings)

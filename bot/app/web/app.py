@@ -29,10 +29,12 @@ from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.limits.ledger import RUN_KIND
+from bot.app.limits.policy import Policy
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
 from bot.app.web.setup import SetupFlow, load_manifest, status_page
+from bot.app.web.usage_metrics import usage_exposition
 
 log = logging.getLogger(__name__)
 
@@ -207,6 +209,9 @@ def create_app(
             except Exception:
                 log.exception("metrics: the database did not answer")
         text = runtime.metrics.render(mode=runtime.mode, store_stats=stats)
+        if runtime.store is not None and stats is not None:
+            # Tokens and cost by installation and skill (issue 11), from the database.
+            text += await usage_exposition(runtime.store, Policy.from_settings(runtime.settings).prices)
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     app = Starlette(
