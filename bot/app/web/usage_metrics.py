@@ -20,7 +20,7 @@ async def usage_exposition(store: Store, prices: Prices) -> str:
         "# TYPE beam_run_tokens_total counter",
     ]
     costs = [
-        "# HELP beam_run_cost_dollars_total Estimated dollars spent by skill runs, by installation and skill.",
+        "# HELP beam_run_cost_dollars_total Estimated dollars of skill runs, by installation and skill.",
         "# TYPE beam_run_cost_dollars_total counter",
     ]
     runs = [
