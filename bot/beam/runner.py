@@ -83,9 +83,17 @@ class RigAgentRunner(Agent):
         self._specs = [tool.spec() for tool in tools]
 
     @classmethod
-    def new(cls, name: str, client: CompletionClient, tools: Sequence[Tool], skill: Skill) -> RigAgentRunner:
+    def new(
+        cls,
+        name: str,
+        client: CompletionClient,
+        tools: Sequence[Tool],
+        skill: Skill,
+        *,
+        should_stop: StopCheck | None = None,
+    ) -> RigAgentRunner:
         """Any name, every tool given; the skill supplies only the system prompt."""
-        return cls(name, client, tools, skill)
+        return cls(name, client, tools, skill, should_stop=should_stop)
 
     @classmethod
     def for_skill(
