@@ -182,14 +182,17 @@ class Ledger:
     async def record_usage(
         self, run_id: str, installation_id: int, input_tokens: int, output_tokens: int
     ) -> None:
-        """A run's tokens, on its row and on its installation's month."""
+        """An attempt's tokens, added to its run's row and to its installation's month."""
         now = self.store.clock()
         async with self.store.write() as conn:
             await conn.execute(
                 update(runs)
                 .where(runs.c.id == run_id)
                 .values(
-                    input_tokens=input_tokens, output_tokens=output_tokens, installation_id=installation_id
+                    # Added, not set: every attempt of a retried run used tokens.
+                    input_tokens=func.coalesce(runs.c.input_tokens, 0) + input_tokens,
+                    output_tokens=func.coalesce(runs.c.output_tokens, 0) + output_tokens,
+                    installation_id=installation_id,
                 )
             )
             scope, period = f"installation:{installation_id}", month_of(now)

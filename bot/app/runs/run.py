@@ -200,6 +200,7 @@ class SkillRun:
                     )
                 )
                 await self.deps.store.update_run(self.run_id, status="queued", error_message=str(error))
+                await self.usage.record()
                 raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
             failure = (render.github_refused(error.status, error.message), None)
         except Exception:

@@ -203,15 +203,15 @@ def create_app(
 
     async def metrics(request: Request) -> Response:
         stats = None
+        usage = ""
         if runtime.store is not None:
             try:
                 stats = await runtime.store.stats()
+                # Tokens and cost by installation and skill (issue 11), from the database.
+                usage = await usage_exposition(runtime.store, Policy.from_settings(runtime.settings).prices)
             except Exception:
                 log.exception("metrics: the database did not answer")
-        text = runtime.metrics.render(mode=runtime.mode, store_stats=stats)
-        if runtime.store is not None and stats is not None:
-            # Tokens and cost by installation and skill (issue 11), from the database.
-            text += await usage_exposition(runtime.store, Policy.from_settings(runtime.settings).prices)
+        text = runtime.metrics.render(mode=runtime.mode, store_stats=stats) + usage
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     app = Starlette(
