@@ -57,7 +57,7 @@ async def test_the_pool_runs_every_job_with_the_given_concurrency(store: Store) 
     stop = anyio.Event()
     pool = WorkerPool(queue, handler, concurrency=3, lease_seconds=5, poll_interval=0.02)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(pool.run_until, stop)
+        tg.start_soon(pool.run, stop)
         await wait_for(lambda: len(seen) == 9)
         stop.set()
     assert sorted(seen) == ids and peak == 3
