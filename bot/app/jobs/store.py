@@ -224,6 +224,10 @@ class Store(Transactions):
             rows = (await conn.execute(stmt)).all()
         return [MemoryItem(r.id, r.scope_key, r.kind, r.text, r.created_at) for r in reversed(rows)]
 
-    async def memory_forget(self, item_id: int) -> bool:
+    async def memory_forget(self, item_id: int, *, within: str = "") -> bool:
+        """Delete one item; with `within`, only when its scope key starts with that prefix."""
+        stmt = memory.delete().where(memory.c.id == item_id)
+        if within:
+            stmt = stmt.where(memory.c.scope_key.startswith(within, autoescape=True))
         async with self.write() as conn:
-            return (await conn.execute(memory.delete().where(memory.c.id == item_id))).rowcount == 1
+            return (await conn.execute(stmt)).rowcount == 1
