@@ -14,7 +14,6 @@ from bot.beam.memory import MESSAGE_KIND, MemoryItem, MemoryScope
 from bot.beam.runner import RigAgentRunner
 from bot.beam.skills import Skill
 from tests.support.agents import make_input, make_request
-from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 

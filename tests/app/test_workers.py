@@ -12,14 +12,7 @@ import pytest
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store
 from bot.app.jobs.workers import PermanentError, RetryableError, WorkerPool
-from tests.support.db import (  # noqa: F401 - fixtures
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from tests.support.db import opened
 
 pytestmark = pytest.mark.anyio
 

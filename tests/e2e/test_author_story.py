@@ -5,18 +5,14 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pygit2
-import pytest
 
 from tests.e2e.author_support import (
     BOT,
     NUMBER,
     REPO,
     approval_comment,
-    author_stack,
     branch_refs,
     held_push,
     push_state,
@@ -28,12 +24,6 @@ from tests.e2e.author_support import (
 )
 from tests.support.bot_process import SECRET, BotProcess, wait_for
 from tests.support.webhooks import delivery, pull_request_payload
-
-
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[BotProcess]:
-    with author_stack(tmp_path) as bot:
-        yield bot
 
 
 def test_author_story_end_to_end(bot: BotProcess) -> None:

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
-from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fake_github_state import PullFile
 from tests.support.webhooks import delivery, issue_comment_payload
 

@@ -1,9 +1,8 @@
 """Database fixtures: every store test runs on a real SQLite file and, when BEAM_TEST_POSTGRES_URL is
 set, on a throwaway PostgreSQL database created for the session and dropped at its end.
 
-A test module imports the fixture functions (`store_fixture`, `db_url_fixture`, ...) with
-`# noqa: F401`; pytest knows them by their short names (`store`, `db_url`, ...), so test parameters
-never shadow an import.
+tests/conftest.py registers this module with `pytest_plugins`, so every test can ask for `store`,
+`db_url`, `clocked_store`, `fake_clock` or `pg_database_url` by name without importing anything.
 
 Run as `python -m tests.support.db claim URL LEASE`, this module is also the "second process" of the
 claim tests: it opens its own Store, waits for "go" on stdin, claims and completes jobs until none is
