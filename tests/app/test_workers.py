@@ -210,7 +210,10 @@ async def test_a_crashed_workers_job_is_finished_by_the_pool_exactly_once(db_url
         assert row is not None and row["state"] == "done"
 
 
-async def test_shutdown_gives_a_running_job_back(store: Store) -> None:
+@pytest.mark.parametrize("how", ["stop", "cancel"])
+async def test_a_running_job_is_given_back_when_the_pool_stops_or_is_cancelled(
+    store: Store, how: str
+) -> None:
     queue = fast_queue(store)
     job_id = await queue.enqueue("delivery", None)
     started = anyio.Event()
@@ -225,29 +228,13 @@ async def test_shutdown_gives_a_running_job_back(store: Store) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(pool.run, stop)
             await started.wait()
-            stop.set()
+            if how == "stop":
+                stop.set()
+            else:
+                tg.cancel_scope.cancel()
     assert pool.stats.released == 1
     row = await queue.get(job_id)
     assert row is not None and (row["state"], row["attempts"], row["lease_owner"]) == ("queued", 0, None)
-
-
-async def test_cancelling_the_pool_also_gives_the_job_back(store: Store) -> None:
-    queue = fast_queue(store)
-    job_id = await queue.enqueue("delivery", None)
-    started = anyio.Event()
-
-    async def handler(job: Job) -> None:
-        started.set()
-        await anyio.sleep_forever()
-
-    pool = WorkerPool(queue, handler, concurrency=1, lease_seconds=60)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pool.run)
-            await started.wait()
-            tg.cancel_scope.cancel()
-    row = await queue.get(job_id)
-    assert row is not None and row["state"] == "queued"
 
 
 async def test_a_graceful_stop_lets_the_running_job_finish(store: Store) -> None:
