@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 
-from bot.beam.completion import Completion, CompletionClient, ScriptedClient
+from bot.beam.completion import Completion, ScriptedClient
 from bot.beam.errors import BeamError
 from bot.beam.runner import PROGRESS_TEXT, RigAgentRunner
 from bot.beam.skills import Skill, skill_by_name
 from bot.beam.tools import FunctionTool, ToolSpec
 from bot.beam.types import (
-    AgentInput,
     AgentMessage,
     AgentMessageRole,
     ContentPart,
@@ -426,44 +425,3 @@ async def test_exhausted_client_error_propagates() -> None:
     with pytest.raises(BeamError) as err:
         await runner(ScriptedClient([])).stream(make_input(), make_context())
     assert err.value.code == "BEM-081"
-
-
-class SeedStyleClient(CompletionClient):
-    """A client written as the seed describes: it subclasses CompletionClient and has only `complete`."""
-
-    def __init__(self, steps: list[Completion]) -> None:
-        self.steps = steps
-        self.seen: list[list[dict[str, Any]]] = []
-
-    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
-        self.seen.append([dict(m) for m in messages])
-        return self.steps.pop(0)
-
-
-@pytest.mark.anyio
-async def test_a_client_with_only_complete_drives_a_tool_round() -> None:
-    read = CountingTool("read_file", result={"body": "hi"})
-    client = SeedStyleClient([calls(("read_file", {"path": "a.md"})), Completion.of_text("read it")])
-    assert not hasattr(client, "complete_for")
-    agent = RigAgentRunner.new("author", client, [read.tool], SKILL)
-    frames = await agent.stream(make_input(), make_context())
-
-    assert kinds(frames) == ["placeholder", "thinking", "tool", "chunk", "done"]
-    assert read.calls == [{"path": "a.md"}]
-    result = frames[-1].result
-    assert result is not None and result.text == "read it"
-    assert [r.tool_name for r in result.tool_calls] == ["read_file"]
-    assert client.steps == [] and len(client.seen) == 2
-    assert client.seen[1][-1] == {"role": "tool", "tool_call_id": "call-0", "content": '{"body":"hi"}'}
-
-
-@pytest.mark.anyio
-async def test_complete_for_is_preferred_when_the_client_has_it() -> None:
-    class Routing(SeedStyleClient):
-        async def complete_for(
-            self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
-        ) -> Completion:
-            return Completion.of_text(f"routed for {input.request_id}")
-
-    frames = await RigAgentRunner.new("author", Routing([]), [], SKILL).stream(make_input(), make_context())
-    assert frames[-1].text == f"routed for {REQUEST}"
