@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-# The database fixtures (`db_url`, `store`, `clocked_store`, `fake_clock`, `pg_database_url`), for every test.
+# The database fixtures (`db_url`, `store`, `clocked_store`, `fake_clock`, `empty_pg_url`), for every test.
 pytest_plugins = ["tests.support.db"]
 
 

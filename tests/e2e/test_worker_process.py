@@ -20,8 +20,8 @@ PULLS = range(1, 7)
 
 
 @pytest.fixture
-def bot(tmp_path: Path, pg_database_url: str) -> Iterator[BotProcess]:
-    with bot_stack(tmp_path, BEAM_DATABASE_URL=pg_database_url, BEAM_CONCURRENCY="1") as bot:
+def bot(tmp_path: Path, empty_pg_url: str) -> Iterator[BotProcess]:
+    with bot_stack(tmp_path, BEAM_DATABASE_URL=empty_pg_url, BEAM_CONCURRENCY="1") as bot:
         main = bot.git.seed(REPO, {"README.md": "many\n"})
         bot.fake.add_repo(REPO)
         bot.fake.add_collaborator(REPO, "maintainer", "write")
