@@ -58,7 +58,8 @@ def api_url(fake: FakeGitHub) -> Iterator[str]:
 
 def setup_settings(tmp_path: Path, **overrides: Any) -> Settings:
     overrides.setdefault("setup_token", TOKEN)
-    return Settings(_env_file=None, work_dir=tmp_path / "work", public_url=PUBLIC, **overrides)
+    overrides.setdefault("public_url", PUBLIC)
+    return Settings(_env_file=None, work_dir=tmp_path / "work", **overrides)
 
 
 async def unlock(client: httpx.AsyncClient, token: str = TOKEN) -> None:
