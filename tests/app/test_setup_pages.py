@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from pydantic import ValidationError
 from starlette.applications import Starlette
 
 from bot.app.settings import Settings
@@ -268,3 +269,13 @@ async def test_credentials_that_could_not_be_stored_are_kept_for_the_retry(
         assert settings.credentials_path.is_file()
     # GitHub converts a code once: the retry used the App converted the first time.
     assert len(fake.calls_to("apps/create-from-manifest")) == 1
+
+
+def test_setup_settings_are_validated() -> None:
+    with pytest.raises(ValidationError, match="BEAM_WEBHOOK_PROXY_URL must be an http"):
+        Settings(_env_file=None, webhook_proxy_url="smee.io/channel")
+    with pytest.raises(ValidationError, match="BEAM_SETUP_TOKEN is too short"):
+        Settings(_env_file=None, setup_token="short")
+    settings = Settings(_env_file=None, webhook_proxy_url="https://smee.io/abc/", setup_token="t" * 16)
+    assert settings.webhook_proxy_url == "https://smee.io/abc"
+    assert "t" * 16 not in repr(settings)
