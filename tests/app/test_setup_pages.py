@@ -61,6 +61,7 @@ async def test_the_page_needs_the_token_from_the_log(
             assert "docker logs" in locked.text
             assert 'name="manifest"' not in locked.text
 
+            assert (await client.get("/", params={"token": " "})).status_code == 401  # an empty form
             wrong = await client.get("/", params={"token": "x" * len(token)})
             assert wrong.status_code == 403
             assert 'name="manifest"' not in wrong.text

@@ -186,10 +186,10 @@ class SetupFlow:
         return candidate is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
 
     async def page(self, request: Request) -> Response:
-        offered = request.query_params.get("token")
-        if offered is not None:
-            if not self._token_ok(offered.strip()):
-                return pages.token_needed(wrong=True, log_hint=self._log_hint(request))
+        offered = (request.query_params.get("token") or "").strip()
+        if offered:
+            if not self._token_ok(offered):
+                return pages.token_needed(wrong=True, log_hint=self.public_url(request))
             # Drop the token from the address bar and history; the cookie carries it from now on.
             rest = {k: v for k, v in request.query_params.items() if k != "token"}
             response = RedirectResponse("/" + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
@@ -203,11 +203,8 @@ class SetupFlow:
             )
             return response
         if not self._token_ok(request.cookies.get(TOKEN_COOKIE)):
-            return pages.token_needed(wrong=False, log_hint=self._log_hint(request))
+            return pages.token_needed(wrong=False, log_hint=self.public_url(request))
         return self._form(request)
-
-    def _log_hint(self, request: Request) -> str:
-        return self.settings.public_url or str(request.base_url).rstrip("/")
 
     def _form(self, request: Request) -> HTMLResponse:
         public = self.public_url(request)
@@ -231,7 +228,7 @@ class SetupFlow:
                 return pages.unreachable(
                     public_url=public,
                     reason=reason,
-                    port_hint="" if self.settings.port == 8080 else f" --port {self.settings.port}",
+                    port_hint="" if request.url.port in (None, 8080) else f" --port {request.url.port}",
                     manifest=self.manifest,
                     explicit=self.settings.public_url is not None,
                 )
