@@ -1,4 +1,4 @@
-"""The HTML of setup mode (setup.py decides, this module words it): every sentence the setup pages show.
+"""The HTML of setup mode: the pages and their explanations (setup.py decides which, and words its errors).
 
 Plain HTML forms without JavaScript, so that the flow works in any browser and the tests can read it.
 """
