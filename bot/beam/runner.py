@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
-from bot.beam.completion import CompletionClient, PendingToolCall
+from bot.beam.completion import CompletionClient, PendingToolCall, completion_call
 from bot.beam.errors import BeamError
 from bot.beam.skills import Skill, skill_by_name
 from bot.beam.tools import Tool, ToolSpec
@@ -75,6 +75,7 @@ class RigAgentRunner(Agent):
     ) -> None:
         self.name = name
         self.client = client
+        self._complete = completion_call(client)  # a seed-style client has only `complete`
         self.skill = skill
         self.should_stop = should_stop
         self._tools: dict[str, Tool] = {}
@@ -176,7 +177,7 @@ class RigAgentRunner(Agent):
         for _ in range(MAX_ROUNDS):
             if await stopped():
                 return
-            completion = await self.client.complete_for(input, messages, self._specs)
+            completion = await self._complete(input, messages, self._specs)
             if completion.usage is not None:
                 usage += completion.usage
             model = completion.model or model

@@ -10,14 +10,7 @@ from sqlalchemy import func, select, text
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import installation_turns, jobs
 from bot.app.jobs.store import Store
-from tests.support.db import (  # noqa: F401 - fixtures
-    FakeClock,
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-)
+from tests.support.db import FakeClock, opened
 
 pytestmark = pytest.mark.anyio
 LEASE = 30.0

@@ -29,13 +29,7 @@ from bot.app.limits.policy import Limits, Policy
 from bot.app.runs.run import RunDeps
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import ScriptedClient
-from tests.support.db import (  # noqa: F401 - fixtures
-    FakeClock,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-)
+from tests.support.db import FakeClock, opened
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.webhooks import issue_comment_payload
 

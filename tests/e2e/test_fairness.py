@@ -18,18 +18,12 @@ import pytest
 from bot.app.jobs.store import Store
 from bot.app.web.intake import installation_of, job_key_for
 from tests.support.bot_process import bot_stack, wait_for
-from tests.support.db import _admin_dsn, _in_own_loop, _pg_execute, pg_database_url_fixture  # noqa: F401
 from tests.support.webhooks import issue_comment_payload
 
 pytestmark = pytest.mark.postgres
 A_REPO, B_REPO = "alpha/app", "beta/app"
 A_COMMANDS = 24
 BOT = "beam-bot[bot]"
-
-
-def empty(url: str) -> None:
-    dsn = _admin_dsn(url)
-    _in_own_loop(lambda: _pg_execute(dsn, "DROP SCHEMA public CASCADE", "CREATE SCHEMA public"))
 
 
 async def queue_commands(url: str, commands: list[tuple[str, int, int]]) -> None:
@@ -55,8 +49,8 @@ async def queue_commands(url: str, commands: list[tuple[str, int, int]]) -> None
         await store.close()
 
 
-def test_one_installation_cannot_starve_another(tmp_path: Path, pg_database_url: str) -> None:
-    empty(pg_database_url)
+def test_one_installation_cannot_starve_another(tmp_path: Path, empty_pg_url: str) -> None:
+    pg_database_url = empty_pg_url
     env = {
         "BEAM_DATABASE_URL": pg_database_url,
         "BEAM_CONCURRENCY": "1",
@@ -95,7 +89,6 @@ def test_one_installation_cannot_starve_another(tmp_path: Path, pg_database_url:
             for worker in workers:
                 worker.terminate()
                 worker.wait(15)
-    empty(pg_database_url)
     order = [repo for _, repo in answered]
     position = order.index(B_REPO)  # 0-based: how many of A's answers came first
     print(f"installation B's command was answered after {position} of A's {A_COMMANDS}")

@@ -17,7 +17,7 @@ from typing import Any
 from bot.app.limits.ledger import Ledger
 from bot.app.limits.policy import Limits, Prices
 from bot.app.runs import render
-from bot.beam.completion import Completion, CompletionClient
+from bot.beam.completion import Completion, CompletionClient, completion_call
 from bot.beam.tools import ToolSpec
 from bot.beam.types import AgentInput
 
@@ -27,6 +27,7 @@ class Meter:
 
     def __init__(self, inner: CompletionClient) -> None:
         self.inner = inner
+        self._complete_for = completion_call(inner)
         self.calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
@@ -50,7 +51,7 @@ class Meter:
     async def complete_for(
         self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
     ) -> Completion:
-        return self._count(await self.inner.complete_for(input, messages, tools))
+        return self._count(await self._complete_for(input, messages, tools))
 
 
 @dataclass(frozen=True, slots=True)
