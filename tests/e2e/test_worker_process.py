@@ -90,9 +90,10 @@ def test_a_separate_worker_process_shares_the_queue(bot: BotProcess) -> None:
     finally:
         worker.terminate()
         worker.wait(15)
-    served = set(re.findall(r"job (\d+) \(delivery", bot.log()))
-    worked = set(re.findall(r"job (\d+) \(delivery", worker_log.read_text()))
+    # Each command is a delivery job, and its admitted run a `run` job of its own.
+    served = set(re.findall(r"job (\d+) \((?:delivery|run),", bot.log()))
+    worked = set(re.findall(r"job (\d+) \((?:delivery|run),", worker_log.read_text()))
     assert served and worked, (bot.log()[-2000:], worker_log.read_text()[-2000:])
-    assert served | worked == {str(n) for n in range(1, len(PULLS) + 1)}
+    assert served | worked == {str(n) for n in range(1, 2 * len(PULLS) + 1)}
     assert not served & worked  # no job ran in both processes
     assert len(bot.llm.requests) == len(PULLS)
