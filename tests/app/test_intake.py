@@ -238,7 +238,7 @@ async def test_database_failure_is_503_not_an_acknowledgement(
     app, client = app_client
     async with store_of(app).write() as conn:
         await conn.execute(text("DROP TABLE jobs"))
-    with caplog.at_level(logging.ERROR, logger="bot.app.web.intake"):
+    with caplog.at_level(logging.ERROR, logger="beam.intake"):
         response = await client.post(
             "/webhooks", content=PR_COMMENT, headers=headers(PR_COMMENT, delivery_id="lost")
         )
@@ -289,11 +289,11 @@ async def test_delivery_log_line_has_no_body_or_signature(
 ) -> None:
     _, client = app_client
     h = headers(PR_COMMENT, delivery_id="logged-1")
-    with caplog.at_level(logging.INFO, logger="bot.app.web.intake"):
+    with caplog.at_level(logging.INFO, logger="beam.intake"):
         await client.post("/webhooks", content=PR_COMMENT, headers=h)
         bad = dict(h, **{"X-Hub-Signature-256": "sha256=" + "1" * 64, "X-GitHub-Delivery": "logged-2"})
         await client.post("/webhooks", content=PR_COMMENT, headers=bad)
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.app.web.intake"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "beam.intake"]
     assert len(lines) == 2
     assert "id=logged-1 status=202 outcome=accepted" in lines[0]
     assert "event=issue_comment action=created" in lines[0]

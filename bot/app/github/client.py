@@ -17,6 +17,7 @@ import httpx
 
 from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
 from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
+from bot.app.logs import log_context
 from bot.app.github.models import (
     Account,
     AppInfo,
@@ -66,6 +67,19 @@ class InstallationClient:
         return f"InstallationClient(installation_id={self.installation_id})"
 
     async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        # The installation travels in the context so the transport can count its rate limit.
+        with log_context(installation_id=self.installation_id):
+            return await self._call_as_installation(method, path, params=params, json=json, headers=headers)
+
+    async def _call_as_installation(
         self,
         method: str,
         path: str,

@@ -27,6 +27,7 @@ from bot.app.jobs.store import Store
 from bot.app.jobs.workers import RetryableError
 from bot.app.runs import render
 from bot.app.runs.diffmap import DiffMap
+from bot.app.logs import bind as bind_log_context
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
@@ -110,6 +111,7 @@ class SkillRun:
         self.repo = event.repository.name
         self.number = event.number
         self.run_id = run_id_for(request.job)
+        bind_log_context(run_id=self.run_id)  # every later line of this job's task carries it
         self.skill = request.command.skill or request.command.name
         self.progress = render.Progress(command=f"/beam {request.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None

@@ -28,12 +28,13 @@ from starlette.routing import Route
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
+from bot.app.preflight import browse_url
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
 from bot.app.web.setup import SetupFlow, load_manifest, status_page
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.app")
 
 JobHandler = Callable[[Job], Awaitable[None]]
 HandlerFactory = Callable[["AppRuntime"], JobHandler]
@@ -104,7 +105,7 @@ class AppRuntime:
                     self.setup.manifest = await anyio.to_thread.run_sync(load_manifest, settings)
                     log.warning(
                         "beam-bot is in setup mode: open %s/ to register the GitHub App",
-                        settings.public_url or f"http://{settings.host}:{settings.port}",
+                        browse_url(settings),
                     )
                 try:
                     yield self
