@@ -17,7 +17,6 @@ import httpx
 
 from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
 from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
-from bot.app.logs import log_context
 from bot.app.github.models import (
     Account,
     AppInfo,
@@ -36,6 +35,7 @@ from bot.app.github.models import (
     ReviewComment,
     ReviewEvent,
 )
+from bot.app.logs import log_context
 
 MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
 PER_PAGE = 100

@@ -25,9 +25,9 @@ from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
 from bot.app.jobs.store import Store
 from bot.app.jobs.workers import RetryableError
+from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.diffmap import DiffMap
-from bot.app.logs import bind as bind_log_context
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
