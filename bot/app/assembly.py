@@ -33,7 +33,7 @@ def llm_client() -> CompletionClient:
 def build_services(runtime: AppRuntime) -> AppServices:
     settings, credentials = runtime.settings, runtime.credentials
     assert runtime.github is not None and runtime.store is not None and credentials is not None
-    api = GitHubApi(runtime.github, base_url=settings.github_api_url)
+    api = GitHubApi(runtime.github, base_url=settings.github_api_url, stats=runtime.metrics.github_stats)
     github = GitHubApp(api, credentials.app_id, credentials.private_key)
 
     async def installation_token(installation_id: int) -> str:
@@ -46,6 +46,7 @@ def build_services(runtime: AppRuntime) -> AppServices:
         installation_token=installation_token,
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
         bot_login=settings.bot_login,
+        observe=runtime.metrics.observe_skill_run,
     )
     services = AppServices(github=github, deps=deps, bot_login=settings.bot_login)
     timing = PollTiming(

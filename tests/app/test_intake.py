@@ -326,7 +326,9 @@ def parse_metrics(text: str) -> dict[str, float]:
         name, labels, value = match.group(1), match.group(2) or "", match.group(3)
         family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
         assert family in types, f"sample without # TYPE: {line!r}"
-        samples[name + labels] = float(value)
+        # Label order carries no meaning in the format: keys list the labels sorted by name.
+        pairs = sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")', labels))
+        samples[name + ("{" + ",".join(pairs) + "}" if pairs else "")] = float(value)
     return samples
 
 
@@ -349,9 +351,9 @@ async def test_metrics_and_health(app_client: tuple[Starlette, httpx.AsyncClient
     assert samples['beam_mode{mode="normal"}'] == 1
     assert samples["beam_deliveries_stored"] == 1
     assert samples['beam_jobs{state="queued"}'] == 1
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="30"}'] == 0
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="60"}'] == 1
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="+Inf"}'] == 1
+    assert samples['beam_run_duration_seconds_bucket{le="30.0",outcome="success"}'] == 0
+    assert samples['beam_run_duration_seconds_bucket{le="60.0",outcome="success"}'] == 1
+    assert samples['beam_run_duration_seconds_bucket{le="+Inf",outcome="success"}'] == 1
     assert samples['beam_run_duration_seconds_sum{outcome="success"}'] == 42.0
 
     health = await client.get("/healthz")
@@ -366,7 +368,7 @@ async def test_github_calls_are_counted(settings: Settings) -> None:
         assert github is not None
         assert (await github.get("/app")).status_code == 401  # no App JWT: GitHub's answer, a 4xx
         samples = parse_metrics((await client.get("/metrics")).text)
-        assert samples['beam_github_requests_total{method="GET",code="4xx"}'] == 1
+        assert samples['beam_github_requests_total{code="4xx",method="GET"}'] == 1
         assert [c.path for c in fake.calls] == ["/app"]
         assert fake.calls[0].headers["x-github-api-version"] == "2022-11-28"
 

@@ -63,6 +63,8 @@ class RunDeps:
     run_timeout: float = 600.0
     blocked_paths: tuple[str, ...] = (".github/workflows/**",)
     bot_login: str | None = None
+    # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
+    observe: Callable[[str, str, float, int, int], None] | None = None
 
     def with_blocked_paths(self, paths: Iterable[str]) -> RunDeps:
         """The same deps under a repository's own `blocked_paths` (from `.github/beam.yml`)."""
@@ -224,6 +226,15 @@ class SkillRun:
             await self._safe_publish(render.failed(self.progress, reason, code))
             values.update(status="failed", error_code=code, error_message=reason)
         await self.deps.store.update_run(self.run_id, **values)
+        if self.deps.observe is not None:
+            usage = values.get("usage") or {}
+            self.deps.observe(
+                self.skill,
+                str(values["status"]),
+                latency / 1000,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+            )
 
     async def _execute(self) -> Outcome:
         event, gh = self.req.event, self.req.gh

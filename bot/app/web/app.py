@@ -30,6 +30,7 @@ from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.preflight import browse_url
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
+from bot.app.web.health import CredentialsCheck, readiness, store_writable
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
 from bot.app.web.setup import SetupFlow, load_manifest, status_page
@@ -71,6 +72,9 @@ class AppRuntime:
         self._handler_factory = handler_factory
         self._github_transport = github_transport
         self._task_group: anyio.abc.TaskGroup | None = None
+        self.credentials_check: CredentialsCheck | None = None
+        self._workers_running = False
+        self._shutting_down = False
 
     @property
     def mode(self) -> str:
@@ -112,6 +116,7 @@ class AppRuntime:
                 finally:
                     # In-flight jobs get the pool's grace period; what is still running then goes
                     # back to the queue for the next worker.
+                    self._shutting_down = True
                     if self.workers is not None:
                         self.workers.stop()
                     else:
@@ -146,7 +151,34 @@ class AppRuntime:
             observer=self.metrics.observe_run,
         )
         self.intake.notify = self.workers.notify
-        self._task_group.start_soon(self.workers.run)
+        self._task_group.start_soon(self._run_workers, self.workers)
+        # The process that acts as the App checks its credentials, at start and then periodically.
+        self.credentials_check = CredentialsCheck()
+        if self.github is not None:
+            self._task_group.start_soon(
+                self.credentials_check.run, self.github, self.settings.github_api_url, credentials
+            )
+
+    async def _run_workers(self, workers: WorkerPool) -> None:
+        self._workers_running = True
+        try:
+            await workers.run()
+        finally:
+            self._workers_running = False
+            if not self._shutting_down:
+                log.error("the worker pool stopped unexpectedly; /readyz reports it")
+
+    def workers_alive(self) -> bool:
+        return self._workers_running
+
+    def workers_state(self) -> tuple[bool, str]:
+        """(ok, detail) for /readyz: a pool that should run must be running."""
+        expected = self.mode == "normal" and (self._handler is not None or self._handler_factory is not None)
+        if self._workers_running:
+            return True, f"running ({self.settings.concurrency})"
+        if expected:
+            return False, "not running"
+        return True, "not run by this process"
 
     async def database_ok(self) -> bool:
         if self.store is None:
@@ -198,6 +230,15 @@ def create_app(
             return JSONResponse({"status": "ok", "mode": runtime.mode})
         return JSONResponse({"status": "error", "mode": runtime.mode, "detail": "database"}, status_code=503)
 
+    async def readyz(request: Request) -> Response:
+        ok, body = readiness(
+            mode=runtime.mode,
+            store=await store_writable(runtime.store),
+            workers=runtime.workers_state(),
+            credentials=runtime.credentials_check,
+        )
+        return JSONResponse(body, status_code=200 if ok else 503)
+
     async def metrics(request: Request) -> Response:
         stats = None
         if runtime.store is not None:
@@ -205,13 +246,16 @@ def create_app(
                 stats = await runtime.store.stats()
             except Exception:
                 log.exception("metrics: the database did not answer")
-        text = runtime.metrics.render(mode=runtime.mode, store_stats=stats)
+        text = runtime.metrics.render(
+            mode=runtime.mode, store_stats=stats, workers_alive=runtime.workers_alive()
+        )
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     app = Starlette(
         routes=[
             Route("/webhooks", runtime.intake.endpoint, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Route("/setup/callback", setup_callback, methods=["GET"]),
