@@ -64,7 +64,8 @@ class Settings(BaseSettings):
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
     - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line).
     - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned;
-      held pushes and their audit trail are kept. 0 turns automatic pruning off.
+      held pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL
+      (3600 s): how often the server and each worker process prune.
     """
 
     model_config = SettingsConfigDict(
@@ -108,6 +109,7 @@ class Settings(BaseSettings):
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     retention_days: float = Field(default=30.0, ge=0)
+    prune_interval: float = Field(default=3600.0, gt=0)
 
     @field_validator("log_level", mode="before")
     @classmethod

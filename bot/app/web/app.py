@@ -13,6 +13,7 @@ import html
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -26,6 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.retention import prune_periodically
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.preflight import browse_url
@@ -75,6 +77,7 @@ class AppRuntime:
         self.credentials_check: CredentialsCheck | None = None
         self._workers_running = False
         self._shutting_down = False
+        self._background_scopes: list[anyio.CancelScope] = []
 
     @property
     def mode(self) -> str:
@@ -103,6 +106,13 @@ class AppRuntime:
                 self.setup.client = github
                 self._task_group = tg
                 self.intake.store = self.store
+                tg.start_soon(
+                    self._background,
+                    prune_periodically,
+                    self.store,
+                    settings.retention_days,
+                    settings.prune_interval,
+                )
                 if credentials is not None:
                     await self.activate(credentials)
                 else:
@@ -117,6 +127,8 @@ class AppRuntime:
                     # In-flight jobs get the pool's grace period; what is still running then goes
                     # back to the queue for the next worker.
                     self._shutting_down = True
+                    for scope in self._background_scopes:
+                        scope.cancel()
                     if self.workers is not None:
                         self.workers.stop()
                     else:
@@ -156,8 +168,18 @@ class AppRuntime:
         self.credentials_check = CredentialsCheck()
         if self.github is not None:
             self._task_group.start_soon(
-                self.credentials_check.run, self.github, self.settings.github_api_url, credentials
+                self._background,
+                self.credentials_check.run,
+                self.github,
+                self.settings.github_api_url,
+                credentials,
             )
+
+    async def _background(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """A periodic task (pruning, the credentials check) that ends when the app shuts down."""
+        with anyio.CancelScope() as scope:
+            self._background_scopes.append(scope)
+            await function(*args)
 
     async def _run_workers(self, workers: WorkerPool) -> None:
         self._workers_running = True
