@@ -18,6 +18,7 @@ from collections.abc import Mapping
 import anyio
 from sqlalchemy.engine import make_url
 
+from bot.app.jobs.offline import describe
 from bot.app.jobs.store import Store, build_url
 from bot.app.settings import Settings, SettingsError, ensure_work_dir
 from bot.beam.openai_client import DEFAULT_BASE_URL, DEFAULT_MODEL
@@ -40,7 +41,7 @@ def safe_database_url(settings: Settings) -> str:
     """The database URL for messages: the password hidden; the default SQLite file spelled out."""
     secret = settings.database_url.get_secret_value() if settings.database_url else None
     try:
-        return make_url(build_url(secret, settings.work_dir)).render_as_string(hide_password=True)
+        return describe(build_url(secret, settings.work_dir))
     except Exception:
         return "(unparseable BEAM_DATABASE_URL)"
 
