@@ -156,7 +156,8 @@ def test_protected_push_is_refused_even_when_approved(checkout: tuple[Path, Path
     assert result.returncode == 1
     # The error, and the run's final line, are on stderr.
     assert "BEM-328" in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("✗ failed: BEM-328")
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("✗ failed: ") and "BEM-328" in last
     assert refs(origin) == before
 
 
