@@ -32,7 +32,7 @@ from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.preflight import browse_url
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
-from bot.app.web.health import CredentialsCheck, readiness, store_writable
+from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
 from bot.app.web.setup import SetupFlow, load_manifest, status_page
@@ -75,6 +75,7 @@ class AppRuntime:
         self._github_transport = github_transport
         self._task_group: anyio.abc.TaskGroup | None = None
         self.credentials_check: CredentialsCheck | None = None
+        self.store_probe = StoreProbe()
         self._workers_running = False
         self._shutting_down = False
         self._background_scopes: list[anyio.CancelScope] = []
@@ -255,7 +256,7 @@ def create_app(
     async def readyz(request: Request) -> Response:
         ok, body = readiness(
             mode=runtime.mode,
-            store=await store_writable(runtime.store),
+            store=await runtime.store_probe.check(runtime.store, runtime._task_group),
             workers=runtime.workers_state(),
             credentials=runtime.credentials_check,
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+import anyio.abc
 import httpx
 from sqlalchemy import update
 
@@ -29,21 +30,50 @@ CREDENTIALS_INTERVAL = 600.0
 STORE_TIMEOUT = 5.0
 
 
-async def store_writable(store: Store | None) -> tuple[bool, str]:
-    if store is None:
-        return False, "not open"
+async def _write_probe(store: Store) -> tuple[bool, str]:
     try:
-        with anyio.fail_after(STORE_TIMEOUT):
-            async with store.write() as conn:
-                await conn.execute(
-                    update(schema_version)
-                    .where(schema_version.c.id == 1)
-                    .values(updated_at=schema_version.c.updated_at)
-                )
+        async with store.write() as conn:
+            await conn.execute(
+                update(schema_version)
+                .where(schema_version.c.id == 1)
+                .values(updated_at=schema_version.c.updated_at)
+            )
     except Exception as exc:
         log.warning("readiness: the database does not accept writes: %s", exc)
         return False, f"does not accept writes: {type(exc).__name__}"
     return True, "ok"
+
+
+class StoreProbe:
+    """One write probe at a time, run in the app's task group and never cancelled halfway (a
+    database call cancelled mid-transaction can leave its connection unusable); a probe slower than
+    STORE_TIMEOUT makes the answer "no answer" while it finishes in the background."""
+
+    def __init__(self) -> None:
+        self._done: anyio.Event | None = None
+        self._result: tuple[bool, str] = (False, "not checked yet")
+
+    async def check(self, store: Store | None, tg: anyio.abc.TaskGroup | None) -> tuple[bool, str]:
+        if store is None or tg is None:
+            return False, "not open"
+        if self._done is None:
+            done = self._done = anyio.Event()
+            tg.start_soon(self._probe, store, done)
+        else:
+            done = self._done
+        with anyio.move_on_after(STORE_TIMEOUT):
+            await done.wait()
+        if not done.is_set():
+            return False, f"no answer to a write in {STORE_TIMEOUT:g} s"
+        return self._result
+
+    async def _probe(self, store: Store, done: anyio.Event) -> None:
+        with anyio.CancelScope(shield=True):
+            try:
+                self._result = await _write_probe(store)
+            finally:
+                self._done = None
+                done.set()
 
 
 @dataclass
