@@ -9,21 +9,15 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import anyio
 
+from bot import package_version
+
 if TYPE_CHECKING:
     from bot.app.settings import Settings
-
-
-def package_version() -> str:
-    try:
-        return version("beam-bot")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -14,6 +14,7 @@ import anyio.to_thread
 import httpx
 import uvicorn
 
+from bot import package_version
 from bot.app.logs import configure_logging
 from bot.app.preflight import bind_socket, browse_url, describe_model, preflight, safe_database_url
 from bot.app.settings import Settings, SettingsError, load_credentials
@@ -29,7 +30,10 @@ def _start(settings: Settings) -> None:
     configure_logging(settings.log_level, settings.log_format)
     load_credentials(settings)  # damaged stored credentials: a clear SettingsError before any port opens
     preflight(settings)
-    log.info("database: %s", safe_database_url(settings))
+
+
+def _describe(settings: Settings) -> None:
+    log.info("beam-bot %s; database: %s", package_version(), safe_database_url(settings))
     log.info("%s", describe_model())
 
 
@@ -61,6 +65,7 @@ def serve(
         server_header=False,
     )
     server = uvicorn.Server(config)
+    _describe(settings)
     log.info("listening on port %d; open %s/", settings.port, browse_url(settings))
     try:
         server.run(sockets=[sock])
@@ -84,6 +89,7 @@ def run_worker(
     if handler is None and handler_factory is None:
         raise ValueError("run_worker needs a job handler")
     _start(settings)
+    _describe(settings)
     anyio.run(_worker_main, settings, handler, handler_factory, github_transport)
 
 
