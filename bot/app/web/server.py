@@ -16,7 +16,14 @@ import uvicorn
 
 from bot import package_version
 from bot.app.logs import configure_logging
-from bot.app.preflight import bind_socket, browse_url, describe_model, preflight, safe_database_url
+from bot.app.preflight import (
+    bind_socket,
+    browse_url,
+    check_work_dir,
+    describe_model,
+    preflight,
+    safe_database_url,
+)
 from bot.app.settings import Settings, SettingsError, load_credentials
 from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
 
@@ -28,6 +35,7 @@ log = logging.getLogger("beam.server")
 def _start(settings: Settings) -> None:
     """Logging as configured, then every check that can fail before the app runs (SettingsError)."""
     configure_logging(settings.log_level, settings.log_format)
+    check_work_dir(settings)
     load_credentials(settings)  # damaged stored credentials: a clear SettingsError before any port opens
     preflight(settings)
 
