@@ -25,11 +25,6 @@ CONTEXT_FIELDS = ("delivery_id", "job_id", "run_id", "repository", "pr_number", 
 _context: ContextVar[dict[str, Any] | None] = ContextVar("beam_log_context", default=None)
 
 
-def logger(name: str) -> logging.Logger:
-    """`beam.<name>`: every logger of the app and the framework hangs under one namespace."""
-    return logging.getLogger(f"{NAMESPACE}.{name}")
-
-
 def current_context() -> dict[str, Any]:
     return dict(_context.get() or {})
 
