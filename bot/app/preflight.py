@@ -9,7 +9,7 @@ bound here and handed to uvicorn, so "the port is free" cannot change between th
 from __future__ import annotations
 
 import errno
-import importlib.util
+import importlib
 import os
 import socket
 import tempfile
@@ -76,13 +76,21 @@ def check_work_dir(settings: Settings) -> None:
             ) from None
 
 
+def _has_postgres_driver() -> bool:
+    try:
+        importlib.import_module("asyncpg")
+    except ImportError:
+        return False
+    return True
+
+
 def check_database_url(settings: Settings) -> str:
     secret = settings.database_url.get_secret_value() if settings.database_url else None
     try:
         url = build_url(secret, settings.work_dir)
     except Exception as exc:
         raise SettingsError(f"BEAM_DATABASE_URL: {exc}") from None
-    if make_url(url).get_backend_name() == "postgresql" and importlib.util.find_spec("asyncpg") is None:
+    if make_url(url).get_backend_name() == "postgresql" and not _has_postgres_driver():
         raise SettingsError(
             "BEAM_DATABASE_URL is a PostgreSQL URL but its driver is not installed: "
             'pip install "beam-bot[postgres]"'

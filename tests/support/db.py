@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
-import importlib.util
 import os
 import sys
 import uuid
@@ -77,7 +76,9 @@ def pg_database_url_fixture() -> Iterator[str]:
     base = os.environ.get(PG_ENV)
     if not base:
         pytest.skip(PG_SKIP)
-    if importlib.util.find_spec("asyncpg") is None:
+    try:
+        import asyncpg  # noqa: F401
+    except ImportError:
         pytest.skip('the PostgreSQL driver is not installed: pip install -e ".[postgres]"')
     admin = _admin_dsn(base)
     name = f"beam_test_{uuid.uuid4().hex[:12]}"
