@@ -270,7 +270,13 @@ def test_the_open_line_honours_port_and_never_shows_all_interfaces(tmp_path: Pat
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "bot.cli", "serve", "--host", "0.0.0.0", "--port", str(port)],  # noqa: S104
-        env=clean_env(BEAM_WORK_DIR=str(tmp_path / "work"), BEAM_PORT="9"),
+        env=clean_env(
+            BEAM_WORK_DIR=str(tmp_path / "work"),
+            BEAM_PORT="9",
+            BEAM_API_KEY="sk-test-secret-value",
+            BEAM_API_BASE_URL="http://llm.invalid/v1",
+            BEAM_MODEL="fake-model",
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -291,3 +297,21 @@ def test_the_open_line_honours_port_and_never_shows_all_interfaces(tmp_path: Pat
     assert len(opens) == 2, lines
     assert all(f"open http://localhost:{port}/" in line for line in opens)
     assert not any("0.0.0.0" in line for line in lines)  # noqa: S104 - looked for, not bound
+    # The model defaults are logged at start: provider, model, whether a key is set; never the key.
+    assert any(
+        line.rstrip().endswith("model: fake-model at http://llm.invalid/v1 (API key set)") for line in lines
+    )
+    assert not any("sk-test-secret-value" in line for line in lines)
+
+
+def test_the_echo_model_and_the_defaults_are_described() -> None:
+    from bot.app.preflight import describe_model
+    from bot.beam.openai_client import DEFAULT_BASE_URL, DEFAULT_MODEL
+
+    assert describe_model({}) == (
+        f"model: the echo model (no API key set; with BEAM_API_KEY: {DEFAULT_MODEL} at {DEFAULT_BASE_URL})"
+    )
+    assert (
+        describe_model({"NVIDIA_API_KEY": "x"})
+        == f"model: {DEFAULT_MODEL} at {DEFAULT_BASE_URL} (API key set)"
+    )
