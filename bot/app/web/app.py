@@ -191,6 +191,10 @@ class AppRuntime:
             if not self._shutting_down:
                 log.error("the worker pool stopped unexpectedly; /readyz reports it")
 
+    async def store_state(self) -> tuple[bool, str]:
+        """(ok, detail) for /readyz: does the database accept a write now (can intake store)?"""
+        return await self.store_probe.check(self.store, self._task_group)
+
     def workers_alive(self) -> bool:
         return self._workers_running
 
@@ -256,7 +260,7 @@ def create_app(
     async def readyz(request: Request) -> Response:
         ok, body = readiness(
             mode=runtime.mode,
-            store=await runtime.store_probe.check(runtime.store, runtime._task_group),
+            store=await runtime.store_state(),
             workers=runtime.workers_state(),
             credentials=runtime.credentials_check,
         )
