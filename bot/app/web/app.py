@@ -178,6 +178,8 @@ class AppRuntime:
 
     async def _background(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
         """A periodic task (pruning, the credentials check) that ends when the app shuts down."""
+        if self._shutting_down:  # started just as the app stops: its scope would never be cancelled
+            return
         with anyio.CancelScope() as scope:
             self._background_scopes.append(scope)
             await function(*args)
