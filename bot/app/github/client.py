@@ -35,6 +35,7 @@ from bot.app.github.models import (
     ReviewComment,
     ReviewEvent,
 )
+from bot.app.logs import log_context
 
 MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
 PER_PAGE = 100
@@ -66,6 +67,19 @@ class InstallationClient:
         return f"InstallationClient(installation_id={self.installation_id})"
 
     async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        # The installation travels in the context so the transport can count its rate limit.
+        with log_context(installation_id=self.installation_id):
+            return await self._call_as_installation(method, path, params=params, json=json, headers=headers)
+
+    async def _call_as_installation(
         self,
         method: str,
         path: str,

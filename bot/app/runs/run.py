@@ -24,6 +24,7 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import RetryableError, seconds_until
 from bot.app.jobs.store import Store
+from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.diffmap import DiffMap
@@ -62,6 +63,8 @@ class RunDeps:
     installation_token: Callable[[int], Awaitable[str]]
     identity: BotIdentity
     run_timeout: float = 600.0
+    # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
+    observe: Callable[[str, str, float, int, int], None] | None = None
 
 
 @dataclass
@@ -97,6 +100,7 @@ class SkillRun:
         self.repo = event.repository.name
         self.number = event.number
         self.run_id = run_id_for(ctx.job)
+        bind_log_context(run_id=self.run_id)  # every later line of this job's task carries it
         self.skill = ctx.command.skill or ctx.command.name
         self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
@@ -209,6 +213,15 @@ class SkillRun:
             await self._safe_publish(render.failed(self.progress, reason, code))
             values.update(status="failed", error_code=code, error_message=reason)
         await self.deps.store.update_run(self.run_id, **values)
+        if self.deps.observe is not None:
+            usage = values.get("usage") or {}
+            self.deps.observe(
+                self.skill,
+                str(values["status"]),
+                latency / 1000,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+            )
 
     async def _execute(self) -> Outcome:
         event, gh = self.ctx.event, self.ctx.gh
