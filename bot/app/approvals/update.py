@@ -9,6 +9,7 @@ merge brings what the base already has, never a new change to a blocked file.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import PullRequest
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
-from bot.app.runs.run import RUN_NAMESPACE, run_id_for
+from bot.app.runs.run import FINAL_STATUSES, RUN_NAMESPACE, run_id_for
 from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.approvals")
@@ -93,8 +94,10 @@ class Updates:
             await ctx.reply(render.needs_pull_request("/beam update"))
             return
         run_id = run_id_for(ctx.job)
-        if await self.approvals.pushes.for_run(run_id) is not None:
-            return  # a retried job whose merge is already held
+        store = self.deps.store
+        existing = await store.get_run(run_id)
+        if existing is not None and existing.get("status") in FINAL_STATUSES:
+            return  # a retried job whose answer is already given
         repo, gh = ctx.repository, ctx.gh
         pull = await gh.get_pull(repo.owner.login, repo.name, ctx.event.number)
         branch = await own_branch(self.approvals.pushes, repo, pull)
@@ -111,16 +114,38 @@ class Updates:
             )
         except GitHubError as error:  # a courtesy, as for every command
             log.warning("update %s: could not react to the command: %s", run_id, error)
+        if existing is None:
+            await store.create_run(
+                run_id=run_id,
+                repo=repo.full_name,
+                number=ctx.event.number,
+                skill="update",
+                requester=ctx.requester,
+                job_id=ctx.job.id,
+                status="running",
+                started_at=time.time(),
+            )
         progress = render.Progress(command="/beam update", run_id=run_id)
+        status, code, reason = "succeeded", None, None
         try:
-            await ctx.reply(await self._merge(ctx, run_id, pull.base.ref, branch, pull))
+            answer, held = await self._merge(ctx, run_id, pull.base.ref, branch, pull)
+            status = "interrupted" if held else "succeeded"
         except CheckoutError as error:
-            await ctx.reply(render.failed(progress, error.message))
+            status, reason = "failed", error.message
+            answer = render.failed(progress, reason)
         except BeamError as error:
             detail = f": {error.detail}" if error.detail else ""
-            await ctx.reply(render.failed(progress, f"{error.message}{detail}", error.code))
+            status, code, reason = "failed", error.code, f"{error.message}{detail}"
+            answer = render.failed(progress, reason, code)
+        await ctx.reply(answer)
+        await store.update_run(
+            run_id, status=status, error_code=code, error_message=reason, finished_at=time.time()
+        )
 
-    async def _merge(self, ctx: JobContext, run_id: str, base: str, branch: str, pull: PullRequest) -> str:
+    async def _merge(
+        self, ctx: JobContext, run_id: str, base: str, branch: str, pull: PullRequest
+    ) -> tuple[str, bool]:
+        """The reply, and whether a push is now held."""
         repo, checkouts = ctx.repository, self.deps.checkouts
         token = await self.deps.installation_token(ctx.installation_id)
         refs = [f"refs/heads/{name}:refs/heads/{name}" for name in dict.fromkeys((base, branch))]
@@ -140,9 +165,9 @@ class Updates:
                 merge_base, str(run_tree.path), tip, base_sha, message, identity, ctx.config.blocked
             )
             if isinstance(merged, UpToDate):
-                return render_push.up_to_date(branch, base)
+                return render_push.up_to_date(branch, base), False
             if isinstance(merged, Conflicts):
-                return render_push.merge_conflicts(branch, base, merged.paths)
+                return render_push.merge_conflicts(branch, base, merged.paths), False
             summary = await anyio.to_thread.run_sync(summarize_commit, str(run_tree.path), tip, merged.sha)
             action = PushAction(
                 action_id=str(uuid.uuid5(RUN_NAMESPACE, f"update-action:{run_id}")),
@@ -153,7 +178,7 @@ class Updates:
             push, url = await self.approvals.hold_commit(
                 ctx, run_id, run_tree, summary, pull, action, continues=True
             )
-            return render_push.held(push, url)
+            return render_push.held(push, url), True
         finally:
             with anyio.CancelScope(shield=True):
                 await run_tree.remove()
