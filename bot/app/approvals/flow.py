@@ -18,8 +18,15 @@ from typing import Any
 import anyio
 
 from bot.app.approvals import render as render_push
-from bot.app.approvals.followup import addressed, follow_up_finder
-from bot.app.approvals.held_push import CommitSummary, check_target, head_commit, sha256, summarize_commit
+from bot.app.approvals.followup import addressed_note, follow_up_finder
+from bot.app.approvals.held_push import (
+    CommitSummary,
+    check_paths,
+    check_target,
+    head_commit,
+    sha256,
+    summarize_commit,
+)
 from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
 from bot.app.approvals.resume import push_held
 from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
@@ -71,16 +78,14 @@ class Approvals:
     # -- /beam author -------------------------------------------------------------------------------
 
     async def author(self, ctx: JobContext) -> None:
-        """`/beam author`; on the bot's own pull request it continues that pull request's branch."""
+        """`/beam author` (on the bot's own pull request it continues that pull request's branch) and
+        `/beam docs` (the author skill on a `docs-<run8>` branch, writing only `docs.paths`)."""
         plan = RunPlan(follow_up=follow_up_finder(self.pushes, ctx))
-        await SkillRun(self.deps, ctx, on_interrupt=self._hold, recover=self._recover, plan=plan).run()
-
-    async def docs(self, ctx: JobContext) -> None:
-        """`/beam docs`: the author skill on a `docs-<run8>` branch, writing only `docs.paths`."""
-        if not ctx.command.text and not ctx.event.on_pull_request:
-            await ctx.reply(render_push.DOCS_NEEDS_TEXT)
-            return
-        plan = docs_plan(ctx.config)
+        if ctx.command.name == "docs":
+            if not ctx.command.text and not ctx.event.on_pull_request:
+                await ctx.reply(render_push.DOCS_NEEDS_TEXT)
+                return
+            plan = docs_plan(ctx.config)
         await SkillRun(self.deps, ctx, on_interrupt=self._hold, recover=self._recover, plan=plan).run()
 
     async def _recover(self, run: SkillRun) -> Outcome | None:
@@ -118,12 +123,7 @@ class Approvals:
             summarize_commit, str(run_tree.path), run_tree.base_commit, commit
         )
         ctx = run.ctx
-        allowed = AllowedPaths(run.plan.allowed_paths)
-        for changed in summary.diffstat["files"]:
-            if ctx.config.blocked(changed["path"]):
-                raise BeamError("BEM-334", {"detail": changed["path"]})
-            if not allowed.permits(changed["path"]):
-                raise BeamError("BEM-338", {"detail": changed["path"]})
+        check_paths(summary, ctx.config.blocked, AllowedPaths(run.plan.allowed_paths))
         action = PushAction(
             action_id=str(asked[0].get("action_id")),
             args={"ref": run_tree.branch},
@@ -133,10 +133,7 @@ class Approvals:
         push, url = await self.hold_commit(
             ctx, run.run_id, run_tree, summary, pull, action, continues=run.follow_up is not None
         )
-        answer = render_push.held(push, url)
-        if run.follow_up is not None and run.follow_up.notes:
-            changed = [f["path"] for f in summary.diffstat["files"]]
-            answer += render_push.addressed(addressed(run.follow_up.notes, summary.message, changed))
+        answer = render_push.held(push, url) + addressed_note(run.follow_up, summary)
         return Outcome(answer=answer, result=result, held=True)
 
     async def hold_commit(
@@ -150,11 +147,8 @@ class Approvals:
         *,
         continues: bool,
     ) -> tuple[HeldPush, str]:
-        """Pin a checked commit, supersede older pushes, record it and post the approval comment.
-
-        `continues`: the run's branch is the bot's own and already on GitHub (a follow-up or
-        `/beam update`); the push then goes through only while the branch is at the run's start.
-        """
+        """Pin a checked commit, supersede older pushes, record it, post the approval comment.
+        `continues`: the branch is the bot's own, pushed only while it is still at the run's start."""
         repo = ctx.repository
         number = ctx.event.number
         commit = summary.sha

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from bot.app.approvals import render as render_push
+from bot.app.approvals.held_push import CommitSummary
 from bot.app.approvals.pushes import Pushes
 from bot.app.github.models import PullRequest
 from bot.app.github.payloads import Repository
@@ -66,3 +68,11 @@ def addressed(notes: Iterable[ReviewNote], message: str, changed: Iterable[str])
         return chosen
     paths = set(changed)
     return [n for n in notes if n.path in paths]
+
+
+def addressed_note(follow_up: FollowUp | None, summary: CommitSummary) -> str:
+    """Under a follow-up's answer: the review comments its commit addresses ("" without comments)."""
+    if follow_up is None or not follow_up.notes:
+        return ""
+    changed = [f["path"] for f in summary.diffstat["files"]]
+    return render_push.addressed(addressed(follow_up.notes, summary.message, changed))

@@ -60,7 +60,7 @@ class Webhooks:
             }
         )
         self.commands: Mapping[str, CommandHandler] = MappingProxyType(
-            {"author": approvals.author, "docs": approvals.docs, "update": Updates(approvals).update}
+            {"author": approvals.author, "docs": approvals.author, "update": Updates(approvals).update}
         )
 
     async def handle(self, job: Job, event: str, data: dict[str, Any]) -> None:
