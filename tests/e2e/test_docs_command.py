@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pygit2
-import pytest
 
 from tests.e2e.author_support import (
     NUMBER,
     REPO,
-    author_stack,
     branch_refs,
     held_push,
     push_state,
@@ -22,12 +18,6 @@ from tests.e2e.author_support import (
 )
 from tests.e2e.followup_support import prompts, reply_containing, tool_results
 from tests.support.bot_process import BotProcess, wait_for
-
-
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[BotProcess]:
-    with author_stack(tmp_path) as bot:
-        yield bot
 
 
 def script_docs(bot: BotProcess) -> None:

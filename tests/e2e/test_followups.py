@@ -5,15 +5,10 @@ Real `beam-bot serve`, real git over HTTP, the fake GitHub and a scripted model.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pygit2
-import pytest
 
 from tests.e2e.author_support import (
     REPO,
-    author_stack,
     branch_refs,
     held_push,
     push_state,
@@ -34,12 +29,6 @@ from tests.e2e.followup_support import (
 )
 from tests.support.bot_process import BotProcess, wait_for
 from tests.support.fake_github_state import PullFile
-
-
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[BotProcess]:
-    with author_stack(tmp_path) as bot:
-        yield bot
 
 
 def commit_at(bot: BotProcess, sha: str) -> pygit2.Commit:
