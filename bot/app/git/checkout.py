@@ -75,6 +75,13 @@ class RunTree:
         await self._owner.remove_run_tree(self)
 
 
+def _descends(repo: pygit2.Repository, sha: str, ancestor: str) -> bool:
+    try:
+        return bool(repo.descendant_of(sha, ancestor))
+    except (KeyError, ValueError, pygit2.GitError):  # the ancestor is not even in the mirror
+        return False
+
+
 def moved(branch: str, expected: str) -> str:
     return (
         f"`{branch}` moved since the run started from {expected[:12]}: someone pushed to it, so "
@@ -271,7 +278,7 @@ class Checkouts:
             options = ["--quiet", "--no-verify"]
             if expected_remote is not None:
                 check_sha(expected_remote)
-                if sha != expected_remote and not repo.descendant_of(sha, expected_remote):
+                if sha != expected_remote and not _descends(repo, sha, expected_remote):
                     raise CheckoutError(f"{sha[:12]} does not build on {expected_remote[:12]}.")
                 remote = self._remote_tip(mirror, clone_url, token, target_branch)
                 if remote == sha:
