@@ -33,7 +33,7 @@ MAX_CONFIG_BYTES = 64 * 1024
 # Aliases let a small file expand into a huge structure; count nodes as if every alias were copied.
 MAX_CONFIG_NODES = 10_000
 
-Skill = Literal["review", "summarize", "commit-notes", "ask", "author"]
+Skill = Literal["review", "summarize", "commit-notes", "ask", "author", "docs"]
 SKILLS: tuple[Skill, ...] = get_args(Skill)
 
 MIN_EXPIRY = timedelta(minutes=10)
@@ -109,6 +109,30 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + "(?:/.*)?", re.IGNORECASE | re.DOTALL)
 
 
+DEFAULT_DOCS_PATHS = ("docs/**", "**/*.md", "**/*.rst", "**/*.txt", "mkdocs.yml", "docs/conf.py")
+
+
+class DocsConfig(BaseModel):
+    """`docs:`: what `/beam docs` may write."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="DocsConfig")
+
+    paths: list[str] = Field(
+        default=list(DEFAULT_DOCS_PATHS),
+        min_length=1,
+        description="Globs (from the repository root; `**` spans directories) `/beam docs` may write; "
+        "every other path is refused.",
+    )
+
+    @field_validator("paths", mode="after")
+    @classmethod
+    def _check_globs(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip().strip("/") or "\x00" in pattern:
+                raise ValueError(f"{_short(pattern)} is not a path glob")
+        return value
+
+
 class RepoConfig(BaseModel):
     """Version 1 of `.github/beam.yml`; every field has a default, so an absent file is valid."""
 
@@ -134,6 +158,7 @@ class RepoConfig(BaseModel):
         "not change.",
     )
     expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
+    docs: DocsConfig = Field(default_factory=DocsConfig, description="Settings of `/beam docs`.")
 
     @field_validator("skills", mode="after")
     @classmethod

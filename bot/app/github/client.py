@@ -225,6 +225,14 @@ class InstallationClient:
         items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/files", {}, max_files)
         return [PullFile.model_validate(item) for item in items]
 
+    async def list_review_comments(
+        self, owner: str, repo: str, number: int, *, limit: int = 300
+    ) -> list[ReviewComment]:
+        """The review comments on a pull request's diff, oldest first (REST says nothing of threads
+        being resolved; that is GraphQL only)."""
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
+        return [ReviewComment.model_validate(item) for item in items]
+
     async def create_review(
         self,
         owner: str,
