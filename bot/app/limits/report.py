@@ -4,13 +4,15 @@ installation and skill for `/metrics`; read from the runs table, so every proces
 from __future__ import annotations
 
 import re
+import sys
 import time
 from dataclasses import dataclass
 
 from sqlalchemy import func, select
 
+from bot.app.jobs.offline import NoDatabase, open_existing
 from bot.app.jobs.schema import runs
-from bot.app.jobs.store import Store, build_url
+from bot.app.jobs.store import Store
 from bot.app.limits.policy import Policy, Prices
 from bot.app.settings import Settings
 
@@ -92,18 +94,22 @@ def format_usage(rows: list[UsageRow], title: str) -> str:
 
 
 async def print_usage(settings: Settings, since: str, repo: str | None) -> int:
+    """The `beam-bot usage` command; 2 with a message for a bad `--since`."""
     try:
         window = since_seconds(since)
     except ValueError as error:
-        print(f"beam-bot usage: {error}")
+        print(f"beam-bot: {error}", file=sys.stderr)
         return 2
-    secret = settings.database_url.get_secret_value() if settings.database_url else None
-    store = await Store.open(build_url(secret, settings.work_dir))
+    try:
+        store, where = await open_existing(settings)
+    except NoDatabase as nothing:
+        print(f"{nothing}: no runs.")
+        return 0
     try:
         prices = Policy.from_settings(settings).prices
         rows = await usage_by(store, ("repo", "requester"), prices, since=time.time() - window, repo=repo)
     finally:
         await store.close()
-    where = f" on {repo}" if repo else ""
-    print(format_usage(rows, f"in the last {since}{where}"))
+    scope = f" on {repo}" if repo else ""
+    print(format_usage(rows, f"in the last {since}{scope} ({where})"))
     return 0

@@ -33,6 +33,7 @@ OPERATIONS = [
     ("post", "/repos/{owner}/{repo}/pulls"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/files"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"),
 ]
