@@ -129,3 +129,23 @@ async def test_version_1_databases_get_the_installation_column_and_turns(db_url:
         assert turns == [0]
         job = await JobQueue(store).claim("w", LEASE)
         assert job is not None and (job.id, job.installation_id) == (old, 0)
+
+
+async def test_claimers_of_one_installation_wait_their_turn_instead_of_giving_up(db_url: str) -> None:
+    """With one installation, a claim racing another must still get a due job, not None (which would
+    send its worker to sleep with work waiting)."""
+    async with opened(db_url) as one, opened(db_url) as two:
+        setup = JobQueue(one)
+        for n in range(8):
+            await setup.enqueue("work", f"k#{n}", installation_id=3)
+        queues = [JobQueue(s) for s in (one, two, one, two, one, two, one, two)]
+        got: list[int | None] = []
+
+        async def claim(queue: JobQueue, n: int) -> None:
+            job = await queue.claim(f"w{n}", LEASE)
+            got.append(job.id if job is not None else None)
+
+        async with anyio.create_task_group() as tg:
+            for n, queue in enumerate(queues):
+                tg.start_soon(claim, queue, n)
+        assert None not in got and len(set(got)) == 8

@@ -8,10 +8,9 @@ of the capped kinds (the app caps skill runs, not the quick command deliveries, 
 is read even while an installation's runs fill its cap): an installation at its cap is offered only
 its jobs of other kinds.
 
-Across processes: on PostgreSQL the chosen turn row is locked (`FOR UPDATE SKIP LOCKED`) for the
-claim's transaction, so concurrent claimers choose different installations, and the running count is
-read again after the lock is held (a fresh snapshot), so the cap holds however many workers claim at
-once. On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Installation 0 (jobs of the app
+Across processes: on PostgreSQL the chosen turn row is locked (`FOR UPDATE`) for the claim's
+transaction, so claims of one installation go one after the other, and the running count is read
+again after the lock is held (a fresh snapshot), so the cap holds however many workers claim at once. On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Installation 0 (jobs of the app
 itself, such as the approval poller) takes turns like any other but has no cap.
 """
 
@@ -91,7 +90,11 @@ class FairTurns:
                 1
             )
             if conn.dialect.name != "sqlite":
-                pick = pick.with_for_update(skip_locked=True)
+                # The first choice waits for a claim in flight on the same installation (milliseconds)
+                # rather than skip it: with one installation, skipping would send every other claimer
+                # to sleep with jobs due. Later choices skip locked rows, so no claim ever waits while
+                # holding a lock (no deadlock between two claimers).
+                pick = pick.with_for_update(skip_locked=bool(passed))
             chosen = (await conn.execute(pick)).scalar()
             if chosen is not None:
                 return int(chosen), await self._has_room(conn, int(chosen), now)
