@@ -10,8 +10,9 @@ its jobs of other kinds.
 
 Across processes: on PostgreSQL the chosen turn row is locked (`FOR UPDATE`) for the claim's
 transaction, so claims of one installation go one after the other, and the running count is read
-again after the lock is held (a fresh snapshot), so the cap holds however many workers claim at once. On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Installation 0 (jobs of the app
-itself, such as the approval poller) takes turns like any other but has no cap.
+again after the lock is held (a fresh snapshot), so the cap holds however many workers claim at once.
+On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Installation 0 (jobs of the app itself,
+such as the approval poller) takes turns like any other but has no cap.
 """
 
 from __future__ import annotations
