@@ -24,8 +24,7 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import RetryableError, seconds_until
 from bot.app.jobs.store import Store
-from bot.app.limits.ledger import Ledger
-from bot.app.limits.policy import Policy, effective
+from bot.app.limits.policy import Policy
 from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
@@ -35,7 +34,7 @@ from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan, with_refusals
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
-from bot.app.runs.usage import RunUsage
+from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
@@ -78,6 +77,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     result: AgentResult | None = None
     held: bool = False  # the run ended by asking for approval (its status is `interrupted`)
+    cancelled_by: str | None = None  # `/beam cancel` stopped it (its status is `cancelled`)
 
 
 OnInterrupt = Callable[
@@ -86,15 +86,6 @@ OnInterrupt = Callable[
 # What an earlier attempt of this run already achieved, if it got past its point of no return.
 Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
 FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
-
-
-class RunCancelled(Exception):
-    """`/beam cancel` reached the run at a step; `partial` is what the model had said by then."""
-
-    def __init__(self, by: str, partial: str) -> None:
-        super().__init__(by)
-        self.by = by
-        self.partial = partial
 
 
 class SkillRun:
@@ -122,10 +113,7 @@ class SkillRun:
         self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
         self.started = time.monotonic()
-        ledger = Ledger(deps.store)
-        self.usage = RunUsage(
-            deps.llm, ledger, self.run_id, ctx.installation_id, deps.policy.prices, self.started
-        )
+        self.usage = RunUsage.for_run(deps, self.run_id, ctx.installation_id, self.started)
 
     # -- the tracking comment -------------------------------------------------------------------
 
@@ -176,8 +164,8 @@ class SkillRun:
             if existing.get("status") in FINAL_STATUSES:
                 log.info("run %s already ended (%s); nothing to redo", self.run_id, existing["status"])
                 return
-            if existing.get("cancelled_by"):
-                await self._cancelled(RunCancelled(existing["cancelled_by"], ""))
+            if existing.get("cancelled_by"):  # `/beam cancel` came before the run started
+                await self._finish(Outcome("", cancelled_by=existing["cancelled_by"]), None)
                 return
             recovered = await self.recover(self) if self.recover is not None else None
             if recovered is not None:
@@ -191,9 +179,6 @@ class SkillRun:
         try:
             with anyio.fail_after(self.deps.run_timeout):
                 outcome = await self._execute()
-        except RunCancelled as cancel:
-            await self._cancelled(cancel)
-            return
         except TimeoutError:
             failure = (render.timed_out(self.deps.run_timeout), None)
         except BeamError as error:
@@ -224,25 +209,19 @@ class SkillRun:
             except GitHubError as error:
                 log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
 
-    async def _cancelled(self, cancel: RunCancelled) -> None:
-        usage = self.usage.summary(len(self.progress.tools))
-        await self._safe_publish(render.cancelled(self.progress, cancel.by, cancel.partial, usage))
-        latency = int((time.monotonic() - self.started) * 1000)
-        await self.deps.store.update_run(
-            self.run_id, status="cancelled", finished_at=time.time(), latency_ms=latency
-        )
-        await self.usage.record()
-
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
         latency = int((time.monotonic() - self.started) * 1000)
         values: dict[str, Any] = {"finished_at": time.time(), "latency_ms": latency}
         spent = self.usage.summary(len(self.progress.tools))
         if outcome is not None:
+            by = outcome.cancelled_by
             body = render.finished(self.progress, outcome.answer, outcome.notes, spent)
-            await self._safe_publish(body)
+            await self._safe_publish(
+                render.cancelled(self.progress, by, outcome.answer, spent) if by else body
+            )
             result = outcome.result
             held = outcome.held or (result is not None and result.interrupted)
-            status = "interrupted" if held else "succeeded"
+            status = "cancelled" if by else "interrupted" if held else "succeeded"
             values.update(status=status, summary={"tools": self.progress.tools, "notes": outcome.notes})
             if result is not None:
                 values["model_used"] = result.model_used
@@ -370,7 +349,7 @@ class SkillRun:
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
         ]
         hub = RiverBeam(memory=memory)
-        guard = await self.usage.arm(effective(self.deps.policy.limits, self.ctx.config.limits))
+        guard = await self.usage.arm(self.ctx.config.limits)
         runner = RigAgentRunner.for_skill(self.skill, self.usage.meter, tools, should_stop=guard)
         hub.register_agent(runner)
         text, coverage = build_prompt(
@@ -395,12 +374,8 @@ class SkillRun:
         outcome = await hub.invoke(request, on_frame=tracker)
         result = outcome.result
         await tracker.flush()
-        stop = guard.stop
-        if stop is not None and stop.by is not None:
-            raise RunCancelled(stop.by, result.text)
-        if stop is not None and stop.limit is not None:
-            notes = [render.stopped_note(stop.limit, stop.value)]
-            return Outcome(answer=result.text or render.NOTHING_YET, notes=notes, result=result)
+        if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
+            return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
         if result.interrupted:
             if self.on_interrupt is None:
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})

@@ -12,10 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
+from bot.app.jobs.store import Store
 from bot.app.limits.ledger import Ledger
-from bot.app.limits.policy import Limits, Prices
+from bot.app.limits.policy import Limits, Policy, Prices, effective
+from bot.app.repo_config import RepoLimits
 from bot.app.runs import render
 from bot.beam.completion import Completion, CompletionClient, completion_call
 from bot.beam.tools import ToolSpec
@@ -106,6 +108,26 @@ class RunGuard:
         return None
 
 
+def stopped_outcome(stop: Stop, text: str) -> dict[str, Any]:
+    """The fields of a stopped run's outcome: what the model had said, and the cap's note or the
+    canceller."""
+    if stop.by is not None:
+        return {"answer": text, "cancelled_by": stop.by}
+    assert stop.limit is not None
+    return {"answer": text or render.NOTHING_YET, "notes": [render.stopped_note(stop.limit, stop.value)]}
+
+
+class RunDepsLike(Protocol):
+    """What `RunUsage` reads of `runs.run.RunDeps`."""
+
+    @property
+    def llm(self) -> CompletionClient: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def policy(self) -> Policy: ...
+
+
 class RunUsage:
     """A run's meter, guard and bookkeeping, made when its agent starts."""
 
@@ -115,18 +137,25 @@ class RunUsage:
         ledger: Ledger,
         run_id: str,
         installation_id: int,
-        prices: Prices,
+        policy: Policy,
         started: float,
     ) -> None:
         self.meter = Meter(llm)
         self.ledger = ledger
         self.run_id = run_id
         self.installation_id = installation_id
-        self.prices = prices
+        self.policy = policy
+        self.prices: Prices = policy.prices
         self.started = started
         self.guard: RunGuard | None = None
 
-    async def arm(self, limits: Limits) -> RunGuard:
+    @classmethod
+    def for_run(cls, deps: RunDepsLike, run_id: str, installation_id: int, started: float) -> RunUsage:
+        return cls(deps.llm, Ledger(deps.store), run_id, installation_id, deps.policy, started)
+
+    async def arm(self, repo_limits: RepoLimits) -> RunGuard:
+        """The stop hook for this run, under the server's limits as the repository lowered them."""
+        limits = effective(self.policy.limits, repo_limits)
         month_used = 0
         if limits.tokens_per_installation_per_month is not None:
             month_used = await self.ledger.month_tokens(self.installation_id)
