@@ -21,9 +21,9 @@ from bot.app.repo_config import (
     config_json_schema_text,
     expiry_seconds,
     load_repo_config,
-    main,
     parse_repo_config,
 )
+from bot.app.repo_config.__main__ import main
 from bot.app.runs.render import render_config_errors
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"

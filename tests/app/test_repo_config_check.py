@@ -36,7 +36,7 @@ def test_errors_carry_their_line(tmp_path: Path) -> None:
     assert result.returncode == 1
     assert result.stdout.splitlines() == [
         f"{path}:5: skills[1]: 'deploy' is not a skill; "
-        "choose from review, summarize, commit-notes, ask, author",
+        "choose from review, summarize, commit-notes, ask, author, docs",
         f"{path}:6: trigger_permission: 'boss' is not a permission; "
         "choose from read, triage, write, maintain, admin",
     ]

@@ -7,7 +7,10 @@ approve, which paths the author skill may touch) by editing the file in that pul
 A broken file never stops the bot: `parse_repo_config` returns the defaults plus one readable message
 per problem, which the app posts on the pull request (`runs.render.render_config_errors`). The
 shipped JSON schema (`schema/beam-config.schema.json`) is generated from `RepoConfig`; regenerate it with
-`python -m bot.app.repo_config --schema > schema/beam-config.schema.json`.
+`python -m bot.app.repo_config --schema > schema/beam-config.schema.json`; `--check FILE` (in
+`__main__.py`) validates a file with line numbers (`yaml_lines.py`).
+
+May import permissions only: every layer of the app reads repository config.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
 from bot.app.permissions import PERMISSIONS, Permission
-from bot.app.yaml_lines import StrictLoader, key_lines, line_of
+from bot.app.repo_config.yaml_lines import StrictLoader, key_lines, line_of
 
 CONFIG_PATH = ".github/beam.yml"
 MAX_CONFIG_BYTES = 64 * 1024
@@ -381,14 +384,3 @@ def _error_message(error: Any) -> str:
     if kind == "value_error":
         return f"{path}: {error['ctx']['error']}"
     return f"{path}: {error['msg']} (got {_short(value)})"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m bot.app.repo_config --schema | --check FILE` (see bot.app.repo_config_cli)."""
-    from bot.app.repo_config_cli import main as run
-
-    return run(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

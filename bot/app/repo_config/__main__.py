@@ -37,3 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if result.ok:
         print(f"{args.check}: valid")
     return 0 if result.ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
