@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
 from bot.app.permissions import PERMISSIONS, Permission
+from bot.app.review_config import AutoReviewConfig
 
 CONFIG_PATH = ".github/beam.yml"
 MAX_CONFIG_BYTES = 64 * 1024
@@ -135,6 +136,9 @@ class RepoConfig(BaseModel):
         "not change.",
     )
     expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
+    auto_review: AutoReviewConfig = Field(
+        default_factory=AutoReviewConfig, description="Automatic reviews of pull requests (optional)."
+    )
 
     @field_validator("skills", mode="after")
     @classmethod
@@ -165,8 +169,13 @@ class RepoConfig(BaseModel):
 
     def blocked(self, path: str) -> bool:
         """True when the author skill may not change `path` (repository-relative, `/`-separated)."""
-        clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
-        return any(_glob_regex(pattern).fullmatch(clean) for pattern in self.blocked_paths)
+        return matches_any(self.blocked_paths, path)
+
+
+def matches_any(patterns: list[str], path: str) -> bool:
+    """Whether a repository path matches one of the globs (the rules of `blocked_paths`)."""
+    clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
+    return any(_glob_regex(pattern).fullmatch(clean) for pattern in patterns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -295,6 +304,7 @@ _TYPE_WORDS = {
     "bool_type": "expected true or false",
     "int_type": "expected a whole number",
     "string_type": "expected a string",
+    "model_type": "expected a mapping of settings (key: value)",
 }
 
 
@@ -307,9 +317,11 @@ def _error_message(error: Any) -> str:
     path = _path(loc)
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        close = difflib.get_close_matches(key, list(RepoConfig.model_fields), n=1)
+        nested = loc[0] == "auto_review" and len(loc) == 2
+        names = list((AutoReviewConfig if nested else RepoConfig).model_fields)
+        close = difflib.get_close_matches(key, names, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        return f"{path}: unknown setting; {hint}valid settings are {_setting_names()}"
+        return f"{path}: unknown setting; {hint}valid settings are {', '.join(names)}"
     if kind == "literal_error" and loc[0] == "skills":
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):
