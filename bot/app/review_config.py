@@ -62,8 +62,12 @@ class AutoReviewConfig(BaseModel):
         default=list(REVIEW_EVENTS), description="Pull request actions that start a review."
     )
     drafts: bool = Field(default=False, description="Review draft pull requests too?")
-    ignore_authors: list[str] = Field(default=[], description="Logins whose pull requests are never reviewed.")
-    ignore_labels: list[str] = Field(default=[], description="A pull request with any of these labels is skipped.")
+    ignore_authors: list[str] = Field(
+        default=[], description="Logins whose pull requests are never reviewed."
+    )
+    ignore_labels: list[str] = Field(
+        default=[], description="A pull request with any of these labels is skipped."
+    )
     paths: list[str] = Field(
         default=[], description="Review only pull requests that touch these globs (default: all paths)."
     )

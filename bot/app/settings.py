@@ -61,6 +61,7 @@ class Settings(BaseSettings):
     - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (120),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
+    - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
     """
 
@@ -95,6 +96,8 @@ class Settings(BaseSettings):
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
     poll_min_interval: float = Field(default=5.0, gt=0)
     bot_login: str | None = None
+    # Automatic reviews of pull requests where `.github/beam.yml` does not say (auto_review.enabled).
+    auto_review: bool = False
     # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY); the client
     # itself is built by OpenAiCompatible.from_env, this only tells whether a live model is configured.
     llm_api_key: SecretStr | None = Field(

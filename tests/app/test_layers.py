@@ -20,16 +20,18 @@ RANK = {
     "assembly": 5,
     "webhooks": 4,
     "approvals": 3,
+    "reviews": 3,
     "runs": 2,
     "github": 1,
     "git": 1,
     "jobs": 1,
     "commands": 0,
     "repo_config": 0,
+    "review_config": 0,
     "permissions": 0,
     "settings": 0,
 }
-SIDEWAYS = {("repo_config", "permissions")}
+SIDEWAYS = {("repo_config", "permissions"), ("repo_config", "review_config")}
 
 
 def module_name(path: Path) -> str:

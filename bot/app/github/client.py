@@ -273,7 +273,7 @@ class InstallationClient:
         return CheckRun.model_validate(response.json())
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> CheckRun:
-        """PATCH a check run: `status`, `conclusion`, `started_at`, `completed_at`, `output`, `details_url`."""
+        """PATCH a check run: status, conclusion, started_at, completed_at, output, details_url."""
         path = f"{_repo(owner, repo)}/check-runs/{check_run_id}"
         return CheckRun.model_validate((await self._call("PATCH", path, json=fields)).json())
 

@@ -17,7 +17,9 @@ from sqlalchemy import RowMapping, select, update
 from bot.app.jobs.schema import auto_reviews
 from bot.app.jobs.store import Store
 
-EntryKind = Literal["reviewed", "no_findings", "unchanged", "skipped", "too_large", "superseded", "cancelled", "failed"]
+EntryKind = Literal[
+    "reviewed", "no_findings", "unchanged", "skipped", "too_large", "superseded", "cancelled", "failed"
+]
 MAX_ENTRIES = 50
 
 

@@ -181,7 +181,13 @@ class ReviewChangeTool(Tool):
     """
 
     def __init__(
-        self, diff: DiffMap, ledger: RunLedger, post: PostReview, root: SandboxRoot, *, fold_outside: bool = True
+        self,
+        diff: DiffMap,
+        ledger: RunLedger,
+        post: PostReview,
+        root: SandboxRoot,
+        *,
+        fold_outside: bool = True,
     ) -> None:
         self.diff = diff
         self.ledger = ledger
@@ -195,7 +201,10 @@ class ReviewChangeTool(Tool):
             "properties": {
                 "path": {"type": "string"},
                 "line": {"type": "integer", "description": "line number in the new version (last line)"},
-                "start_line": {"type": "integer", "description": "first line, for a comment on several lines"},
+                "start_line": {
+                    "type": "integer",
+                    "description": "first line, for a comment on several lines",
+                },
                 "body": {"type": "string"},
                 "suggestion": {
                     "type": "string",

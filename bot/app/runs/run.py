@@ -287,7 +287,9 @@ class SkillRun:
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             fields = InlineComment.model_fields
-            inline = [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments]
+            inline = [
+                InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
+            ]
             review = await gh.create_review(
                 self.owner, self.repo, self.number, commit_id=head_sha, body=body, comments=inline
             )
