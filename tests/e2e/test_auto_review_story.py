@@ -134,9 +134,17 @@ def test_merge_of_base_gives_no_review_and_force_push_a_full_review(story: Story
     assert len(story.reviews()) == 1 and len(story.bot.llm.requests) == requests
 
     # A force-push drops the reviewed head: the whole pull request is reviewed again.
-    story.push({"src/calc.py": CALC.replace("x + 3", "x - 3")}, "Redo", parent=story.main)
+    # The model repeats its finding on f2 (same line content, same words): it is not posted again.
+    story.push(
+        {"src/calc.py": CALC.replace("x + 2", "x - 2").replace("x + 3", "x - 3")}, "Redo", parent=story.main
+    )
     forced = story.pull.head_sha
-    story.script_review([{"path": "src/calc.py", "line": 8, "body": "f3 subtracts now."}])
+    story.script_review(
+        [
+            {"path": "src/calc.py", "line": LINE_F2, "body": "F2   subtracts!"},
+            {"path": "src/calc.py", "line": 8, "body": "f3 subtracts now."},
+        ]
+    )
     story.send("synchronize", before=merged, after=forced)
     summary = story.wait_summary(f"..{forced[:7]}` (full review)")
     reviews = story.reviews()
