@@ -3,6 +3,8 @@ findings are new (findings.py), committable suggestions, and the summary comment
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from bot.app.github.models import Account, Label, PullFile, PullRef, PullRequest, ReviewComment
@@ -233,3 +235,27 @@ def test_the_summary_lists_each_range_and_what_became_of_it() -> None:
     assert "- `ccccccc..ddddddd`: stopped, superseded by a newer push" in text
     assert "4,000 changed lines is more than `auto_review.max_changed_lines` (3,000)" in text
     assert render.check_output(entries[0])["title"] == "2 findings"
+
+
+def test_the_readme_shows_a_summary_the_bot_would_write() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    shown = readme.split("The summary comment looks like this:\n\n```markdown\n", 1)[1].split("\n```", 1)[0]
+
+    def sha(short: str) -> str:
+        return short + "0" * 33
+
+    entries = [
+        Entry(
+            "reviewed",
+            sha("8be04d2"),
+            since=sha("3f2a9c1"),
+            url="https://github.com/octo/demo/pull/7#pullrequestreview-1001",
+            findings=2,
+            skipped_files=["assets/logo.png", "poetry.lock (ignore_paths)"],
+        ),
+        Entry("superseded", sha("c41d7e0"), since=sha("8be04d2"), full=False),
+        Entry("no_findings", sha("d93e11a"), since=sha("8be04d2"), full=False),
+        Entry("unchanged", sha("5a0c2f8"), since=sha("d93e11a"), full=False),
+    ]
+    written = render.summary(entries).removeprefix(render.SUMMARY_MARKER + "\n").strip()
+    assert " ".join(shown.split()) == " ".join(written.split())

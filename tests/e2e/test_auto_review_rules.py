@@ -147,3 +147,17 @@ def test_a_reply_in_the_bots_thread_is_answered_there(tmp_path: Path) -> None:
         assert len(story.bot.llm.requests) == asked
         answers = [c for c in story.bot.fake.comments.values() if c.in_reply_to and c.user == BOT]
         assert len(answers) == 2
+
+
+def test_the_summary_names_the_files_it_did_not_review(tmp_path: Path) -> None:
+    with review_stack(tmp_path, CONFIG + "  ignore_paths: ['docs/**']\n") as story:
+        story.push(
+            {"assets/logo.png": b"\x89PNG\r\n\x1a\n\x00\x00binary", "docs/notes.md": "Changed\n"}, "Logo"
+        )
+        story.script_review([{"path": "src/calc.py", "line": LINE_F2, "body": "f2 subtracts."}])
+        story.send("opened")
+        summary = story.wait_summary("1 finding")
+        assert "  - not reviewed: `assets/logo.png`, `docs/notes.md (ignore_paths)`" in summary
+        prompt = story.bot.llm.requests[0]["messages"][1]["content"]
+        assert "not shown (binary, too large or past the file limit): assets/logo.png" in prompt
+        assert "docs/notes.md" not in prompt
