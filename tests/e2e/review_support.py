@@ -215,11 +215,14 @@ class Story:
         return sorted(self.bot.fake.check_runs.values(), key=lambda c: c.id)
 
     def wait_summary(self, text: str, *, timeout: float = 40) -> str:
-        return wait_for(
-            lambda: text in self.summary() and self.summary(),
-            timeout=timeout,
-            what=f"the summary to say {text!r}",
-        )
+        try:
+            # The summary is edited before the check run completes and the job ends: wait for all.
+            wait_for(lambda: text in self.summary() and self.review_jobs_done(), timeout=timeout, what="")
+            return self.summary()
+        except AssertionError:
+            raise AssertionError(
+                f"the summary never said {text!r}:\n{self.summary()}\n--- bot log:\n{self.bot.log()[-6000:]}"
+            ) from None
 
     def review_jobs_done(self) -> bool:
         import sqlite3
@@ -239,7 +242,7 @@ class Story:
             llm.enqueue(chat_response(message), delay=delay)
         else:
             llm.reply_tool_calls(("review_change", {"body": body, "comments": comments}))
-        llm.reply_text("Review posted.")
+            llm.reply_text("Review posted.")  # a delayed review is the one that gets stopped
 
 
 @contextmanager

@@ -179,3 +179,26 @@ def test_no_findings_posts_no_review(story: Story) -> None:
     [check] = story.checks()
     assert check.output is not None and check.output["title"] == "No findings"
     assert story.pull.number == NUMBER and REPO == "octo/demo"
+
+
+def test_a_push_stops_a_running_review_which_the_summary_marks_superseded(story: Story) -> None:
+    story.script_review([{"path": "src/calc.py", "line": LINE_F2, "body": "stale"}], delay=4.0)
+    story.send("opened")
+    wait_for(lambda: story.bot.llm.received or None, what="the model to be asked")
+    first = story.pull.head_sha
+    story.push({"src/calc.py": CALC.replace("x + 2", "x - 2").replace("x + 4", "x * 4")}, "f4 multiplies")
+    story.script_review([{"path": "src/calc.py", "line": LINE_F4, "body": "f4 multiplies."}])
+    story.send("synchronize", before=first, after=story.pull.head_sha)
+    summary = story.wait_summary("1 finding")
+    wait_for(story.review_jobs_done, timeout=30, what="the review jobs to end")
+    summary = story.summary()
+    assert f"..{first[:7]}`: stopped, superseded by a newer push" in summary
+    # Nothing of the stopped review was posted; the new head got a full review.
+    [review] = story.reviews()
+    assert review.commit_id == story.pull.head_sha and "stale" not in review.body
+    assert sorted(c.line for c in story.review_comments(review)) == [LINE_F4]
+    checks = story.checks()
+    assert [c.head_sha for c in checks] == [first, story.pull.head_sha]
+    assert checks[0].history == ["queued", "in_progress", "completed"]
+    assert checks[0].output is not None and checks[0].output["title"] == "Superseded by a newer push"
+    assert all(c.conclusion == "neutral" for c in checks)

@@ -170,6 +170,16 @@ class _Range:
             note = f"{error.code}: {error.message}" if isinstance(error, BeamError) else "it took too long"
             await self.conclude(replace(base, kind="failed", note=note))
             return
+        except GitHubError as error:
+            # Say so before the job is retried (or given up): a check run is never left in progress.
+            await finish_check(
+                self.gh,
+                self.target.repo,
+                self.check_id,
+                replace(base, kind="failed", note=str(error)),
+                quiet=True,
+            )
+            raise
         if outcome.kind == "stopped":
             latest = await self.job.states.get(self.target.repo, self.target.number)
             if latest is not None and latest.closed:
