@@ -57,6 +57,8 @@ class Settings(BaseSettings):
       credentials, mirrors. RUNS_DIR: where run trees go (a tmpfs makes big checkouts much faster).
     - GITHUB_API_URL (https://api.github.com; https://HOST/api/v3 for GitHub Enterprise Server).
     - PUBLIC_URL: the address GitHub reaches this server at (webhook and setup-callback URLs).
+    - WEBHOOK_PROXY_URL: a smee.io-style channel to receive deliveries from (local use); SETUP_TOKEN:
+      the setup page's token (default: a fresh one per start, logged).
     - APP_MANIFEST: a custom app.yml for setup mode. HOST (127.0.0.1), PORT (8080): `serve` binds.
     - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (120),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
@@ -98,6 +100,11 @@ class Settings(BaseSettings):
     bot_login: str | None = None
     # Automatic reviews of pull requests where `.github/beam.yml` does not say (auto_review.enabled).
     auto_review: bool = False
+    # Setup (web/setup.py, web/proxy.py): a webhook proxy channel (https://smee.io/<channel>) whose
+    # Server-Sent Events carry GitHub's deliveries to a server GitHub cannot reach, and the setup
+    # page's one-time token (generated and logged at start when unset).
+    webhook_proxy_url: str | None = None
+    setup_token: SecretStr | None = None
     # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY); the client
     # itself is built by OpenAiCompatible.from_env, this only tells whether a live model is configured.
     llm_api_key: SecretStr | None = Field(
@@ -125,6 +132,18 @@ class Settings(BaseSettings):
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
         return None if value is None else _http_url(value, "BEAM_PUBLIC_URL")
+
+    @field_validator("webhook_proxy_url")
+    @classmethod
+    def _proxy_url(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value, "BEAM_WEBHOOK_PROXY_URL")
+
+    @field_validator("setup_token")
+    @classmethod
+    def _setup_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("BEAM_SETUP_TOKEN is too short: use at least 16 random characters")
+        return value
 
     @field_validator("private_key")
     @classmethod
@@ -170,9 +189,13 @@ class Settings(BaseSettings):
 
     @property
     def github_web_url(self) -> str:
-        """github.com for api.github.com; https://HOST for GitHub Enterprise Server's https://HOST/api/v3."""
+        """github.com for api.github.com, https://SUB.ghe.com for GHE.com's https://api.SUB.ghe.com, and
+        https://HOST for GitHub Enterprise Server's https://HOST/api/v3."""
         if re.match(r"^https?://api\.github\.com$", self.github_api_url):
             return "https://github.com"
+        ghe_com = re.match(r"^(https?://)api\.([A-Za-z0-9-]+\.ghe\.com)$", self.github_api_url)
+        if ghe_com:
+            return ghe_com.group(1) + ghe_com.group(2)
         return re.sub(r"/api/v3$", "", self.github_api_url)
 
     @property

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
-from bot.beam.completion import CompletionClient, PendingToolCall
+from bot.beam.completion import CompletionClient, PendingToolCall, completion_call
 from bot.beam.errors import BeamError
 from bot.beam.skills import Skill, skill_by_name
 from bot.beam.tools import Tool, ToolSpec
@@ -63,6 +63,7 @@ class RigAgentRunner(Agent):
     def __init__(self, name: str, client: CompletionClient, tools: Sequence[Tool], skill: Skill) -> None:
         self.name = name
         self.client = client
+        self._complete = completion_call(client)  # a seed-style client has only `complete`
         self.skill = skill
         self._tools: dict[str, Tool] = {}
         for tool in tools:
@@ -134,7 +135,7 @@ class RigAgentRunner(Agent):
         usage = TokenUsage()
         model: str | None = None
         for _ in range(MAX_ROUNDS):
-            completion = await self.client.complete_for(input, messages, self._specs)
+            completion = await self._complete(input, messages, self._specs)
             if completion.usage is not None:
                 usage += completion.usage
             model = completion.model or model

@@ -11,18 +11,7 @@ import pytest
 
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.store import Store
-from tests.support.db import (  # noqa: F401 - fixtures
-    REPO_ROOT,
-    FakeClock,
-    claim_all,
-    claimer_command,
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from tests.support.db import REPO_ROOT, FakeClock, claim_all, claimer_command, opened
 
 pytestmark = pytest.mark.anyio
 

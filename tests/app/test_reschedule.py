@@ -10,13 +10,6 @@ from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.signals import Reschedule
 from bot.app.jobs.store import Store, jobs
 from bot.app.jobs.workers import WorkerPool
-from tests.support.db import (  # noqa: F401 - fixtures
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
 
 pytestmark = pytest.mark.anyio
 

@@ -9,7 +9,6 @@ from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.store import Store
 from bot.app.reviews.review import KIND, job_key
 from bot.app.reviews.state import MAX_ENTRIES, Entry, ReviewStates
-from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.anyio
 REPO = "o/r"

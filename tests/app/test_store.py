@@ -19,15 +19,7 @@ from bot.app.jobs.schema import (
     upgrade_schema,
 )
 from bot.app.jobs.store import Store, build_url, normalize_url
-from tests.support.db import (  # noqa: F401 - fixtures
-    FakeClock,
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from tests.support.db import FakeClock, opened
 
 pytestmark = pytest.mark.anyio
 

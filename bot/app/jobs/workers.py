@@ -177,9 +177,6 @@ class WorkerPool:
                 loops.cancel_scope.deadline = anyio.current_time() + self.shutdown_grace
             tg.cancel_scope.cancel()
 
-    async def run_until(self, stop: anyio.Event) -> None:
-        await self.run(stop)
-
     async def __aenter__(self) -> WorkerPool:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()

@@ -28,6 +28,7 @@ from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.memory import RunMemory
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
 from bot.beam.completion import CompletionClient
@@ -298,14 +299,13 @@ class SkillRun:
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        tools = sandbox_tools(tree) + host_tools(
-            tree.sandbox,
-            ledger,
-            diff=diff,
-            post_review=post_review,
-            blob_url=blob_url,
-        )
-        hub = RiverBeam()
+        memory = RunMemory(self.deps.store, event.repository.full_name)
+        tools = [
+            *sandbox_tools(tree),
+            *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
+            memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
+        ]
+        hub = RiverBeam(memory=memory)
         hub.register_agent(RigAgentRunner.for_skill(self.skill, self.deps.llm, tools))
         text, coverage = build_prompt(event, self.skill, self.ctx.command.text, pull, files, total)
         tracker = Tracker(self.progress, self.publish)

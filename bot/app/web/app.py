@@ -31,7 +31,8 @@ from bot.app.jobs.workers import WorkerPool
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
-from bot.app.web.setup import SetupFlow, load_manifest, status_page
+from bot.app.web.proxy import intake_deliverer, proxy_running
+from bot.app.web.setup import SetupFlow, install_url, load_manifest, status_page
 
 log = logging.getLogger(__name__)
 
@@ -103,8 +104,8 @@ class AppRuntime:
                 else:
                     self.setup.manifest = await anyio.to_thread.run_sync(load_manifest, settings)
                     log.warning(
-                        "beam-bot is in setup mode: open %s/ to register the GitHub App",
-                        settings.public_url or f"http://{settings.host}:{settings.port}",
+                        "beam-bot is in setup mode: open %s to register the GitHub App",
+                        self.setup.open_url(settings.public_url or f"http://{settings.host}:{settings.port}"),
                     )
                 try:
                     yield self
@@ -174,7 +175,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with runtime.running():
+        # The proxy channel is read by `serve` only (this app), never by `beam-bot worker`.
+        deliver = intake_deliverer(runtime.intake.endpoint)
+        async with runtime.running(), proxy_running(settings.webhook_proxy_url, deliver) as proxy:
+            app.state.webhook_proxy = proxy
             yield
 
     async def index(request: Request) -> Response:
@@ -184,8 +188,10 @@ def create_app(
         assert creds is not None
         name = html.escape(creds.slug or f"App {creds.app_id}")
         workers = "running" if runtime.workers is not None else "not started in this process"
+        install = install_url(settings, creds.slug)
+        install_html = f'<p><a href="{html.escape(install)}">Install the App</a></p>' if install else ""
         return status_page(
-            f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>"
+            f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>{install_html}"
             '<p><a href="/healthz">/healthz</a> · <a href="/metrics">/metrics</a></p>'
         )
 
