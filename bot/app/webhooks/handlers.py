@@ -1,5 +1,7 @@
 """What each webhook does, by (event, action): a `/beam` comment becomes a command under one frozen
-`JobContext`; a closed pull request ends its held pushes.
+`JobContext`; a pull request that opens or changes may get an automatic review (reviews/trigger.py);
+a reply in a review thread the bot started is answered there (reviews/threads.py); a closed pull
+request ends its held pushes and cancels its automatic reviews.
 
 Deciding is pure (`routing.decide`); here a command is authorised against the repository config, and
 handed with its context to its handler: `/beam approve|reject` and `/beam author` to the approvals
