@@ -12,6 +12,7 @@ import httpx
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
 from bot.app.git.checkout import Checkouts
+from bot.app.github.api import GitHubStats
 from bot.app.github.client import GitHubApi, GitHubApp
 from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import JobQueue
@@ -33,6 +34,16 @@ from bot.beam.openai_client import OpenAiCompatible
 FINAL_COMMENT_MARGIN = 60.0
 
 
+class RunMetrics(Protocol):
+    """The part of the web layer's metrics the job handler feeds (`web.metrics.Metrics` has it)."""
+
+    github_stats: GitHubStats
+
+    def observe_skill_run(
+        self, skill: str, status: str, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0
+    ) -> None: ...
+
+
 class Resources(Protocol):
     """What a running app owns that the job handler needs (`web.app.AppRuntime` has it)."""
 
@@ -40,6 +51,9 @@ class Resources(Protocol):
     credentials: AppCredentials | None
     github: httpx.AsyncClient | None
     store: Store | None
+
+    @property
+    def metrics(self) -> RunMetrics: ...
 
 
 def llm_client() -> CompletionClient:
@@ -53,7 +67,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     settings, credentials = runtime.settings, runtime.credentials
     if runtime.github is None or runtime.store is None or credentials is None:
         raise RuntimeError("the job handler is built only once the app has its store and credentials")
-    api = GitHubApi(runtime.github, base_url=settings.github_api_url)
+    api = GitHubApi(runtime.github, base_url=settings.github_api_url, stats=runtime.metrics.github_stats)
     github = GitHubApp(api, credentials.app_id, credentials.private_key)
 
     async def installation_token(installation_id: int) -> str:
@@ -66,6 +80,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         installation_token=installation_token,
         identity=BotIdentity(github, settings.bot_login),
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
+        observe=runtime.metrics.observe_skill_run,
     )
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval

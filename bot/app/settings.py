@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,6 +65,10 @@ class Settings(BaseSettings):
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
+    - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line).
+    - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned;
+      held pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL
+      (3600 s): how often the server and each worker process prune.
     """
 
     model_config = SettingsConfigDict(
@@ -111,6 +115,21 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY"),
     )
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    retention_days: float = Field(default=30.0, ge=0)
+    prune_interval: float = Field(default=3600.0, gt=0)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("*", mode="before")
     @classmethod
@@ -229,10 +248,23 @@ def load_settings() -> Settings:
 def describe_validation_error(exc: ValidationError) -> str:
     lines = ["invalid beam-bot settings:"]
     for err in exc.errors(include_input=False, include_url=False):
-        name = "BEAM_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else ""
+        name = _variable_name(err["loc"])
         message = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"  {name}: {message}" if name else f"  {message}")
+        # A validator's message often names its variable already: say it once, not twice.
+        if name and not message.startswith(name):
+            message = f"{name}: {message}"
+        lines.append(f"  {message}")
     return "\n".join(lines)
+
+
+def _variable_name(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return ""
+    first = str(loc[0])
+    # Fields read through an alias (BEAM_API_KEY, NVIDIA_API_KEY) report the alias itself.
+    if first.isupper():
+        return first
+    return "BEAM_" + "_".join(str(p) for p in loc).upper()
 
 
 def load_credentials(settings: Settings) -> AppCredentials | None:

@@ -115,6 +115,7 @@ _ENTRIES = [
     _e(335, 403, "Push target is not this run's own branch."),
     _e(336, 500, "Could not fetch from the remote."),
     _e(337, 403, "The .git directory is out of reach of sandbox tools."),
+    _e(338, 403, "Path is outside the paths this run may write."),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

@@ -237,7 +237,7 @@ async def test_database_failure_is_503_not_an_acknowledgement(
     app, client = app_client
     async with store_of(app).write() as conn:
         await conn.execute(text("DROP TABLE jobs"))
-    with caplog.at_level(logging.ERROR, logger="bot.app.web.intake"):
+    with caplog.at_level(logging.ERROR, logger="beam.intake"):
         response = await client.post(
             "/webhooks", content=PR_COMMENT, headers=headers(PR_COMMENT, delivery_id="lost")
         )
@@ -288,11 +288,11 @@ async def test_delivery_log_line_has_no_body_or_signature(
 ) -> None:
     _, client = app_client
     h = headers(PR_COMMENT, delivery_id="logged-1")
-    with caplog.at_level(logging.INFO, logger="bot.app.web.intake"):
+    with caplog.at_level(logging.INFO, logger="beam.intake"):
         await client.post("/webhooks", content=PR_COMMENT, headers=h)
         bad = dict(h, **{"X-Hub-Signature-256": "sha256=" + "1" * 64, "X-GitHub-Delivery": "logged-2"})
         await client.post("/webhooks", content=PR_COMMENT, headers=bad)
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.app.web.intake"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "beam.intake"]
     assert len(lines) == 2
     assert "id=logged-1 status=202 outcome=accepted" in lines[0]
     assert "event=issue_comment action=created" in lines[0]
@@ -325,7 +325,9 @@ def parse_metrics(text: str) -> dict[str, float]:
         name, labels, value = match.group(1), match.group(2) or "", match.group(3)
         family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
         assert family in types, f"sample without # TYPE: {line!r}"
-        samples[name + labels] = float(value)
+        # Label order carries no meaning in the format: keys list the labels sorted by name.
+        pairs = sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")', labels))
+        samples[name + ("{" + ",".join(pairs) + "}" if pairs else "")] = float(value)
     return samples
 
 
@@ -348,9 +350,9 @@ async def test_metrics_and_health(app_client: tuple[Starlette, httpx.AsyncClient
     assert samples['beam_mode{mode="normal"}'] == 1
     assert samples["beam_deliveries_stored"] == 1
     assert samples['beam_jobs{state="queued"}'] == 1
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="30"}'] == 0
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="60"}'] == 1
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="+Inf"}'] == 1
+    assert samples['beam_run_duration_seconds_bucket{le="30.0",outcome="success"}'] == 0
+    assert samples['beam_run_duration_seconds_bucket{le="60.0",outcome="success"}'] == 1
+    assert samples['beam_run_duration_seconds_bucket{le="+Inf",outcome="success"}'] == 1
     assert samples['beam_run_duration_seconds_sum{outcome="success"}'] == 42.0
 
     health = await client.get("/healthz")
@@ -365,7 +367,7 @@ async def test_github_calls_are_counted(settings: Settings) -> None:
         assert github is not None
         assert (await github.get("/app")).status_code == 401  # no App JWT: GitHub's answer, a 4xx
         samples = parse_metrics((await client.get("/metrics")).text)
-        assert samples['beam_github_requests_total{method="GET",code="4xx"}'] == 1
+        assert samples['beam_github_requests_total{code="4xx",method="GET"}'] == 1
         assert [c.path for c in fake.calls] == ["/app"]
         assert fake.calls[0].headers["x-github-api-version"] == "2022-11-28"
 

@@ -18,6 +18,7 @@ ROOT = Path(bot.app.__file__).parent
 RANK = {
     "web": 6,
     "assembly": 5,
+    "preflight": 5,
     "webhooks": 4,
     "approvals": 3,
     "reviews": 3,
@@ -30,6 +31,7 @@ RANK = {
     "review_config": 0,
     "permissions": 0,
     "settings": 0,
+    "logs": 0,
 }
 SIDEWAYS = {("repo_config", "permissions"), ("repo_config", "review_config")}
 

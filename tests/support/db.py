@@ -75,6 +75,10 @@ def pg_database_url_fixture() -> Iterator[str]:
     base = os.environ.get(PG_ENV)
     if not base:
         pytest.skip(PG_SKIP)
+    try:
+        import asyncpg  # noqa: F401
+    except ImportError:
+        pytest.skip('the PostgreSQL driver is not installed: pip install -e ".[postgres]"')
     admin = _admin_dsn(base)
     name = f"beam_test_{uuid.uuid4().hex[:12]}"
     _in_own_loop(lambda: _pg_execute(admin, f'CREATE DATABASE "{name}"'))

@@ -1,12 +1,12 @@
-"""Fake GitHub endpoints for automatic reviews: check runs, a pull request's review comments, and
-the comparison of two commits (answered by `fake.compare_resolver`, e.g. from real git)."""
+"""Fake GitHub endpoints for automatic reviews: check runs, one review comment, and the comparison
+of two commits (answered by `fake.compare_resolver`, e.g. from real git)."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
-from tests.support.fake_github_handlers import Answer, Ctx, FakeHandlers, Reply, operation, paginate
+from tests.support.fake_github_handlers import Answer, Ctx, FakeHandlers, Reply, operation
 from tests.support.fake_github_render import example
 from tests.support.fake_github_spec import RestSpec
 from tests.support.fake_github_state import CheckRun, PullFile, Repo, iso
@@ -78,21 +78,6 @@ def update_check_run(fake: FakeHandlers, ctx: Ctx) -> Reply:
         raise Answer(404, "Not Found")
     _apply(run, ctx.body)
     return Reply(200, _check_run(fake, ctx, repo, run))
-
-
-@operation("pulls/list-review-comments")
-def list_review_comments(fake: FakeHandlers, ctx: Ctx) -> Reply:
-    repo = fake.visible_repo(ctx)
-    pull = fake.pull_of(ctx, repo)
-    found = sorted(
-        (
-            c
-            for c in fake.comments.values()
-            if c.review and c.repo == repo.full_name and c.number == pull.number
-        ),
-        key=lambda c: c.id,
-    )
-    return paginate(ctx, [ctx.render.review_comment(c) for c in found])
 
 
 @operation("pulls/get-review-comment")

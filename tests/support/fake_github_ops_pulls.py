@@ -49,6 +49,15 @@ def list_pull_files(fake: FakeHandlers, ctx: Ctx) -> Reply:
     return paginate(ctx, [ctx.render.pull_file(repo, pull, f) for f in pull.files[:MAX_PULL_FILES]])
 
 
+@operation("pulls/list-review-comments")
+def list_review_comments(fake: FakeHandlers, ctx: Ctx) -> Reply:
+    repo = fake.visible_repo(ctx)
+    pull = fake.pull_of(ctx, repo)
+    found = [c for c in fake.comments.values() if c.review and c.repo == repo.full_name]
+    found = sorted((c for c in found if c.number == pull.number), key=lambda c: c.id)
+    return paginate(ctx, [ctx.render.review_comment(c) for c in found])
+
+
 @operation("pulls/create")
 def create_pull(fake: FakeHandlers, ctx: Ctx) -> Reply:
     repo = fake.visible_repo(ctx)

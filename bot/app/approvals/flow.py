@@ -18,7 +18,15 @@ from typing import Any
 import anyio
 
 from bot.app.approvals import render as render_push
-from bot.app.approvals.held_push import check_target, head_commit, sha256, summarize_commit
+from bot.app.approvals.followup import addressed_note, follow_up_finder
+from bot.app.approvals.held_push import (
+    CommitSummary,
+    check_paths,
+    check_target,
+    head_commit,
+    sha256,
+    summarize_commit,
+)
 from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
 from bot.app.approvals.resume import push_held
 from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
@@ -32,9 +40,12 @@ from bot.app.jobs.signals import Reschedule
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import RepoConfig, load_repo_config
 from bot.app.runs.context import JobContext
+from bot.app.runs.docs import docs_plan
+from bot.app.runs.plan import RunPlan
 from bot.app.runs.run import Outcome, RunDeps, SkillRun
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree
+from bot.beam.sandbox_policy import AllowedPaths
 from bot.beam.types import AgentResult
 
 log = logging.getLogger("beam.approvals")
@@ -67,7 +78,15 @@ class Approvals:
     # -- /beam author -------------------------------------------------------------------------------
 
     async def author(self, ctx: JobContext) -> None:
-        await SkillRun(self.deps, ctx, on_interrupt=self._hold, recover=self._recover).run()
+        """`/beam author` (on the bot's own pull request it continues that pull request's branch) and
+        `/beam docs` (the author skill on a `docs-<run8>` branch, writing only `docs.paths`)."""
+        plan = RunPlan(follow_up=follow_up_finder(self.pushes, ctx))
+        if ctx.command.name == "docs":
+            if not ctx.command.text and not ctx.event.on_pull_request:
+                await ctx.reply(render_push.DOCS_NEEDS_TEXT)
+                return
+            plan = docs_plan(ctx.config)
+        await SkillRun(self.deps, ctx, on_interrupt=self._hold, recover=self._recover, plan=plan).run()
 
     async def _recover(self, run: SkillRun) -> Outcome | None:
         """A retried author run whose push is already held only says so again: asking the model
@@ -104,30 +123,50 @@ class Approvals:
             summarize_commit, str(run_tree.path), run_tree.base_commit, commit
         )
         ctx = run.ctx
-        for changed in summary.diffstat["files"]:
-            if ctx.config.blocked(changed["path"]):
-                raise BeamError("BEM-334", {"detail": changed["path"]})
+        check_paths(summary, ctx.config.blocked, AllowedPaths(run.plan.allowed_paths))
+        action = PushAction(
+            action_id=str(asked[0].get("action_id")),
+            args={"ref": run_tree.branch},
+            session_id=str(result.session_id),
+            interaction_id=str(result.interaction_id),
+        )
+        push, url = await self.hold_commit(
+            ctx, run.run_id, run_tree, summary, pull, action, continues=run.follow_up is not None
+        )
+        answer = render_push.held(push, url) + addressed_note(run.follow_up, summary)
+        return Outcome(answer=answer, result=result, held=True)
+
+    async def hold_commit(
+        self,
+        ctx: JobContext,
+        run_id: str,
+        run_tree: RunTree,
+        summary: CommitSummary,
+        pull: PullRequest | None,
+        action: PushAction,
+        *,
+        continues: bool,
+    ) -> tuple[HeldPush, str]:
+        """Pin a checked commit, supersede older pushes, record it, post the approval comment.
+        `continues`: the branch is the bot's own, pushed only while it is still at the run's start."""
         repo = ctx.repository
+        number = ctx.event.number
+        commit = summary.sha
         push_id = new_push_id()
         await self.deps.checkouts.pin(repo.full_name, run_tree, commit, push_id)
-        await self._supersede(ctx.gh, repo.full_name, run.number, render_push.replaced_by(push_id))
+        await self._supersede(ctx.gh, repo.full_name, number, render_push.replaced_by(push_id))
         now = self.clock()
         push = HeldPush(
             id=push_id,
-            run_id=run.run_id,
+            run_id=run_id,
             repo=repo.full_name,
-            number=run.number,
+            number=number,
             base_sha=pull.base.sha if pull else None,
             head_sha=pull.head.sha if pull else run_tree.base_commit,
             commit_sha=commit,
             branch=run_tree.branch,
             requester=ctx.requester,
-            action=PushAction(
-                action_id=str(asked[0].get("action_id")),
-                args={"ref": run_tree.branch},
-                session_id=str(result.session_id),
-                interaction_id=str(result.interaction_id),
-            ),
+            action=action,
             context=PushContext(
                 installation_id=ctx.installation_id,
                 clone_url=repo.clone_url,
@@ -138,17 +177,19 @@ class Approvals:
                 head_repo=pull.head.repo.full_name if pull and pull.head.repo else None,
                 from_fork=bool(pull and pull.from_fork),
                 instructions=ctx.command.text[:300],
+                command=ctx.command.name,
+                expected_tip=run_tree.base_commit if continues else None,
             ),
             created_at=now,
             expires_at=now + ctx.config.expiry_delta.total_seconds(),
             diffstat=summary.diffstat,
         )
         body = render_push.approval_request(push, summary.patch, summary.message)
-        comment = await ctx.gh.create_comment(push.owner, push.name, run.number, body)
+        comment = await ctx.gh.create_comment(push.owner, push.name, number, body)
         push = replace(push, approval_comment_id=comment.id, approval_body_sha256=sha256(body))
         await self.pushes.create(push)
         await self._schedule(push, now + self.timing.minimum)
-        return Outcome(answer=render_push.held(push, comment.html_url), result=result, held=True)
+        return push, comment.html_url
 
     async def _supersede(self, gh: InstallationClient, repo: str, number: int | None, reason: str) -> None:
         for old in await self.pushes.pending_for(repo, number):
@@ -317,6 +358,8 @@ class Approvals:
 
     async def _open_pull(self, gh: InstallationClient, push: HeldPush) -> tuple[str | None, str]:
         target = push.context
+        if target.expected_tip is not None:  # the bot's own branch already has its pull request
+            return None, render_push.SAME_PULL
         if target.on_pull_request and target.from_fork:
             web = target.html_url.rsplit("/", 2)[0]
             head = f"{push.owner}:{push.name}:{push.branch}"

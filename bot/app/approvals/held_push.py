@@ -8,6 +8,7 @@ once after approval.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ import pygit2
 
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree, is_protected, push_branch_name
+from bot.beam.sandbox_policy import AllowedPaths
 
 MAX_PATCH_CHARS = 200_000
 
@@ -63,6 +65,16 @@ def summarize_commit(path: str, base: str, commit: str) -> CommitSummary:
         "deletions": sum(f["deletions"] for f in files),
     }
     return CommitSummary(commit, new.message, stats, (diff.patch or "")[:MAX_PATCH_CHARS])
+
+
+def check_paths(summary: CommitSummary, blocked: Callable[[str], bool], allowed: AllowedPaths) -> None:
+    """Every changed file may be changed: not blocked (BEM-334), and allowed when the run has an
+    allow-list (BEM-338). The working tree already refused such writes; this checks the commit."""
+    for changed in summary.diffstat["files"]:
+        if blocked(changed["path"]):
+            raise BeamError("BEM-334", {"detail": changed["path"]})
+        if not allowed.permits(changed["path"]):
+            raise BeamError("BEM-338", {"detail": changed["path"]})
 
 
 async def head_commit(tree: WorkingTree) -> str | None:

@@ -57,6 +57,10 @@ class PushContext(_Stored):
     head_repo: str | None = None
     from_fork: bool = False
     instructions: str = ""
+    command: str = "author"
+    # A follow-up on the bot's own branch: the tip the run started from. The push goes through only
+    # while the branch is still there (fast-forward only), and opens no second pull request.
+    expected_tip: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,16 @@ class Pushes:
         )
         async with self.store.read() as conn:
             return [HeldPush.from_row(dict(r._mapping)) for r in await conn.execute(query)]
+
+    async def pushed_to(self, repo: str, branch: str) -> bool:
+        """Whether the bot has pushed `branch` of `repo` (then it is the bot's own branch)."""
+        query = select(pending_pushes.c.id).where(
+            pending_pushes.c.repo == repo,
+            pending_pushes.c.branch == branch,
+            pending_pushes.c.state == "pushed",
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query.limit(1))).first() is not None
 
     # -- writing what is not state ------------------------------------------------------------------
 

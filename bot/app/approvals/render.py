@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from bot.app.approvals.pushes import HeldPush
+from bot.app.runs.plan import ReviewNote
 
 MARKER = "<!-- beam-push:{id} -->"
 MAX_DIFF_LINES = 400
@@ -143,6 +144,49 @@ def pull_title(instructions: str) -> str:
 
 def pull_body(push: HeldPush) -> str:
     return (
-        f"Made by `/beam author` for @{push.requester} in #{push.number}, held push `{push.id}`, "
-        f"approved by {push.decided_by}.\n\nCommit {push.commit_sha}."
+        f"Made by `/beam {push.context.command}` for @{push.requester} in #{push.number}, "
+        f"held push `{push.id}`, approved by {push.decided_by}.\n\nCommit {push.commit_sha}."
     )
+
+
+# -- follow-ups, `/beam update` and `/beam docs` ---------------------------------------------------
+
+SAME_PULL = "The commit is on this pull request's branch."
+DOCS_NEEDS_TEXT = (
+    "`/beam docs` on an issue needs instructions, for example `/beam docs explain the config file`. "
+    "On a pull request it can go without: it then documents the pull request's change."
+)
+UPDATE_NEEDS_OWN_PULL = (
+    "`/beam update` works only on a pull request whose branch the bot made (a `beam/...` branch it "
+    "pushed in this repository): it merges the base branch into that branch."
+)
+
+
+def addressed(notes: list[ReviewNote]) -> str:
+    """The review comments a follow-up's commit addresses, under its answer."""
+    if not notes:
+        return "\n\nThe commit addresses none of the review comments."
+    rows = [f"- [`{n.path}` line {n.line}]({n.url}) by @{n.author}: {_one_line(n.body)}" for n in notes[:50]]
+    return "\n\n**Review comments this commit addresses**\n" + "\n".join(rows)
+
+
+def _one_line(text: str, limit: int = 120) -> str:
+    line = " ".join(text.split()).replace("`", "'")
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def up_to_date(branch: str, base: str) -> str:
+    return f"`{branch}` already contains `{base}`; there is nothing to merge."
+
+
+def merge_conflicts(branch: str, base: str, paths: list[str]) -> str:
+    shown = "\n".join(f"- `{p}`" for p in paths[:100])
+    more = f"\n- … {len(paths) - 100} more" if len(paths) > 100 else ""
+    return (
+        f"Merging `{base}` into `{branch}` conflicts in these files, so nothing was pushed:\n\n"
+        f"{shown}{more}\n\nResolve them on the branch, or ask with `/beam author`."
+    )
+
+
+def merge_message(base: str, branch: str) -> str:
+    return f"Merge branch '{base}' into {branch}"

@@ -86,6 +86,7 @@ class HeldPushTool(Tool):
             push.pending_ref,
             push.branch,
             expected_sha=push.commit_sha,
+            expected_remote=push.context.expected_tip,
         )
         return {"pushed": push.branch, "commit": push.commit_sha}
 

@@ -37,6 +37,7 @@ from bot.app.github.models import (
     ReviewComment,
     ReviewEvent,
 )
+from bot.app.logs import log_context
 
 MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
 PER_PAGE = 100
@@ -68,6 +69,19 @@ class InstallationClient:
         return f"InstallationClient(installation_id={self.installation_id})"
 
     async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        # The installation travels in the context so the transport can count its rate limit.
+        with log_context(installation_id=self.installation_id):
+            return await self._call_as_installation(method, path, params=params, json=json, headers=headers)
+
+    async def _call_as_installation(
         self,
         method: str,
         path: str,
@@ -213,6 +227,14 @@ class InstallationClient:
         items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/files", {}, max_files)
         return [PullFile.model_validate(item) for item in items]
 
+    async def list_review_comments(
+        self, owner: str, repo: str, number: int, *, limit: int = 300
+    ) -> list[ReviewComment]:
+        """The review comments on a pull request's diff, oldest first (REST says nothing of threads
+        being resolved; that is GraphQL only)."""
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
+        return [ReviewComment.model_validate(item) for item in items]
+
     async def create_review(
         self,
         owner: str,
@@ -243,12 +265,6 @@ class InstallationClient:
     ) -> ReviewComment:
         path = f"{_repo(owner, repo)}/pulls/{pull_number}/comments/{comment_id}/replies"
         return ReviewComment.model_validate((await self._call("POST", path, json={"body": body})).json())
-
-    async def list_review_comments(
-        self, owner: str, repo: str, number: int, *, limit: int = 3000
-    ) -> list[ReviewComment]:
-        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
-        return [ReviewComment.model_validate(item) for item in items]
 
     async def get_review_comment(self, owner: str, repo: str, comment_id: int) -> ReviewComment:
         path = f"{_repo(owner, repo)}/pulls/comments/{comment_id}"

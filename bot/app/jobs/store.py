@@ -144,11 +144,16 @@ class Store(Transactions):
         return Delivery(row.delivery_id, row.event, row.action, row.received_at, row.payload.encode("utf-8"))
 
     async def stats(self) -> dict[str, Any]:
-        """Counts for /metrics: deliveries stored, jobs per state, age of the oldest due job."""
+        """Counts for /metrics: deliveries stored, jobs per state, age of the oldest due job, held pushes."""
         now = self.clock()
         async with self.read() as conn:
             count = (await conn.execute(select(func.count()).select_from(deliveries))).scalar_one()
             by_state = (await conn.execute(select(jobs.c.state, func.count()).group_by(jobs.c.state))).all()
+            pushes = (
+                await conn.execute(
+                    select(pending_pushes.c.state, func.count()).group_by(pending_pushes.c.state)
+                )
+            ).all()
             oldest = (
                 await conn.execute(
                     select(func.min(jobs.c.run_after)).where(
@@ -162,6 +167,7 @@ class Store(Transactions):
             "deliveries": int(count),
             "jobs": states,
             "oldest_queued_age_seconds": max(0.0, now - oldest) if oldest is not None else 0.0,
+            "pushes": {state: int(n) for state, n in pushes},
         }
 
     # -- runs -------------------------------------------------------------------------------------

@@ -33,10 +33,11 @@ import anyio.abc
 
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError
+from bot.app.logs import job_fields, log_context
 
 __all__ = ["Handler", "Job", "WorkerPool", "WorkerStats"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.workers")
 
 Handler = Callable[[Job], Awaitable[None]]
 Observer = Callable[[float, str], None]
@@ -224,6 +225,11 @@ class WorkerPool:
                 await self._idle()
 
     async def _run(self, job: Job) -> None:
+        # Every line logged while this job runs carries its delivery, job, repository and PR number.
+        with log_context(**job_fields(job.id, job.delivery_id, job.key)):
+            await self._run_in_context(job)
+
+    async def _run_in_context(self, job: Job) -> None:
         self.stats.started += 1
         self.stats.in_flight += 1
         started = time.monotonic()

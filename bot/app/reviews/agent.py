@@ -144,7 +144,9 @@ class AgentReview:
         protected = sorted({"main", "master", self.target.default_branch, self.pull.base.ref})
         tree = WorkingTree(SandboxRoot(path), protected, allowed_push_branches=set())
         ledger = RunLedger()
-        existing = await self.gh.list_review_comments(self.target.owner, self.target.name, self.pull.number)
+        existing = await self.gh.list_review_comments(
+            self.target.owner, self.target.name, self.pull.number, limit=3000
+        )
         seen = known_keys(existing, self.bot_login)
         result = AgentOutcome("no_findings")
         span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))

@@ -69,7 +69,7 @@ class ThreadReplies:
                 owner, name, event.number, root_id, run_render.refusal(comment.user.login, needed)
             )
             return True
-        everything = await gh.list_review_comments(owner, name, event.number)
+        everything = await gh.list_review_comments(owner, name, event.number, limit=3000)
         thread = sorted(
             (c for c in everything if c.id == root_id or c.in_reply_to_id == root_id), key=lambda c: c.id
         )

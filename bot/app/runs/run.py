@@ -24,11 +24,13 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import RetryableError, seconds_until
 from bot.app.jobs.store import Store
+from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.memory import RunMemory
+from bot.app.runs.plan import FollowUp, RunPlan, with_refusals
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
 from bot.beam.completion import CompletionClient
@@ -62,6 +64,8 @@ class RunDeps:
     installation_token: Callable[[int], Awaitable[str]]
     identity: BotIdentity
     run_timeout: float = 600.0
+    # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
+    observe: Callable[[str, str, float, int, int], None] | None = None
 
 
 @dataclass
@@ -87,16 +91,20 @@ class SkillRun:
         ctx: JobContext,
         on_interrupt: OnInterrupt | None = None,
         recover: Recover | None = None,
+        plan: RunPlan | None = None,
     ) -> None:
         self.deps = deps
         self.ctx = ctx
         self.on_interrupt = on_interrupt
         self.recover = recover
+        self.plan = plan or RunPlan()
+        self.follow_up: FollowUp | None = None  # set once the pull request is known
         event = ctx.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
         self.number = event.number
         self.run_id = run_id_for(ctx.job)
+        bind_log_context(run_id=self.run_id)  # every later line of this job's task carries it
         self.skill = ctx.command.skill or ctx.command.name
         self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
@@ -209,6 +217,15 @@ class SkillRun:
             await self._safe_publish(render.failed(self.progress, reason, code))
             values.update(status="failed", error_code=code, error_message=reason)
         await self.deps.store.update_run(self.run_id, **values)
+        if self.deps.observe is not None:
+            usage = values.get("usage") or {}
+            self.deps.observe(
+                self.skill,
+                str(values["status"]),
+                latency / 1000,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+            )
 
     async def _execute(self) -> Outcome:
         event, gh = self.ctx.event, self.ctx.gh
@@ -220,6 +237,8 @@ class SkillRun:
             files = await gh.list_pull_files(self.owner, self.repo, self.number, max_files=MAX_PULL_FILES + 1)
             total = max(len(files), pull.changed_files or 0)
             files = files[:MAX_PULL_FILES]
+            if self.plan.follow_up is not None:
+                self.follow_up = await self.plan.follow_up(pull)
         tree, run_tree, head_sha = await self._checkout(pull)
         try:
             return await self._agent(tree, run_tree, head_sha, pull, files, total)
@@ -231,14 +250,21 @@ class SkillRun:
         repo = self.ctx.event.repository
         token = await self.deps.installation_token(self.ctx.installation_id)
         refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]
-        if pull is not None:
+        follow_up = self.follow_up
+        if follow_up is not None:  # the bot's own branch: start at its tip as git has it now
+            refs.append(f"refs/heads/{follow_up.branch}:refs/heads/{follow_up.branch}")
+        elif pull is not None:
             refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
-            if pull.base.ref != repo.default_branch:
-                refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
+        if pull is not None and pull.base.ref != repo.default_branch:
+            refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
         await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs)
-        head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
-        kind = "pr" if pull is not None else "issue"
-        branch = f"beam/{kind}-{self.number}/{self.skill}-{self.run_id[:8]}"
+        if follow_up is not None:
+            head_sha = await self._branch_sha(follow_up.branch)
+            branch = follow_up.branch
+        else:
+            head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
+            kind = "pr" if pull is not None else "issue"
+            branch = f"beam/{kind}-{self.number}/{self.plan.label or self.skill}-{self.run_id[:8]}"
         # A retried run (the worker died mid-run) starts again from a clean tree.
         if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
             log.info("run %s: removed the tree of an earlier attempt", self.run_id)
@@ -250,6 +276,7 @@ class SkillRun:
             SandboxRoot(run_tree.path),
             self.protected_refs(pull),
             blocked_paths=tuple(self.ctx.config.blocked_paths),
+            allowed_paths=self.plan.allowed_paths,
             allowed_push_branches={branch},
             author=identity,
             committer=identity,
@@ -258,10 +285,13 @@ class SkillRun:
         return tree, run_tree, head_sha
 
     def protected_refs(self, pull: PullRequest | None) -> list[str]:
-        """main, master, the default branch, and the pull request's base and head branches."""
+        """main, master, the default branch, and the pull request's base and head branches; a follow-up
+        may move the head branch only when it is the bot's own (`self.follow_up`)."""
         protected = {"main", "master", self.ctx.event.repository.default_branch}
         if pull is not None:
-            protected |= {pull.base.ref, pull.head.ref}
+            protected.add(pull.base.ref)
+            if self.follow_up is None or self.follow_up.branch != pull.head.ref:
+                protected.add(pull.head.ref)
         return sorted(protected)
 
     async def _branch_sha(self, branch: str) -> str:
@@ -301,13 +331,23 @@ class SkillRun:
 
         memory = RunMemory(self.deps.store, event.repository.full_name)
         tools = [
-            *sandbox_tools(tree),
+            *with_refusals(sandbox_tools(tree), self.plan.refusals_for_model),
             *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
         ]
         hub = RiverBeam(memory=memory)
         hub.register_agent(RigAgentRunner.for_skill(self.skill, self.deps.llm, tools))
-        text, coverage = build_prompt(event, self.skill, self.ctx.command.text, pull, files, total)
+        text, coverage = build_prompt(
+            event,
+            self.skill,
+            self.ctx.command.text,
+            pull,
+            files,
+            total,
+            guidance=self.plan.guidance,
+            default_task=self.plan.default_task,
+            notes=self.follow_up.notes if self.follow_up is not None else (),
+        )
         tracker = Tracker(self.progress, self.publish)
         request = InvokeRequest(
             agent_name=self.skill,

@@ -31,7 +31,7 @@ from starlette.responses import JSONResponse, Response
 
 from bot.app.web.metrics import Metrics
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.intake")
 
 # GitHub caps webhook payloads at 25 MB and does not send larger ones.
 MAX_BODY = 25 * 1024 * 1024

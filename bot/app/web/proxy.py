@@ -32,7 +32,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Message, Scope
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.proxy")
 
 Headers = list[tuple[str, str]]
 Deliver = Callable[[Headers, bytes], Awaitable[int]]

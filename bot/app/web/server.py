@@ -14,17 +14,35 @@ import anyio.to_thread
 import httpx
 import uvicorn
 
+from bot import package_version
+from bot.app.logs import configure_logging
+from bot.app.preflight import (
+    bind_socket,
+    browse_url,
+    check_work_dir,
+    describe_model,
+    preflight,
+    safe_database_url,
+)
 from bot.app.settings import Settings, SettingsError, load_credentials
 from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
 
-log = logging.getLogger(__name__)
+__all__ = ["configure_logging", "run_worker", "serve"]
+
+log = logging.getLogger("beam.server")
 
 
-def configure_logging(level: int = logging.INFO) -> None:
-    """One line per record on stderr, unless the host program configured logging already."""
-    root = logging.getLogger()
-    if not root.handlers:
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _start(settings: Settings) -> None:
+    """Logging as configured, then every check that can fail before the app runs (SettingsError)."""
+    configure_logging(settings.log_level, settings.log_format)
+    check_work_dir(settings)
+    load_credentials(settings)  # damaged stored credentials: a clear SettingsError before any port opens
+    preflight(settings)
+
+
+def _describe(settings: Settings) -> None:
+    log.info("beam-bot %s; database: %s", package_version(), safe_database_url(settings))
+    log.info("%s", describe_model())
 
 
 def serve(
@@ -37,17 +55,17 @@ def serve(
 ) -> None:
     """Runs the web app (and its workers, given a handler) until SIGINT or SIGTERM.
 
-    `host` and `port` default to BEAM_HOST and BEAM_PORT. Damaged stored credentials raise
-    `SettingsError` before a port is opened; a failing lifespan (an unreachable database) makes
-    uvicorn exit (SystemExit 3) instead of serving.
+    `host` and `port` default to BEAM_HOST and BEAM_PORT. Damaged stored credentials, an unusable
+    work directory or database, and a taken port raise `SettingsError` before the app runs.
     """
-    configure_logging()
-    load_credentials(settings)  # damaged stored credentials: a clear SettingsError before any port opens
+    settings = settings.model_copy(update={"host": host or settings.host, "port": port or settings.port})
+    _start(settings)
+    sock = bind_socket(settings.host, settings.port)
     app = create_app(settings, handler=handler, handler_factory=handler_factory)
     config = uvicorn.Config(
         app,
-        host=host or settings.host,
-        port=port or settings.port,
+        host=settings.host,
+        port=settings.port,
         access_log=False,
         log_config=None,
         lifespan="on",
@@ -55,7 +73,12 @@ def serve(
         server_header=False,
     )
     server = uvicorn.Server(config)
-    server.run()
+    _describe(settings)
+    log.info("listening on port %d; open %s/", settings.port, browse_url(settings))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
     if not server.started:
         raise SystemExit(1)
 
@@ -71,9 +94,10 @@ def run_worker(
 
     Refuses to start without App credentials: registering the App is the web server's job.
     """
-    configure_logging()
     if handler is None and handler_factory is None:
         raise ValueError("run_worker needs a job handler")
+    _start(settings)
+    _describe(settings)
     anyio.run(_worker_main, settings, handler, handler_factory, github_transport)
 
 

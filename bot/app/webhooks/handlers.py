@@ -16,7 +16,8 @@ from types import MappingProxyType
 from typing import Any
 
 from bot.app.approvals.flow import Approvals
-from bot.app.commands import Command
+from bot.app.approvals.update import Updates
+from bot.app.commands import SKILL_COMMANDS, Command
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient
 from bot.app.github.payloads import CommentEvent
@@ -74,7 +75,9 @@ class Webhooks:
                 **{("pull_request", action): self.on_pull_update for action in REVIEW_ACTIONS},
             }
         )
-        self.commands: Mapping[str, CommandHandler] = MappingProxyType({"author": approvals.author})
+        self.commands: Mapping[str, CommandHandler] = MappingProxyType(
+            {"author": approvals.author, "docs": approvals.author, "update": Updates(approvals).update}
+        )
 
     async def handle(self, job: Job, event: str, data: dict[str, Any]) -> None:
         """Run the handler for this delivery's (event, action); other deliveries need nothing."""
@@ -167,7 +170,7 @@ class Webhooks:
             return
         if config.errors:
             await ctx.reply(render.render_config_errors(config.errors, repo.default_branch))
-        if not ctx.config.skill_enabled(command.name):
+        if command.name in SKILL_COMMANDS and not ctx.config.skill_enabled(command.name):
             await ctx.reply(render.skill_disabled(command.name))
             return
         if command.skill in READ_ONLY_PR_SKILLS and not event.on_pull_request:

@@ -33,12 +33,12 @@ OPERATIONS = [
     ("post", "/repos/{owner}/{repo}/pulls"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/files"),
+    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"),
     # Automatic reviews (issue 10): the check run, the bot's earlier review comments, the new range.
     ("post", "/repos/{owner}/{repo}/check-runs"),
     ("patch", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
-    ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
     ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"),
     ("get", "/repos/{owner}/{repo}/compare/{basehead}"),
 ]
