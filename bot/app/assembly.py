@@ -20,6 +20,11 @@ from bot.app.jobs.store import Store
 from bot.app.jobs.workers import Handler
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
+from bot.app.reviews.review import KIND as AUTO_REVIEW
+from bot.app.reviews.review import ReviewJob
+from bot.app.reviews.state import ReviewStates
+from bot.app.reviews.threads import ThreadReplies
+from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs.run import RunDeps
 from bot.app.settings import AppCredentials, Settings
 from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
@@ -83,10 +88,16 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
     )
-    approvals = Approvals(github, deps, JobQueue(runtime.store), timing=timing)
-    webhooks = Webhooks(github, deps, approvals)
+    queue = JobQueue(runtime.store)
+    approvals = Approvals(github, deps, queue, timing=timing)
+    states = ReviewStates(runtime.store)
+    trigger = ReviewTrigger(github, queue, states, enabled_by_default=settings.auto_review)
+    reviews = ReviewJob(github, deps, states, enabled_by_default=settings.auto_review)
+    webhooks = Webhooks(github, deps, approvals, trigger, ThreadReplies(deps.llm))
     sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))
-    return JobDispatcher(webhooks, {WATCH: approvals.watch, RUN_KIND: webhooks.on_run}, sweep)
+    return JobDispatcher(
+        webhooks, {WATCH: approvals.watch, AUTO_REVIEW: reviews, RUN_KIND: webhooks.on_run}, sweep
+    )
 
 
 def build_handler(runtime: Resources) -> Handler:

@@ -63,6 +63,7 @@ class Settings(BaseSettings):
     - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (120),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
+    - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
     - Costs and limits (README "Costs and limits"): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
@@ -104,6 +105,8 @@ class Settings(BaseSettings):
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
     poll_min_interval: float = Field(default=5.0, gt=0)
     bot_login: str | None = None
+    # Automatic reviews of pull requests where `.github/beam.yml` does not say (auto_review.enabled).
+    auto_review: bool = False
     # Setup (web/setup.py, web/proxy.py): a webhook proxy channel (https://smee.io/<channel>) whose
     # Server-Sent Events carry GitHub's deliveries to a server GitHub cannot reach, and the setup
     # page's one-time token (generated and logged at start when unset).

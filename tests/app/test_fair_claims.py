@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import func, select, text
 
 from bot.app.jobs.queue import JobQueue
-from bot.app.jobs.schema import installation_turns, jobs
+from bot.app.jobs.schema import SCHEMA_VERSION, installation_turns, jobs
 from bot.app.jobs.store import Store
 from tests.support.db import FakeClock, opened
 
@@ -106,8 +106,9 @@ async def test_the_cap_holds_when_many_claimers_race(db_url: str) -> None:
         assert len(got) == running == 2
 
 
-async def test_version_1_databases_get_the_installation_column_and_turns(db_url: str) -> None:
-    """The schema upgrade path: a version 1 jobs table gains the column, old jobs stay claimable."""
+async def test_older_databases_get_the_installation_column_and_turns(db_url: str) -> None:
+    """The schema upgrade path: the previous version's jobs table gains the column, and its jobs
+    stay claimable."""
     async with opened(db_url) as store:
         queue = JobQueue(store)
         old = await queue.enqueue("work", "k")
@@ -122,7 +123,7 @@ async def test_version_1_databases_get_the_installation_column_and_turns(db_url:
                 *[("runs", c) for c in ("command_key", "command_url", "cancelled_by")],
             ]:
                 await conn.execute(text(f"ALTER TABLE {table} DROP COLUMN {column}"))
-            await conn.execute(text("UPDATE schema_version SET version = 1"))
+            await conn.execute(text(f"UPDATE schema_version SET version = {SCHEMA_VERSION - 1}"))
     async with opened(db_url) as store:
         async with store.read() as conn:
             turns = (await conn.execute(select(installation_turns.c.installation_id))).scalars().all()

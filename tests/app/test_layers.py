@@ -21,6 +21,7 @@ RANK = {
     "preflight": 5,
     "webhooks": 4,
     "approvals": 3,
+    "reviews": 3,
     "runs": 2,
     "github": 1,
     "git": 1,
@@ -28,11 +29,12 @@ RANK = {
     "limits": 1,
     "commands": 0,
     "repo_config": 0,
+    "review_config": 0,
     "permissions": 0,
     "settings": 0,
     "logs": 0,
 }
-SIDEWAYS = {("repo_config", "permissions"), ("limits", "jobs")}
+SIDEWAYS = {("repo_config", "permissions"), ("repo_config", "review_config"), ("limits", "jobs")}
 
 
 def module_name(path: Path) -> str:

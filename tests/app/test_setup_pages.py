@@ -99,7 +99,7 @@ async def test_a_loopback_address_explains_the_two_ways_out(tmp_path: Path, fake
         assert "BEAM_WEBHOOK_PROXY_URL=https://smee.io/&lt;channel&gt; beam-bot serve --port 9090" in text
         assert "BEAM_PUBLIC_URL=https://&lt;that address&gt;" in text
         # What the App will ask for is listed all the same, with the reasons.
-        for permission in ("contents", "pull_requests", "issues", "metadata"):
+        for permission in ("contents", "pull_requests", "issues", "checks", "metadata"):
             assert f"<code>{permission}</code>" in text
         for event in ("issue_comment", "pull_request_review_comment", "pull_request"):
             assert f"<code>{event}</code>" in text

@@ -122,12 +122,8 @@ async def test_an_older_database_runs_the_missing_migrations_in_order(db_url: st
     async with opened(db_url) as s:
         run_id = await s.create_run(repo="o/r", number=1, skill="review", requester="alice")
         async with s.write() as conn:
-            old = await upgrade_schema(
-                conn,
-                1.0,
-                target=SCHEMA_VERSION + 2,
-                migrations={SCHEMA_VERSION + 1: to_2, SCHEMA_VERSION + 2: to_3},
-            )
+            steps = {SCHEMA_VERSION + 1: to_2, SCHEMA_VERSION + 2: to_3}
+            old = await upgrade_schema(conn, 1.0, target=SCHEMA_VERSION + 2, migrations=steps)
         assert old == SCHEMA_VERSION
         assert ran == [SCHEMA_VERSION + 1, SCHEMA_VERSION + 2]
         assert await _version(s) == SCHEMA_VERSION + 2
@@ -141,6 +137,17 @@ async def test_an_older_database_runs_the_missing_migrations_in_order(db_url: st
                 await upgrade_schema(conn, 2.0, target=SCHEMA_VERSION + 2, migrations={})
                 == SCHEMA_VERSION + 2
             )
+
+
+async def test_a_version_1_database_gains_the_auto_reviews_table(db_url: str) -> None:
+    async with opened(db_url) as s:
+        async with s.write() as conn:
+            await conn.execute(text("DROP TABLE auto_reviews"))
+            await conn.execute(schema_version.update().values(version=1))
+        assert "auto_reviews" not in await _tables(s)
+    async with opened(db_url) as s:
+        assert await _version(s) == SCHEMA_VERSION
+        assert "auto_reviews" in await _tables(s)
 
 
 async def test_a_failed_migration_leaves_the_old_version_intact(db_url: str) -> None:

@@ -163,7 +163,7 @@ def test_token_gate_and_the_localhost_explanation(page: Any, tmp_path: Path, fak
         assert "BEAM_WEBHOOK_PROXY_URL=https://smee.io/<channel> beam-bot serve" in body
         assert "BEAM_PUBLIC_URL=https://<that address> beam-bot serve" in body
         assert page.locator("#register").count() == 0
-        assert page.locator("#permissions tr").count() == 5  # header + 4 permissions
+        assert page.locator("#permissions tr").count() == 6  # header + 5 permissions
         assert page.locator("#events li").count() == 3
     assert web.created == []
 
@@ -181,7 +181,7 @@ def test_a_laptop_registers_through_a_proxy_channel_and_survives_a_failed_conver
         page.goto(bot.token_url())
         page.wait_for_url(f"{bot.url}/")  # the token left the address bar
         assert "webhook proxy channel" in page.inner_text("body")
-        assert page.locator("#permissions tr").count() == 5
+        assert page.locator("#permissions tr").count() == 6
         suggested = page.input_value("input[name=name]")
         assert re.fullmatch(r"beam-bot-[0-9a-f]{6}", suggested)
 

@@ -20,7 +20,9 @@ from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
 from bot.app.github.models import (
     Account,
     AppInfo,
+    CheckRun,
     Comment,
+    Comparison,
     InlineComment,
     Installation,
     Issue,
@@ -264,13 +266,42 @@ class InstallationClient:
         path = f"{_repo(owner, repo)}/pulls/{pull_number}/comments/{comment_id}/replies"
         return ReviewComment.model_validate((await self._call("POST", path, json={"body": body})).json())
 
+    async def get_review_comment(self, owner: str, repo: str, comment_id: int) -> ReviewComment:
+        path = f"{_repo(owner, repo)}/pulls/comments/{comment_id}"
+        return ReviewComment.model_validate((await self._call("GET", path)).json())
+
+    async def compare(self, owner: str, repo: str, base: str, head: str) -> Comparison | None:
+        """`base...head`, or None when GitHub no longer knows one of them (a force-push dropped it)."""
+        path = f"{_repo(owner, repo)}/compare/{_seg(base)}...{_seg(head)}"
+        try:
+            response = await self._call("GET", path, params={"per_page": PER_PAGE})
+        except GitHubError as error:
+            if error.status in (404, 422):
+                return None
+            raise
+        return Comparison.model_validate(response.json())
+
+    # --- check runs -----------------------------------------------------------------------------
+
+    async def create_check_run(self, owner: str, repo: str, name: str, head_sha: str) -> CheckRun:
+        payload = {"name": name, "head_sha": head_sha, "status": "queued"}
+        response = await self._call("POST", f"{_repo(owner, repo)}/check-runs", json=payload)
+        return CheckRun.model_validate(response.json())
+
+    async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> CheckRun:
+        """PATCH a check run: status, conclusion, started_at, completed_at, output, details_url."""
+        path = f"{_repo(owner, repo)}/check-runs/{check_run_id}"
+        return CheckRun.model_validate((await self._call("PATCH", path, json=fields)).json())
+
 
 __all__ = [
     "DEFAULT_API_URL",
     "MAX_PULL_FILES",
     "Account",
     "AppInfo",
+    "CheckRun",
     "Comment",
+    "Comparison",
     "GitHubApi",
     "GitHubApp",
     "GitHubError",

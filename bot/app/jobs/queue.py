@@ -281,7 +281,9 @@ class JobQueue:
             last_error=None,
         )
 
-    async def schedule(self, kind: str, key: str, payload: Mapping[str, Any] | None, at: float) -> int:
+    async def schedule(
+        self, kind: str, key: str, payload: Mapping[str, Any] | None, at: float, *, installation_id: int = 0
+    ) -> int:
         """Make sure a job of this kind and key runs by `at`: an already queued one is moved earlier
         (never later), else a new one is added. Several wake-ups thus share one row."""
         async with self.store.write() as conn:
@@ -294,7 +296,7 @@ class JobQueue:
                     stmt = update(jobs).where(jobs.c.id == row.id, jobs.c.state == "queued")
                     await conn.execute(stmt.values(run_after=at, updated_at=self.store.clock()))
                 return int(row.id)
-        return await self.enqueue(kind, key, payload, run_after=at)
+        return await self.enqueue(kind, key, payload, run_after=at, installation_id=installation_id)
 
     async def get(self, job_id: int) -> dict[str, Any] | None:
         """The job's row as stored (for status pages and tests)."""

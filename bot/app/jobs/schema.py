@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Connection,
     Double,
@@ -35,7 +36,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -195,9 +196,37 @@ pending_pushes = Table(
     Index("pending_pushes_state", "state"),
 )
 
+# Automatic reviews (issue 10): one row per pull request. `generation` grows with every push and with
+# `closed`, so a queued or running review of an older head sees that it was superseded; `entries`
+# is the summary comment's list of reviewed ranges, which the bot edits and never re-posts.
+auto_reviews = Table(
+    "auto_reviews",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("generation", Integer, nullable=False, server_default="0"),
+    Column("target_head", Text),
+    Column("due_at", Double, nullable=False, server_default="0"),
+    Column("closed", Boolean, nullable=False, server_default=text("false")),
+    Column("reviewed_head", Text),
+    Column("diff_digest", Text),
+    Column("summary_comment_id", BigInteger),
+    Column("check_run_id", BigInteger),
+    Column("check_head", Text),
+    Column("entries", _Json),
+    Column("updated_at", Double, nullable=False),
+)
+
+
+def _add_auto_reviews(conn: Connection) -> None:
+    auto_reviews.create(conn, checkfirst=True)
+
+
+MIGRATIONS[2] = _add_auto_reviews
+
 
 def _costs_and_limits(conn: Connection) -> None:
-    """Version 2: installation on jobs and runs, token columns, fairness turns, usage counters."""
+    """Version 3: installation on jobs and runs, token columns, fairness turns, usage counters."""
     for table, column in [
         ("jobs", "installation_id BIGINT NOT NULL DEFAULT 0"),
         ("runs", "installation_id BIGINT"),
@@ -213,11 +242,11 @@ def _costs_and_limits(conn: Connection) -> None:
             index.create(conn)
     installation_turns.create(conn)
     usage_counters.create(conn)
-    # Jobs of version 1 belong to no installation (0): give that one its turns.
+    # Jobs of older versions belong to no installation (0): give that one its turns.
     conn.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
 
 
-MIGRATIONS[2] = _costs_and_limits
+MIGRATIONS[3] = _costs_and_limits
 
 
 class SchemaError(RuntimeError):

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSche
 
 from bot.app.permissions import PERMISSIONS, Permission
 from bot.app.repo_config.yaml_lines import StrictLoader, key_lines, line_of
+from bot.app.review_config import AutoReviewConfig
 
 CONFIG_PATH = ".github/beam.yml"
 MAX_CONFIG_BYTES = 64 * 1024
@@ -185,6 +186,9 @@ class RepoConfig(BaseModel):
         description="Lower the server's limits for this repository (a higher value is ignored).",
     )
     docs: DocsConfig = Field(default_factory=DocsConfig, description="Settings of `/beam docs`.")
+    auto_review: AutoReviewConfig = Field(
+        default_factory=AutoReviewConfig, description="Automatic reviews of pull requests (optional)."
+    )
 
     @field_validator("skills", mode="after")
     @classmethod
@@ -215,8 +219,13 @@ class RepoConfig(BaseModel):
 
     def blocked(self, path: str) -> bool:
         """True when the author skill may not change `path` (repository-relative, `/`-separated)."""
-        clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
-        return any(_glob_regex(pattern).fullmatch(clean) for pattern in self.blocked_paths)
+        return matches_any(self.blocked_paths, path)
+
+
+def matches_any(patterns: list[str], path: str) -> bool:
+    """Whether a repository path matches one of the globs (the rules of `blocked_paths`)."""
+    clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
+    return any(_glob_regex(pattern).fullmatch(clean) for pattern in patterns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -352,11 +361,12 @@ _TYPE_WORDS = {
     "bool_type": "expected true or false",
     "int_type": "expected a whole number",
     "string_type": "expected a string",
+    "model_type": "expected a mapping of settings (key: value)",
 }
 
 
-def _setting_names(section: type[BaseModel] | None = None) -> str:
-    return ", ".join((section or RepoConfig).model_fields)
+def _setting_names() -> str:
+    return ", ".join(RepoConfig.model_fields)
 
 
 def _error_message(error: Any) -> str:
@@ -364,11 +374,14 @@ def _error_message(error: Any) -> str:
     path = _path(loc)
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        sections: dict[object, type[BaseModel]] = {"limits": RepoLimits, "docs": DocsConfig}
-        section = sections.get(loc[0], RepoConfig) if len(loc) > 1 else RepoConfig
-        close = difflib.get_close_matches(key, list(section.model_fields), n=1)
+        section = RepoConfig.model_fields.get(str(loc[0])) if len(loc) == 2 else None
+        model = section.annotation if section is not None else RepoConfig
+        names = list(
+            (model if isinstance(model, type) and issubclass(model, BaseModel) else RepoConfig).model_fields
+        )
+        close = difflib.get_close_matches(key, names, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        return f"{path}: unknown setting; {hint}valid settings are {_setting_names(section)}"
+        return f"{path}: unknown setting; {hint}valid settings are {', '.join(names)}"
     if kind == "literal_error" and loc[0] == "skills":
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):

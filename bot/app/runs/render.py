@@ -258,6 +258,26 @@ EMPTY_REVIEW = "No comments."
 NOTHING_YET = "*(the run had no answer yet when it stopped)*"
 
 
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks in `text`, so the block cannot be closed early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def suggestion_block(text: str) -> str:
+    """GitHub's committable suggestion: the block replaces the commented lines."""
+    body = text[:-1] if text.endswith("\n") else text
+    fence = _fence(body)
+    return f"{fence}suggestion\n{body}\n{fence}"
+
+
+def suggestion_as_text(text: str, reason: str) -> str:
+    """A suggestion that cannot be committed from the page, shown as plain code with the reason."""
+    body = text[:-1] if text.endswith("\n") else text
+    fence = _fence(body)
+    return f"Suggested code (not offered as a suggestion: {reason}):\n{fence}\n{body}\n{fence}"
+
+
 def review_posted(answer: str) -> str:
     return f"Posted a review on this pull request.\n\n{answer}"
 

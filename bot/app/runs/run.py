@@ -332,7 +332,10 @@ class SkillRun:
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-            inline = [InlineComment(path=c["path"], line=c["line"], body=c["body"]) for c in comments]
+            fields = InlineComment.model_fields
+            inline = [
+                InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
+            ]
             body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
             review = await gh.create_review(
                 self.owner, self.repo, self.number, commit_id=head_sha, body=body, comments=inline

@@ -33,6 +33,7 @@ from bot.app.jobs.workers import WorkerPool
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
 from bot.app.preflight import browse_url
+from bot.app.reviews.review import KIND as AUTO_REVIEW
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
 from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
@@ -160,7 +161,7 @@ class AppRuntime:
             return
         cap = self.settings.max_concurrency_per_installation or None
         self.workers = WorkerPool(
-            JobQueue(self.store, max_per_installation=cap, capped_kinds=frozenset({RUN_KIND})),
+            JobQueue(self.store, max_per_installation=cap, capped_kinds=frozenset({RUN_KIND, AUTO_REVIEW})),
             handler,
             concurrency=self.settings.concurrency,
             lease_seconds=self.settings.lease_seconds,

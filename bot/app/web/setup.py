@@ -53,6 +53,7 @@ DEFAULT_MANIFEST: dict[str, Any] = {
         "contents": "write",
         "pull_requests": "write",
         "issues": "write",
+        "checks": "write",
         "metadata": "read",
     },
 }

@@ -18,12 +18,13 @@ PERMISSION_REASONS = {
     "approves (protected branches are never written)",
     "pull_requests": "post reviews and open the pull request from the bot's branch",
     "issues": "post the tracking and approval comments, react to commands, read approval reactions",
+    "checks": "show each automatic review as the `beam / review` check run (always neutral)",
     "metadata": "required of every App; also the commenter's permission checks",
 }
 EVENT_REASONS = {
     "issue_comment": "`/beam …` commands in pull request and issue comments",
     "pull_request_review_comment": "`/beam …` commands in review threads",
-    "pull_request": "a closed pull request ends its held pushes",
+    "pull_request": "automatic reviews when a pull request opens or changes; closing it ends its held pushes",
 }
 _STYLE = """body{font:16px system-ui,sans-serif;max-width:46em;margin:3em auto;padding:0 1em}
 .warn{background:#fff3cd;padding:.5em 1em} .err{background:#f8d7da;padding:.5em 1em}

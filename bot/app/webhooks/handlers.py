@@ -1,5 +1,7 @@
 """What each webhook does, by (event, action): a `/beam` comment becomes a command under one frozen
-`JobContext`; a closed pull request ends its held pushes.
+`JobContext`; a pull request that opens or changes may get an automatic review (reviews/trigger.py);
+a reply in a review thread the bot started is answered there (reviews/threads.py); a closed pull
+request ends its held pushes and cancels its automatic reviews.
 
 Deciding is pure (`routing.decide`); here a command is authorised against the repository config, and
 handed with its context to its handler: `/beam approve|reject` and `/beam author` to the approvals
@@ -26,6 +28,8 @@ from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
 from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import load_repo_config
+from bot.app.reviews.threads import ThreadReplies, is_thread_question
+from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.run import RunDeps, SkillRun
@@ -34,6 +38,8 @@ from bot.app.webhooks.routing import Ignore, Reply, decide, parse_comment_event,
 
 log = logging.getLogger("beam.jobs")
 
+# Pull request actions that may start an automatic review (reviews/trigger.py decides).
+REVIEW_ACTIONS = ("opened", "reopened", "ready_for_review", "synchronize", "labeled", "unlabeled")
 READ_ONLY_PR_SKILLS = frozenset({"review", "summarize", "commit-notes"})
 ANSWERS = frozenset({"approve", "reject"})  # answers to a held push: authorised by the approvals flow
 
@@ -52,16 +58,26 @@ def job_failure(error: GitHubError) -> RetryableError | PermanentError:
 class Webhooks:
     """The event table and the command table, fixed at construction."""
 
-    def __init__(self, github: GitHubApp, deps: RunDeps, approvals: Approvals) -> None:
+    def __init__(
+        self,
+        github: GitHubApp,
+        deps: RunDeps,
+        approvals: Approvals,
+        reviews: ReviewTrigger | None = None,
+        threads: ThreadReplies | None = None,
+    ) -> None:
         self.github = github
         self.deps = deps
         self.approvals = approvals
+        self.reviews = reviews
+        self.threads = threads
         self.gate = Gate(Ledger(deps.store), deps.policy)
         self.events: Mapping[tuple[str, str], EventHandler] = MappingProxyType(
             {
                 ("issue_comment", "created"): self.on_comment,
-                ("pull_request_review_comment", "created"): self.on_comment,
+                ("pull_request_review_comment", "created"): self.on_review_comment,
                 ("pull_request", "closed"): self.on_pull_closed,
+                **{("pull_request", action): self.on_pull_update for action in REVIEW_ACTIONS},
             }
         )
         self.commands: Mapping[str, CommandHandler] = MappingProxyType(
@@ -102,6 +118,38 @@ class Webhooks:
             log.warning("delivery %s: pull request payload without the fields we need", job.delivery_id)
             return
         await self.approvals.pull_closed(event)
+        if self.reviews is not None:
+            try:
+                await self.reviews.pull_closed(event)
+            except GitHubError as error:
+                raise job_failure(error) from error
+
+    async def on_pull_update(self, job: Job, data: dict[str, Any]) -> None:
+        """A pull request opened or changed: maybe an automatic review (reviews/trigger.py)."""
+        event = parse_pull_request_event(data)
+        if event is None:
+            log.warning("delivery %s: pull request payload without the fields we need", job.delivery_id)
+            return
+        if self.reviews is None:
+            return
+        try:
+            await self.reviews.on_pull_event(event)
+        except GitHubError as error:
+            raise job_failure(error) from error
+
+    async def on_review_comment(self, job: Job, data: dict[str, Any]) -> None:
+        """A reply in a thread the bot started is answered there; anything else is a comment."""
+        event = parse_comment_event(data)
+        if self.threads is not None and event is not None:
+            login = await self.deps.identity.login()
+            if login is not None and is_thread_question(event, login):
+                try:
+                    gh, _ = await self._client(event)
+                    if await self.threads.answer(gh, event, login):
+                        return
+                except GitHubError as error:
+                    raise job_failure(error) from error
+        await self.on_comment(job, data)
 
     async def _client(self, event: CommentEvent) -> tuple[InstallationClient, int]:
         if event.installation is not None:
