@@ -30,6 +30,7 @@ from sqlalchemy import (
     Table,
     Text,
     insert,
+    inspect,
     select,
     text,
     update,
@@ -226,24 +227,37 @@ MIGRATIONS[2] = _add_auto_reviews
 
 
 def _costs_and_limits(conn: Connection) -> None:
-    """Version 3: installation on jobs and runs, token columns, fairness turns, usage counters."""
-    for table, column in [
-        ("jobs", "installation_id BIGINT NOT NULL DEFAULT 0"),
-        ("runs", "installation_id BIGINT"),
-        ("runs", "input_tokens BIGINT"),
-        ("runs", "output_tokens BIGINT"),
-        ("runs", "command_key TEXT"),
-        ("runs", "command_url TEXT"),
-        ("runs", "cancelled_by TEXT"),
-    ]:
-        conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column}"))
+    """Version 3: installation on jobs and runs, token columns, fairness turns, usage counters.
+
+    Each step checks first (as version 2's does), so a database that has some of them already is
+    brought to the same end."""
+    added = [
+        ("jobs", "installation_id", "BIGINT NOT NULL DEFAULT 0"),
+        ("runs", "installation_id", "BIGINT"),
+        ("runs", "input_tokens", "BIGINT"),
+        ("runs", "output_tokens", "BIGINT"),
+        ("runs", "command_key", "TEXT"),
+        ("runs", "command_url", "TEXT"),
+        ("runs", "cancelled_by", "TEXT"),
+    ]
+    inspector = inspect(conn)
+    present = {table: {c["name"] for c in inspector.get_columns(table)} for table in ("jobs", "runs")}
+    for table, column, kind in added:
+        if column not in present[table]:
+            conn.execute(text(f"ALTER TABLE {table} ADD COLUMN {column} {kind}"))
     for index in (*jobs.indexes, *runs.indexes):
         if index.name in ("jobs_installation_state", "runs_created_at"):
-            index.create(conn)
-    installation_turns.create(conn)
-    usage_counters.create(conn)
+            index.create(conn, checkfirst=True)
+    installation_turns.create(conn, checkfirst=True)
+    usage_counters.create(conn, checkfirst=True)
     # Jobs of older versions belong to no installation (0): give that one its turns.
-    conn.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
+    if (
+        conn.execute(
+            select(installation_turns.c.installation_id).where(installation_turns.c.installation_id == 0)
+        ).first()
+        is None
+    ):
+        conn.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
 
 
 MIGRATIONS[3] = _costs_and_limits
