@@ -46,6 +46,7 @@ def test_opened_gives_one_review_a_summary_and_a_neutral_check_run(story: Story)
     review = reviews[0]
     assert review.event == "COMMENT" and review.commit_id == story.pull.head_sha
     assert "Automatic review of the whole pull request" in review.body
+    assert "model `fake-model` · " in review.body and " output tokens · 1 model call · " in review.body
     [comment] = story.review_comments(review)
     assert comment.path == "src/calc.py" and comment.line == LINE_F2
     # The suggestion is a committable block replacing exactly the commented line.

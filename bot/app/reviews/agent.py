@@ -8,6 +8,7 @@ posts nothing. The checkout reads files only; nothing from the pull request is r
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -22,14 +23,16 @@ from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.app.reviews.prompt import build_review_prompt
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.state import Entry
+from bot.app.runs import render as run_render
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.run import RUN_NAMESPACE, RunDeps
+from bot.app.runs.usage import RunUsage
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
-from bot.beam.types import ContentPart, InvokeRequest, StreamChunk
+from bot.beam.types import ContentPart, InvokeRequest, StreamChunk, StreamChunkType
 
 WATCH_INTERVAL = 1.0  # seconds between the watcher's looks at the generation
 
@@ -149,6 +152,9 @@ class AgentReview:
         )
         seen = known_keys(existing, self.bot_login)
         result = AgentOutcome("no_findings")
+        # What the review used (issue 11): its body's footer, and the installation's monthly tokens.
+        usage = RunUsage.for_run(self.deps, run_id, self.target.installation_id, time.monotonic())
+        steps = [0]
         span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
 
         async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
@@ -165,7 +171,9 @@ class AgentReview:
                 self.target.name,
                 self.pull.number,
                 commit_id=head,
-                body=render.review_body(body, span, self.changed is None),
+                body=run_render.with_usage(
+                    render.review_body(body, span, self.changed is None), usage.summary(steps[0])
+                ),
                 comments=inline,
             )
             result.kind, result.url, result.findings = "reviewed", review.html_url, len(inline)
@@ -182,10 +190,11 @@ class AgentReview:
             fold_outside=False,
         )
         hub = RiverBeam()
-        hub.register_agent(RigAgentRunner.for_skill("review", self.deps.llm, tools))
+        hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools))
         text = build_review_prompt(self.target.repo, self.pull, self.scope, self.changed, self.since)
 
         async def on_frame(frame: StreamChunk) -> None:
+            steps[0] += frame.type is StreamChunkType.TOOL
             if not await self.current():
                 scope.cancel()
 
@@ -196,6 +205,10 @@ class AgentReview:
             request_id=uuid.UUID(run_id),
             metadata={"repository": self.target.repo, "number": self.pull.number},
         )
-        await hub.invoke(request, on_frame=on_frame)
+        try:
+            await hub.invoke(request, on_frame=on_frame)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await usage.record()
         result.truncated = ledger.truncated
         return result
