@@ -82,7 +82,7 @@ class IntakeRequest:
     action: str | None
     payload: str
     job_key: str | None
-    job_kind: str
+    job_kind: str | None  # None: stored for dedupe and audit only, no job
     done: anyio.Event = field(default_factory=anyio.Event)
     lead: bool = False
     accepted: bool = False
@@ -227,9 +227,11 @@ class Store:
         action: str | None,
         payload: bytes,
         job_key: str | None,
-        job_kind: str = "delivery",
+        job_kind: str | None = "delivery",
     ) -> bool:
-        """Store a delivery and its job atomically; False for a redelivery of a known id."""
+        """Store a delivery and its job atomically; False for a redelivery of a known id.
+
+        With `job_kind=None` the delivery is stored without a job (it cannot lead to work)."""
         request = IntakeRequest(delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind)
         return await self._intake.submit(request)
 
@@ -276,7 +278,7 @@ class Store:
                 "updated_at": now,
             }
             for r in batch
-            if r.delivery_id in inserted
+            if r.delivery_id in inserted and r.job_kind is not None
         ]
         if new_jobs:
             conn.execute(insert(jobs), new_jobs)

@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from bot.app import commands
 from bot.app.github.payloads import CommentEvent
 from bot.app.runs.render import command_help
+from bot.app.webhooks.triage import can_lead_to_work
 
 router = routing.Router()
 
@@ -86,4 +87,6 @@ async def on_pull_closed(event: sansio.Event, services: Any) -> None:
 
 
 async def dispatch(event_name: str, delivery_id: str, data: dict[str, Any], services: Any) -> None:
+    if not can_lead_to_work(event_name, data):  # the same triage as intake (jobs stored before it)
+        return
     await router.dispatch(sansio.Event(data, event=event_name, delivery_id=delivery_id), services)
