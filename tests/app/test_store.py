@@ -130,7 +130,12 @@ async def test_an_older_database_runs_the_missing_migrations_in_order(db_url: st
     async with opened(db_url) as s:
         run_id = await s.create_run(repo="o/r", number=1, skill="review", requester="alice")
         async with s.write() as conn:
-            old = await upgrade_schema(conn, 1.0, target=SCHEMA_VERSION + 2, migrations={2: to_2, 3: to_3})
+            old = await upgrade_schema(
+                conn,
+                1.0,
+                target=SCHEMA_VERSION + 2,
+                migrations={SCHEMA_VERSION + 1: to_2, SCHEMA_VERSION + 2: to_3},
+            )
         assert old == SCHEMA_VERSION
         assert ran == [2, 3]
         assert await _version(s) == SCHEMA_VERSION + 2

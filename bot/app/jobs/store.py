@@ -18,7 +18,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from sqlalchemy import Connection, Engine, Table, func, insert, select, update
@@ -53,6 +53,7 @@ __all__ = [
 ]
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 
 _STATE_TABLES = {t.name: t for t in (jobs, pending_pushes)}
 
@@ -82,7 +83,8 @@ class IntakeRequest:
     action: str | None
     payload: str
     job_key: str | None
-    job_kind: str | None  # None: stored for dedupe and audit only, no job
+    job_kind: str
+    with_job: bool = True  # False: stored for dedupe and audit only (it cannot lead to work)
     done: anyio.Event = field(default_factory=anyio.Event)
     lead: bool = False
     accepted: bool = False
@@ -227,27 +229,34 @@ class Store:
         action: str | None,
         payload: bytes,
         job_key: str | None,
-        job_kind: str | None = "delivery",
+        job_kind: str = "delivery",
+        *,
+        with_job: bool = True,
     ) -> bool:
         """Store a delivery and its job atomically; False for a redelivery of a known id.
 
-        With `job_kind=None` the delivery is stored without a job (it cannot lead to work)."""
-        request = IntakeRequest(delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind)
+        With `with_job=False` the delivery is stored without a job (it cannot lead to work)."""
+        request = IntakeRequest(
+            delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind, with_job
+        )
         return await self._intake.submit(request)
+
+    async def run_write(self, work: Callable[[Connection], T]) -> T:
+        """Run `work` as one write transaction on a sync connection; return what it returns.
+
+        On SQLite the whole transaction runs in one worker thread (one hop, where the async
+        adapter pays one per cursor operation); on PostgreSQL it runs on the async connection.
+        The hot paths use it: intake, and the queue's claim and finish.
+        """
+        if self.sync_engine is None or self._write_lock is None:
+            async with self.write() as conn:
+                return await conn.run_sync(work)
+        async with self._write_lock:
+            return await anyio.to_thread.run_sync(_run_sqlite_write, self.sync_engine, work)
 
     async def _write_intake(self, batch: Sequence[IntakeRequest]) -> set[str]:
         now = self.clock()
-        if self.sync_engine is None or self._write_lock is None:
-            async with self.write() as conn:
-                return await conn.run_sync(self._insert_deliveries, batch, now)
-        async with self._write_lock:
-            return await anyio.to_thread.run_sync(self._write_intake_sqlite, self.sync_engine, batch, now)
-
-    def _write_intake_sqlite(self, engine: Engine, batch: Sequence[IntakeRequest], now: float) -> set[str]:
-        with engine.connect() as conn:
-            conn = conn.execution_options(**{BEGIN_MODE: "immediate"})
-            with conn.begin():
-                return self._insert_deliveries(conn, batch, now)
+        return await self.run_write(lambda conn: self._insert_deliveries(conn, batch, now))
 
     def _insert_deliveries(self, conn: Connection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
         """The intake transaction's statements: deliveries first, then a job for each new one."""
@@ -278,7 +287,7 @@ class Store:
                 "updated_at": now,
             }
             for r in batch
-            if r.delivery_id in inserted and r.job_kind is not None
+            if r.delivery_id in inserted and r.with_job
         ]
         if new_jobs:
             conn.execute(insert(jobs), new_jobs)
@@ -401,6 +410,13 @@ class Store:
     async def memory_forget(self, item_id: int) -> bool:
         async with self.write() as conn:
             return (await conn.execute(memory.delete().where(memory.c.id == item_id))).rowcount == 1
+
+
+def _run_sqlite_write(engine: Engine, work: Callable[[Connection], T]) -> T:
+    with engine.connect() as conn:
+        conn = conn.execution_options(**{BEGIN_MODE: "immediate"})
+        with conn.begin():
+            return work(conn)
 
 
 def _check_columns(table: Table, values: dict[str, Any]) -> None:

@@ -57,7 +57,9 @@ class DeliveryStore(Protocol):
         action: str | None,
         payload: bytes,
         job_key: str | None,
-        job_kind: str | None = ...,
+        job_kind: str = ...,
+        *,
+        with_job: bool = ...,
     ) -> bool: ...
 
 
@@ -128,7 +130,9 @@ class WebhookIntake:
         if outcome == "pong":
             return JSONResponse({"status": "pong"}, status_code=200)
         # GitHub sees "accepted" whether or not a job was made: the delivery is stored either way.
-        return JSONResponse({"status": "duplicate" if outcome == "duplicate" else "accepted"}, status_code=202)
+        return JSONResponse(
+            {"status": "duplicate" if outcome == "duplicate" else "accepted"}, status_code=202
+        )
 
     async def _handle(
         self, request: Request, event: str | None, delivery: str | None
@@ -168,7 +172,7 @@ class WebhookIntake:
         work = can_lead_to_work(event, payload)
         try:
             fresh = await store.accept_delivery(
-                delivery, event, action, body, job_key_for(payload), "delivery" if work else None
+                delivery, event, action, body, job_key_for(payload), with_job=work
             )
         except Exception:
             # Not stored, so not acknowledged: GitHub shows the failure and the delivery can be
