@@ -18,6 +18,7 @@ lease cannot complete or fail a job another worker now holds.
 from __future__ import annotations
 
 import functools
+import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,21 +26,21 @@ from typing import Any, Literal
 
 import anyio
 from sqlalchemy import (
-    Connection,
-    Double,
-    RowMapping,
     and_,
-    bindparam,
     insert,
-    literal_column,
-    or_,
     select,
     update,
 )
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.sql.expression import BindParameter, ColumnClause, Executable
 
-from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, deliveries, jobs
+from bot.app.jobs.fastpath import (
+    JOB_COLUMNS,
+    LOCKING_STATEMENTS,
+    SQLITE_STATEMENTS,
+    ClaimStatements,
+    HotConnection,
+)
+from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs
 from bot.app.jobs.store import Store
 
 FinalState = Literal["queued", "failed", "dead"]
@@ -85,8 +86,8 @@ class JobQueue:
         self.max_attempts = max_attempts
 
     @property
-    def _claims(self) -> _ClaimStatements:
-        return _SQLITE_STATEMENTS if self.store.is_sqlite else _LOCKING_STATEMENTS
+    def _claims(self) -> ClaimStatements:
+        return SQLITE_STATEMENTS if self.store.is_sqlite else LOCKING_STATEMENTS
 
     def backoff(self, attempts: int) -> float:
         """Delay before the next try after `attempts` tries: base * 2^(attempts-1), capped, jittered."""
@@ -138,50 +139,51 @@ class JobQueue:
                 # Shielded: a claim committed by the database is always returned to the caller,
                 # whose worker then runs or releases it (never left running until its lease ends).
                 with anyio.CancelScope(shield=True):
-                    return await self.store.run_write(claim)
+                    return await self.store.run_hot(claim)
             except IntegrityError:
                 # Two claims raced for the same key and the unique index stopped the second one.
                 continue
         return None
 
-    def _claim_in(self, conn: Connection, now: float, worker_id: str, lease_seconds: float) -> Job | None:
+    def _claim_in(self, conn: HotConnection, now: float, worker_id: str, lease_seconds: float) -> Job | None:
         """The claim transaction: the oldest of two picks, the first job with an expired lease and
         the first due queued job; each pick is one probe of the (state, id) index."""
+        sql = self._claims
         params = {"b_now": now, "b_owner": worker_id, "b_expires": now + lease_seconds}
         while True:
-            picks = [
-                conn.execute(pick, params).scalar() for pick in (self._claims.expired, self._claims.queued)
-            ]
-            found = [int(p) for p in picks if p is not None]
+            found = [row[0] for pick in (sql.expired, sql.queued) for row in pick.rows(conn, params)]
             if not found:
                 return None
-            row = conn.execute(self._claims.take, {**params, "b_id": min(found)}).first()
-            if row is None:
+            taken = sql.take.rows(conn, {**params, "b_id": min(found)})
+            if not taken:
                 return None  # not reachable: the pick is locked (PostgreSQL) or the database is
-            if row.attempts > row.max_attempts:
+            row = dict(zip(JOB_COLUMNS, taken[0], strict=True))
+            if row["attempts"] > row["max_attempts"]:
                 # Its last allowed attempt died with the worker: bury it, look again.
-                error = f"lease expired during the last attempt ({row.max_attempts}): worker lost"
-                conn.execute(self._claims.bury, {"b_id": row.id, "b_now": now, "b_error": error})
+                error = f"lease expired during the last attempt ({row['max_attempts']}): worker lost"
+                sql.bury.rowcount(conn, {"b_id": row["id"], "b_now": now, "b_error": error})
                 continue
-            return self._job(conn, row._mapping)
+            return self._job(conn, row)
 
-    def _job(self, conn: Connection, row: RowMapping) -> Job:
+    def _job(self, conn: HotConnection, row: dict[str, Any]) -> Job:
+        payload = row["payload"]
         job = Job(
             id=row["id"],
             kind=row["kind"],
             key=row["key"],
             delivery_id=row["delivery_id"],
-            payload=row["payload"],
+            # Raw SQLite rows carry the JSON text; SQLAlchemy rows (PostgreSQL) the parsed value.
+            payload=json.loads(payload) if isinstance(payload, str) else payload,
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
             lease_owner=row["lease_owner"],
             lease_expires_at=row["lease_expires_at"],
         )
         if job.delivery_id is not None:
-            found = conn.execute(self._claims.delivery, {"b_delivery": job.delivery_id}).first()
-            if found is not None:
-                job.event, job.action = found.event, found.action
-                job.delivery_payload = found.payload.encode("utf-8")
+            found = self._claims.delivery.rows(conn, {"b_delivery": job.delivery_id})
+            if found:
+                job.event, job.action, text = found[0]
+                job.delivery_payload = text.encode("utf-8")
         return job
 
     def _held(self, job: Job) -> Any:
@@ -195,10 +197,8 @@ class JobQueue:
 
     async def _finish(self, job: Job, **values: Any) -> bool:
         values.setdefault("updated_at", self.store.clock())
-        stmt = update(jobs).where(self._held(job)).values(**values)
-        with anyio.CancelScope(shield=True):  # bounded by one short transaction
-            done = await self.store.run_write(lambda conn: conn.execute(stmt).rowcount == 1)
-        return done
+        async with self.store.write() as conn:
+            return (await conn.execute(update(jobs).where(self._held(job)).values(**values))).rowcount == 1
 
     async def heartbeat(self, job: Job, lease_seconds: float) -> bool:
         """Extend the lease; False when it was lost (another worker took the job over)."""
@@ -216,9 +216,7 @@ class JobQueue:
             "b_now": self.store.clock(),
         }
         with anyio.CancelScope(shield=True):  # bounded by one short transaction
-            done = await self.store.run_write(
-                lambda conn: conn.execute(self._claims.complete, params).rowcount == 1
-            )
+            done = await self.store.run_hot(lambda conn: self._claims.complete.rowcount(conn, params) == 1)
         return done
 
     async def fail(
@@ -284,78 +282,3 @@ class JobQueue:
         async with self.store.read() as conn:
             row = (await conn.execute(select(jobs).where(jobs.c.id == job_id))).first()
         return dict(row._mapping) if row is not None else None
-
-
-@dataclass(frozen=True, slots=True)
-class _ClaimStatements:
-    """The hot path's statements, built once per queue (building them cost a fifth of the CPU).
-
-    Parameters: `b_now`, `b_owner`, `b_expires`, `b_id`, `b_attempts`, `b_delivery`, `b_error`. States are
-    literals so SQLite can use the partial unique index on running keys and the (state, id) index.
-    """
-
-    expired: Executable
-    queued: Executable
-    take: Executable
-    bury: Executable
-    complete: Executable
-    delivery: Executable
-
-    @classmethod
-    def build(cls, *, for_update: bool) -> _ClaimStatements:
-        cand, other = jobs.alias("cand"), jobs.alias("other")
-        now: BindParameter[float] = bindparam("b_now", type_=Double())
-        key_free = or_(
-            cand.c.key.is_(None),
-            ~select(other.c.id)
-            .where(other.c.key == cand.c.key, other.c.state == _RUNNING, other.c.id != cand.c.id)
-            .exists(),
-        )
-
-        def pick(*claimable: Any) -> Executable:
-            # Split picks, each `ORDER BY id LIMIT 1` on the (state, id) index: the cost stays flat
-            # in the backlog (one OR over both cases made the database sort every due row).
-            stmt = select(cand.c.id).where(*claimable, key_free).order_by(cand.c.id).limit(1)
-            return stmt.with_for_update(skip_locked=True) if for_update else stmt
-
-        return cls(
-            expired=pick(cand.c.state == _RUNNING, cand.c.lease_expires_at < now),
-            queued=pick(cand.c.state == _QUEUED, cand.c.run_after <= now),
-            take=update(jobs)
-            .where(jobs.c.id == bindparam("b_id"))
-            .values(
-                state="running",
-                attempts=jobs.c.attempts + 1,
-                lease_owner=bindparam("b_owner"),
-                lease_expires_at=bindparam("b_expires"),
-                updated_at=now,
-            )
-            .returning(*jobs.c),
-            bury=update(jobs)
-            .where(jobs.c.id == bindparam("b_id"))
-            .values(
-                state="dead",
-                attempts=jobs.c.max_attempts,
-                lease_owner=None,
-                lease_expires_at=None,
-                last_error=bindparam("b_error"),
-                updated_at=now,
-            ),
-            complete=update(jobs)
-            .where(
-                jobs.c.id == bindparam("b_id"),
-                jobs.c.state == _RUNNING,
-                jobs.c.lease_owner == bindparam("b_owner"),
-                jobs.c.attempts == bindparam("b_attempts"),
-            )
-            .values(state="done", lease_owner=None, lease_expires_at=None, last_error=None, updated_at=now),
-            delivery=select(deliveries.c.event, deliveries.c.action, deliveries.c.payload).where(
-                deliveries.c.delivery_id == bindparam("b_delivery")
-            ),
-        )
-
-
-_RUNNING: ColumnClause[str] = literal_column("'running'")
-_QUEUED: ColumnClause[str] = literal_column("'queued'")
-_SQLITE_STATEMENTS = _ClaimStatements.build(for_update=False)
-_LOCKING_STATEMENTS = _ClaimStatements.build(for_update=True)

@@ -8,12 +8,13 @@ an async lock, so writers wait in order instead of sleeping in SQLite's busy han
 The webhook path (`accept_delivery`) is group-committed: callers arriving while a write is in flight
 are written together in the next transaction, so under load one commit serves many deliveries and a
 lone delivery still costs one short transaction. On SQLite that transaction runs whole in one worker
-thread on a sync engine (one thread hop instead of one per cursor operation).
+thread on the raw sqlite3 connection (`run_hot`, `bot.app.jobs.fastpath`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import sqlite3
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -21,12 +22,13 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import anyio
-from sqlalchemy import Connection, Engine, Table, func, insert, select, update
+from sqlalchemy import Engine, Table, func, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.app.jobs.database import BEGIN_MODE, build_url, create_engines, normalize_url
+from bot.app.jobs.fastpath import INSERT_DELIVERY, INSERT_JOB, HotConnection, sqlite_transaction
 from bot.app.jobs.schema import (
     DEFAULT_MAX_ATTEMPTS,
     JOB_STATES,
@@ -241,24 +243,23 @@ class Store:
         )
         return await self._intake.submit(request)
 
-    async def run_write(self, work: Callable[[Connection], T]) -> T:
-        """Run `work` as one write transaction on a sync connection; return what it returns.
+    async def run_hot(self, work: Callable[[HotConnection], T]) -> T:
+        """Run `work` as one write transaction of the hot path (see `bot.app.jobs.fastpath`).
 
-        On SQLite the whole transaction runs in one worker thread (one hop, where the async
-        adapter pays one per cursor operation); on PostgreSQL it runs on the async connection.
-        The hot paths use it: intake, and the queue's claim and finish.
+        On SQLite it runs whole in one worker thread on the raw sqlite3 connection (one hop, where
+        the async adapter pays one per cursor operation); on PostgreSQL on SQLAlchemy's connection.
         """
         if self.sync_engine is None or self._write_lock is None:
             async with self.write() as conn:
                 return await conn.run_sync(work)
         async with self._write_lock:
-            return await anyio.to_thread.run_sync(_run_sqlite_write, self.sync_engine, work)
+            return await anyio.to_thread.run_sync(sqlite_transaction, self.sync_engine, work)
 
     async def _write_intake(self, batch: Sequence[IntakeRequest]) -> set[str]:
         now = self.clock()
-        return await self.run_write(lambda conn: self._insert_deliveries(conn, batch, now))
+        return await self.run_hot(lambda conn: self._insert_deliveries(conn, batch, now))
 
-    def _insert_deliveries(self, conn: Connection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
+    def _insert_deliveries(self, conn: HotConnection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
         """The intake transaction's statements: deliveries first, then a job for each new one."""
         rows = [
             {
@@ -270,10 +271,17 @@ class Store:
             }
             for r in batch
         ]
-        # Rows as parameters, not .values(rows): the statement stays cacheable, and SQLAlchemy still
-        # sends one multi-row INSERT ... RETURNING for the batch ("insertmanyvalues").
-        stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
-        inserted = set(conn.execute(stmt, rows).scalars())
+        if isinstance(conn, sqlite3.Connection):
+            inserted = {
+                r.delivery_id
+                for r, row in zip(batch, rows, strict=True)
+                if INSERT_DELIVERY.rowcount(conn, row) == 1
+            }
+        else:
+            # Rows as parameters, not .values(rows): the statement stays cacheable, and SQLAlchemy
+            # still sends one multi-row INSERT ... RETURNING for the batch ("insertmanyvalues").
+            stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
+            inserted = set(conn.execute(stmt, rows).scalars())
         new_jobs = [
             {
                 "kind": r.job_kind,
@@ -290,7 +298,7 @@ class Store:
             if r.delivery_id in inserted and r.with_job
         ]
         if new_jobs:
-            conn.execute(insert(jobs), new_jobs)
+            INSERT_JOB.many(conn, new_jobs)
         return inserted
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
@@ -410,13 +418,6 @@ class Store:
     async def memory_forget(self, item_id: int) -> bool:
         async with self.write() as conn:
             return (await conn.execute(memory.delete().where(memory.c.id == item_id))).rowcount == 1
-
-
-def _run_sqlite_write(engine: Engine, work: Callable[[Connection], T]) -> T:
-    with engine.connect() as conn:
-        conn = conn.execution_options(**{BEGIN_MODE: "immediate"})
-        with conn.begin():
-            return work(conn)
 
 
 def _check_columns(table: Table, values: dict[str, Any]) -> None:
