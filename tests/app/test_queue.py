@@ -9,7 +9,7 @@ from collections import Counter
 import anyio
 import pytest
 
-from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store
 from tests.support.db import (  # noqa: F401 - fixtures
     REPO_ROOT,
@@ -245,6 +245,26 @@ async def test_release_gives_the_job_back_without_counting_the_attempt(clocked_s
     assert job is not None and await queue.release(job)
     again = await queue.claim("w2", LEASE)
     assert again is not None and (again.id, again.attempts) == (job_id, 1)
+
+
+async def test_complete_and_claim_takes_the_next_job_in_the_same_transaction(clocked_store: Store) -> None:
+    queue = JobQueue(clocked_store)
+    a = await queue.enqueue("delivery", "o/r#1")
+    b = await queue.enqueue("delivery", "o/r#1")  # same key: claimable only once `a` is done
+    c = await queue.enqueue("delivery", "o/r#2")
+    first = await queue.claim("w", LEASE)
+    assert first is not None and first.id == a
+    done, following = await queue.complete_and_claim(first, LEASE)
+    assert done and following is not None and (following.id, following.lease_owner) == (b, "w")
+    assert (await queue.get(a) or {})["state"] == "done"
+    # A lost lease (here: an attempt this worker does not hold) is reported, and the worker still
+    # gets its next job.
+    lost = Job(b, "delivery", "o/r#1", None, None, following.attempts + 1, 5, "w", 0.0)
+    done, last = await queue.complete_and_claim(lost, LEASE)
+    assert not done and last is not None and last.id == c
+    done, none_left = await queue.complete_and_claim(following, None)
+    assert done and none_left is None
+    assert (await queue.get(c) or {})["state"] == "running"
 
 
 async def test_enqueue_if_absent_reuses_a_queued_job(clocked_store: Store) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import json
 import random
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -39,6 +40,7 @@ from bot.app.jobs.fastpath import (
     SQLITE_STATEMENTS,
     ClaimStatements,
     HotConnection,
+    savepoint,
 )
 from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs
 from bot.app.jobs.store import Store
@@ -47,6 +49,8 @@ FinalState = Literal["queued", "failed", "dead"]
 
 MAX_ERROR_CHARS = 4000
 _CLAIM_RACE_RETRIES = 5
+# SQLAlchemy's (PostgreSQL) and sqlite3's own (the raw hot path on SQLite).
+_INTEGRITY_ERRORS = (IntegrityError, sqlite3.IntegrityError)
 
 
 @dataclass(slots=True)
@@ -140,7 +144,7 @@ class JobQueue:
                 # whose worker then runs or releases it (never left running until its lease ends).
                 with anyio.CancelScope(shield=True):
                     return await self.store.run_hot(claim)
-            except IntegrityError:
+            except _INTEGRITY_ERRORS:
                 # Two claims raced for the same key and the unique index stopped the second one.
                 continue
         return None
@@ -209,15 +213,31 @@ class JobQueue:
         return False
 
     async def complete(self, job: Job) -> bool:
-        params = {
-            "b_id": job.id,
-            "b_owner": job.lease_owner,
-            "b_attempts": job.attempts,
-            "b_now": self.store.clock(),
-        }
-        with anyio.CancelScope(shield=True):  # bounded by one short transaction
-            done = await self.store.run_hot(lambda conn: self._claims.complete.rowcount(conn, params) == 1)
+        done, _ = await self.complete_and_claim(job, None)
         return done
+
+    async def complete_and_claim(self, job: Job, lease_seconds: float | None) -> tuple[bool, Job | None]:
+        """Complete `job` and, given `lease_seconds`, claim the next job for the same worker in the
+        same transaction, so a busy worker pays one database round (one thread hop) per job.
+
+        Returns whether the job was completed (False: the lease was lost) and the next job, if any.
+        """
+        now = self.store.clock()
+        params = {"b_id": job.id, "b_owner": job.lease_owner, "b_attempts": job.attempts, "b_now": now}
+
+        def work(conn: HotConnection) -> tuple[bool, Job | None]:
+            done = self._claims.complete.rowcount(conn, params) == 1
+            if lease_seconds is None:
+                return done, None
+            try:
+                with savepoint(conn):
+                    return done, self._claim_in(conn, now, job.lease_owner, lease_seconds)
+            except _INTEGRITY_ERRORS:
+                return done, None  # a racing claim took the key; the worker's own claim retries
+
+        with anyio.CancelScope(shield=True):  # bounded by one short transaction; see claim()
+            result = await self.store.run_hot(work)
+        return result
 
     async def fail(
         self, job: Job, error: str, retryable: bool, *, retry_after: float | None = None
