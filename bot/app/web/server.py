@@ -1,7 +1,9 @@
 """Process entry points the CLI calls: `serve` (uvicorn + the app) and `run_worker` (workers only).
 
-uvicorn's access log is off: it costs about a quarter of the webhook throughput (ARCHITECTURE
-section 9), and intake logs each delivery itself in one line without the body or the signature.
+`serve` runs uvicorn on uvloop (event loop) and httptools (HTTP parser), from `uvicorn[standard]`:
+about twice the requests per core of asyncio + h11. uvicorn's access log is off: it costs about a
+quarter of the webhook throughput (ARCHITECTURE section 9); intake counts every delivery in /metrics
+and logs it at DEBUG, without the body or the signature.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ def serve(
         access_log=False,
         log_config=None,
         lifespan="on",
+        loop="uvloop",
+        http="httptools",
         proxy_headers=False,
         server_header=False,
     )
