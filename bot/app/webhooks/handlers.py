@@ -14,12 +14,13 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from bot.app.commands import Command
+from bot.app.config_fetch import load_config_and_permission
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient
 from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
 from bot.app.jobs.workers import PermanentError, RetryableError
-from bot.app.repo_config import ConfigResult, load_repo_config, permission_at_least, render_config_errors
+from bot.app.repo_config import ConfigResult, permission_at_least, render_config_errors
 from bot.app.runs import render
 from bot.app.runs.run import RunDeps, RunRequest, SkillRun
 from bot.app.webhooks import routing as events
@@ -134,9 +135,10 @@ class JobScope:
         assert self.gh is not None
         command = decision.command
         repo = event.repository
-        config = await load_repo_config(self.gh.get_file, repo.owner.login, repo.name, repo.default_branch)
         login = event.comment.user.login
-        permission = await self.gh.get_permission(repo.owner.login, repo.name, login)
+        config, permission = await load_config_and_permission(
+            self.gh, repo.owner.login, repo.name, repo.default_branch, login
+        )
         if command.name in ("approve", "reject"):
             if self.services.approvals is None:
                 await self.reply(f"There is no held push `{command.arg}` on this repository.")
