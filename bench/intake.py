@@ -182,7 +182,7 @@ def wrk(port: int, seconds: float, script: Path, body_path: Path) -> tuple[float
             "wrk",
             "-t1",
             "-c16",
-            f"-d{seconds}s",
+            f"-d{seconds:g}s",
             "-s",
             str(script),
             f"http://127.0.0.1:{port}/webhooks",
@@ -242,7 +242,8 @@ async def scheduled_client(port: int, rate: float, seconds: float) -> list[float
     signature = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
     head = (
         f"POST /webhooks HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nX-GitHub-Event: issue_comment\r\nX-Hub-Signature-256: {signature}\r\n"
+        f"Content-Length: {len(body)}\r\nX-GitHub-Event: issue_comment\r\n"
+        f"X-Hub-Signature-256: {signature}\r\n"
     )
     free: asyncio.Queue[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = asyncio.Queue()
     for _ in range(16):
@@ -328,7 +329,7 @@ def main() -> None:
         try:
             # 1. Throughput, interleaved rounds.
             rates: dict[str, list[float]] = {"baseline": [], "serve": []}
-            for kind, server in servers.items():  # warm-up
+            for server in servers.values():  # warm-up
                 wrk(server.port, 1, script, tmp / "body.json")
             for _ in range(args.rounds):
                 for kind, server in servers.items():
@@ -355,10 +356,8 @@ def main() -> None:
                 ("baseline", "bare Starlette HMAC endpoint"),
                 ("serve", "beam-bot serve with workers"),
             ):
-                values = lat[kind]
-                print(
-                    f"    {label:30s} p50 {quantile(values, 0.5) * 1e3:6.2f} ms   p99 {quantile(values, 0.99) * 1e3:6.2f} ms"
-                )
+                p50, p99 = quantile(lat[kind], 0.5) * 1e3, quantile(lat[kind], 0.99) * 1e3
+                print(f"    {label:30s} p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
             print(f"    serve p99 {quantile(lat['serve'], 0.99) * 1e3:.2f} ms (target <= 10 ms)")
             busy_rss = servers["serve"].rss_mb()
         finally:

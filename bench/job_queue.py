@@ -9,33 +9,30 @@ Three measurements, each printed with its ratio against a baseline measured in t
    against the target of 1,000 jobs/s.
 3. On PostgreSQL, two worker processes against one, draining the same backlog (target >= 1.5x).
 
-    .venv/bin/python bench/queue.py [--postgres URL] [--claims 300] [--jobs 5000]
+    .venv/bin/python bench/job_queue.py [--postgres URL] [--claims 300] [--jobs 5000]
 """
 
 from __future__ import annotations
 
+import argparse
+import asyncio
+import logging
+import os
+import statistics
+import subprocess
 import sys
+import tempfile
+import time
+import uuid
 from pathlib import Path
+from typing import Any
 
-# This file's name shadows the standard library's `queue` (which asyncio needs) when run as a
-# script: take its directory off the import path, and put the repository root on it.
+import anyio
+from sqlalchemy import create_engine, insert
+from sqlalchemy.engine import make_url
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != ROOT / "bench"] + [str(ROOT)]
-
-import argparse  # noqa: E402
-import asyncio  # noqa: E402
-import logging  # noqa: E402
-import os  # noqa: E402
-import statistics  # noqa: E402
-import subprocess  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
-import uuid  # noqa: E402
-from typing import Any  # noqa: E402
-
-import anyio  # noqa: E402
-from sqlalchemy import create_engine, insert  # noqa: E402
-from sqlalchemy.engine import make_url  # noqa: E402
+sys.path.insert(0, str(ROOT))
 
 from bot.app.jobs.queue import Job, JobQueue  # noqa: E402
 from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs  # noqa: E402
@@ -92,7 +89,7 @@ async def claim_costs(urls: dict[int, str], claims: int, rounds: int) -> dict[in
     per_claim: dict[int, list[float]] = {size: [] for size in urls}
     try:
         queues = {size: JobQueue(store) for size, store in stores.items()}
-        for size, queue in queues.items():  # warm-up: connections, statement caches
+        for queue in queues.values():  # warm-up: connections, statement caches
             await _claims(queue, 20)
         for _ in range(rounds):
             for size, queue in queues.items():
@@ -173,7 +170,8 @@ def sqlite_throughput(tmp: Path, total: int) -> float:
         rates.append(anyio.run(drain, url, total, 2))
     rate = statistics.median(rates)
     print(
-        f"  sqlite     no-op jobs, one process, concurrency 2: {rate:7.0f} jobs/s ({rate / 1000:.2f}x the target of 1,000)"
+        f"  sqlite     no-op jobs, one process, concurrency 2: {rate:7.0f} jobs/s "
+        f"({rate / 1000:.2f}x the target of 1,000)"
     )
     return rate
 
