@@ -8,8 +8,11 @@ from collections import Counter
 
 import anyio
 import pytest
+from sqlalchemy import inspect, text
 
+from bot.app.jobs.fastpath import SQLITE_STATEMENTS
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.schema import SCHEMA_VERSION
 from bot.app.jobs.store import Store
 from tests.support.db import (  # noqa: F401 - fixtures
     REPO_ROOT,
@@ -346,3 +349,29 @@ async def test_a_second_os_process_never_claims_the_same_job(db_url: str) -> Non
         counts = Counter(mine + theirs)
         assert len(counts) == total and set(counts.values()) == {1}
         assert (await s.stats())["jobs"]["done"] == total
+
+
+async def test_the_claim_walks_the_state_id_index_without_sorting(store: Store) -> None:
+    """The cost stays flat in the backlog: each pick is an ordered index probe, never a sort."""
+    if not store.is_sqlite:
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
+    async with store.read() as conn:
+        for pick in (SQLITE_STATEMENTS.queued, SQLITE_STATEMENTS.expired):
+            plan = await conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {pick.sql}", {**pick.defaults, "b_now": 0.0}
+            )
+            details = " | ".join(str(row[-1]) for row in plan)
+            assert "jobs_state_id" in details, details
+            assert "TEMP B-TREE" not in details, details
+            assert "jobs_one_running_per_key" in details, details  # the key check is a probe too
+
+
+async def test_a_version_1_database_gets_the_claim_index(db_url: str) -> None:
+    async with opened(db_url) as s, s.write() as conn:
+        await conn.execute(text("DROP INDEX jobs_state_id"))
+        await conn.execute(text("UPDATE schema_version SET version = 1"))
+    async with opened(db_url) as s, s.read() as conn:
+        version = (await conn.execute(text("SELECT version FROM schema_version"))).scalar_one()
+        indexes = await conn.run_sync(lambda c: {i["name"] for i in inspect(c).get_indexes("jobs")})
+    assert version == SCHEMA_VERSION == 2
+    assert "jobs_state_id" in indexes
