@@ -1,10 +1,13 @@
 """The durable job queue: claim with a lease, retry with backoff, one job at a time per pull request.
 
-A job is claimed by one UPDATE that picks the oldest claimable row and marks it running with a lease
-(owner + expiry). Claimable means queued and due, or running with an expired lease: a worker that died
-left its job behind, and the next claim recovers it. On PostgreSQL the pick uses
-`FOR UPDATE SKIP LOCKED`, so concurrent claimers (any number of processes) never wait on or take the
-same row; on SQLite the claim runs inside `BEGIN IMMEDIATE`, which serialises writers across processes.
+A claim takes the oldest claimable row and marks it running with a lease (owner + expiry). Claimable
+means queued and due, or running with an expired lease: a worker that died left its job behind, and
+the next claim recovers it. The two cases are two `ORDER BY id LIMIT 1` picks on the `(state, id)`
+index, so a claim costs the same with 100 or 50,000 jobs queued (`bot.app.jobs.fastpath`). On
+PostgreSQL the picks use `FOR UPDATE SKIP LOCKED`, so concurrent claimers (any number of processes)
+never wait on or take the same row; on SQLite the claim runs inside `BEGIN IMMEDIATE`, which
+serialises writers across processes. A worker that completes a job claims its next one in the same
+transaction (`complete_and_claim`).
 
 Jobs with the same `key` ("owner/repo#N") run one at a time: a job is skipped while another job with
 its key is running, and a partial unique index on `(key) WHERE state = 'running'` makes the database
@@ -26,12 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-from sqlalchemy import (
-    and_,
-    insert,
-    select,
-    update,
-)
+from sqlalchemy import and_, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
 from bot.app.jobs.fastpath import (
