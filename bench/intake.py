@@ -95,15 +95,15 @@ def serve_baseline(port: int) -> None:
 
 def serve_unbatched() -> None:
     """`beam-bot serve` with intake's group commit off: one transaction per delivery."""
-    from bot.app.jobs import store
+    from bot.app.jobs import group_commit
     from bot.cli import main as cli_main
 
-    original = store.IntakeBatcher.__init__
+    original = group_commit.IntakeBatcher.__init__
 
-    def one_at_a_time(self: store.IntakeBatcher, write: object, max_batch: int = 200) -> None:
+    def one_at_a_time(self: group_commit.IntakeBatcher, write: object, max_batch: int = 200) -> None:
         original(self, write, 1)  # type: ignore[arg-type]
 
-    store.IntakeBatcher.__init__ = one_at_a_time  # type: ignore[method-assign]
+    group_commit.IntakeBatcher.__init__ = one_at_a_time  # type: ignore[method-assign]
     sys.argv = ["beam-bot", "serve"]
     cli_main()
 
