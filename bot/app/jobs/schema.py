@@ -36,12 +36,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
 Migration = Callable[[Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+
 
 # Arbitrary constant shared by every beam-bot process: the PostgreSQL advisory lock for upgrades.
 _UPGRADE_LOCK = 0x6265616D  # "beam"
@@ -92,6 +92,7 @@ jobs = Table(
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
     Index("jobs_state_run_after", "state", "run_after"),
+    Index("jobs_state_id", "state", "id"),
     Index("jobs_delivery_id", "delivery_id"),
     # One job at a time per pull request, enforced by the database itself: a claim racing another
     # claim for the same key fails with an integrity error instead of running both.
@@ -103,6 +104,8 @@ jobs = Table(
         postgresql_where=text("state = 'running'"),
     ),
 )
+
+jobs_state_id = next(i for i in jobs.indexes if i.name == "jobs_state_id")
 
 runs = Table(
     "runs",
@@ -190,10 +193,16 @@ auto_reviews = Table(
 
 
 def _add_auto_reviews(conn: Connection) -> None:
+    """v2: per pull request state of automatic reviews."""
     auto_reviews.create(conn, checkfirst=True)
 
 
-MIGRATIONS[2] = _add_auto_reviews
+def _claim_index(conn: Connection) -> None:
+    """v3: the claim's `ORDER BY id LIMIT 1` per state walks this index instead of sorting the backlog."""
+    jobs_state_id.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Migration] = {2: _add_auto_reviews, 3: _claim_index}
 
 
 class SchemaError(RuntimeError):
