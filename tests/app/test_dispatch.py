@@ -4,6 +4,7 @@ wants (an edited comment, an unrouted event) makes no GitHub call at all."""
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -110,6 +111,22 @@ async def test_a_delivery_no_handler_wants_calls_nobody(
     handle, calls, watched = dispatcher
     await handle.handle_job(job("delivery", event, json.dumps(payload).encode()))
     assert calls == [] and watched == []
+
+
+async def test_the_worker_skips_what_triage_turns_away(
+    dispatcher: tuple[JobDispatcher, list[str], list[Job]], caplog: pytest.LogCaptureFixture
+) -> None:
+    handle, calls, _ = dispatcher
+    with caplog.at_level(logging.DEBUG, logger="beam.jobs"):
+        await handle.handle_job(
+            job("delivery", "issue_comment", json.dumps(issue_comment_payload("nice")).encode())
+        )
+        skipped = [r.getMessage() for r in caplog.records if "triage says no work" in r.getMessage()]
+        assert skipped == ["delivery d-1: triage says no work"] and calls == []
+        command = issue_comment_payload("/beam review")
+        with pytest.raises(Exception, match="private key"):  # it went on to act: it needed a token
+            await handle.handle_job(job("delivery", "issue_comment", json.dumps(command).encode()))
+    assert len([r for r in caplog.records if "triage says no work" in r.getMessage()]) == 1
 
 
 def test_the_webhooks_job_kind_is_not_for_others() -> None:

@@ -7,6 +7,7 @@ import anyio
 import pytest
 from sqlalchemy import func, select, text
 
+from bot.app.jobs.fairness import fair_statements
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import SCHEMA_VERSION, installation_turns, jobs, schema_version
 from bot.app.jobs.store import Store
@@ -150,3 +151,18 @@ async def test_claimers_of_one_installation_wait_their_turn_instead_of_giving_up
             for n, queue in enumerate(queues):
                 tg.start_soon(claim, queue, n)
         assert None not in got and len(set(got)) == 8
+
+
+async def test_the_fair_picks_probe_the_installation_index_without_sorting(store: Store) -> None:
+    """Choosing by installation keeps issue 9's flat claim: each pick is an ordered index probe."""
+    if not store.is_sqlite:
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
+    sql = fair_statements(False, RUN)
+    async with store.read() as conn:
+        for pick in (*sql.queued.values(), *sql.expired.values(), sql.running):
+            plan = await conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {pick.sql}", {**pick.defaults, "b_now": 0.0, "b_inst": 1}
+            )
+            details = " | ".join(str(row[-1]) for row in plan)
+            assert "jobs_installation_state (installation_id=? AND state=?)" in details, details
+            assert "TEMP B-TREE" not in details, details

@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = "https://bot.example.org"
 TOKEN = "setup-token-for-the-tests"
 NEW_SECRET = "whsec-from-the-manifest-flow"
-BODY = raw_payload("issue_comment.created.issue.json")
+_COMMAND = json.loads(raw_payload("issue_comment.created.issue.json"))
+_COMMAND["comment"]["body"] = "/beam summarize"  # a comment without a command makes no job
+BODY = json.dumps(_COMMAND).encode()
 
 
 def signed(body: bytes, secret: str, delivery_id: str) -> dict[str, str]:

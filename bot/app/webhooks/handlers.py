@@ -33,13 +33,13 @@ from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.run import RunDeps, SkillRun
+from bot.app.webhooks.config_fetch import load_config_and_permission
 from bot.app.webhooks.gate import Gate
 from bot.app.webhooks.routing import Ignore, Reply, decide, parse_comment_event, parse_pull_request_event
+from bot.app.webhooks.triage import REVIEW_ACTIONS, can_lead_to_work
 
 log = logging.getLogger("beam.jobs")
 
-# Pull request actions that may start an automatic review (reviews/trigger.py decides).
-REVIEW_ACTIONS = ("opened", "reopened", "ready_for_review", "synchronize", "labeled", "unlabeled")
 READ_ONLY_PR_SKILLS = frozenset({"review", "summarize", "commit-notes"})
 ANSWERS = frozenset({"approve", "reject"})  # answers to a held push: authorised by the approvals flow
 
@@ -86,6 +86,9 @@ class Webhooks:
 
     async def handle(self, job: Job, event: str, data: dict[str, Any]) -> None:
         """Run the handler for this delivery's (event, action); other deliveries need nothing."""
+        if not can_lead_to_work(event, data):  # the same triage as intake (jobs stored before it)
+            log.debug("delivery %s: triage says no work", job.delivery_id)
+            return
         action = data.get("action")
         handler = self.events.get((event, action)) if isinstance(action, str) else None
         if handler is None:
@@ -163,9 +166,10 @@ class Webhooks:
         self, job: Job, event: CommentEvent, command: Command, gh: InstallationClient, installation_id: int
     ) -> None:
         repo = event.repository
-        config = await load_repo_config(gh.get_file, repo.owner.login, repo.name, repo.default_branch)
+        config, permission = await load_config_and_permission(
+            gh, repo.owner.login, repo.name, repo.default_branch, event.comment.user.login
+        )
         ctx = JobContext(job, event, command, gh, installation_id, config)
-        permission = await gh.get_permission(repo.owner.login, repo.name, ctx.requester)
         if command.name in ANSWERS:
             await self.approvals.answer(ctx)
             return
