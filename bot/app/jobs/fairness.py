@@ -158,7 +158,10 @@ class FairTurns:
             taken = claims.take.rows(conn, {**params, "b_id": min(found)})
             if not taken:
                 continue
-            sql.served.rowcount(conn, where)
+            if len(candidates) > 1:
+                # Alone with due jobs, it keeps its place: no write, and when another installation
+                # turns up it gets at most one job ahead before the turns alternate.
+                sql.served.rowcount(conn, where)
             return dict(zip(JOB_COLUMNS, taken[0], strict=True))
         return None
 
