@@ -111,7 +111,7 @@ async def test_deliveries_through_the_channel_pass_the_same_intake(
             return proxy.connected
 
         await wait_for(connected, "the proxy connects")
-        await anyio.to_thread.run_sync(post_to_channel, url, github_body("é ✓"), "via-proxy-1")
+        await anyio.to_thread.run_sync(post_to_channel, url, github_body("/beam help é ✓"), "via-proxy-1")
         await anyio.to_thread.run_sync(post_to_channel, url, github_body(), "forged", "not-the-secret")
         await anyio.to_thread.run_sync(post_to_channel, url, github_body(), "via-proxy-2")
         await anyio.to_thread.run_sync(post_to_channel, f"{base}/other", github_body(), "other-channel")

@@ -86,7 +86,7 @@ class SetupBot:
 
     def stored_deliveries(self) -> list[str]:
         with sqlite3.connect(self.work_dir / "beam.db") as db:
-            return [row[0] for row in db.execute("SELECT delivery_id FROM jobs ORDER BY id")]
+            return [row[0] for row in db.execute("SELECT delivery_id FROM deliveries ORDER BY received_at")]
 
 
 @contextmanager
