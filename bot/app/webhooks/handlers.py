@@ -191,7 +191,7 @@ class Webhooks:
         if event is None or not isinstance(parsed, Command):
             raise PermanentError(f"run job {job.id} has no command in its delivery")
         try:
-            gh, installation_id = await self._client(event)
+            gh, installation_id = await event_client(self.github, event)
             repo = event.repository
             config = await load_repo_config(gh.get_file, repo.owner.login, repo.name, repo.default_branch)
             ctx = JobContext(job, event, parsed, gh, installation_id, config)
