@@ -6,9 +6,11 @@ restart), so nothing here runs in setup mode.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
+from bot.app.effects.crash import CrashPoints
 from bot.app.git.checkout import Checkouts
 from bot.app.github.client import GitHubApi, GitHubApp
 from bot.app.jobs.queue import JobQueue
@@ -46,6 +48,7 @@ def build_services(runtime: AppRuntime) -> AppServices:
         installation_token=installation_token,
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
         bot_login=settings.bot_login,
+        crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
     )
     services = AppServices(github=github, deps=deps, bot_login=settings.bot_login)
     timing = PollTiming(

@@ -120,19 +120,20 @@ async def test_an_older_database_runs_the_missing_migrations_in_order(db_url: st
     ran: list[int] = []
 
     def to_2(conn: Connection) -> None:
-        ran.append(2)
+        ran.append(SCHEMA_VERSION + 1)
         conn.execute(text("ALTER TABLE runs ADD COLUMN cost_usd DOUBLE PRECISION"))
 
     def to_3(conn: Connection) -> None:
-        ran.append(3)
+        ran.append(SCHEMA_VERSION + 2)
         conn.execute(text("CREATE TABLE audit (id INTEGER PRIMARY KEY, note TEXT)"))
 
     async with opened(db_url) as s:
         run_id = await s.create_run(repo="o/r", number=1, skill="review", requester="alice")
         async with s.write() as conn:
-            old = await upgrade_schema(conn, 1.0, target=SCHEMA_VERSION + 2, migrations={2: to_2, 3: to_3})
+            steps = {SCHEMA_VERSION + 1: to_2, SCHEMA_VERSION + 2: to_3}
+            old = await upgrade_schema(conn, 1.0, target=SCHEMA_VERSION + 2, migrations=steps)
         assert old == SCHEMA_VERSION
-        assert ran == [2, 3]
+        assert ran == [SCHEMA_VERSION + 1, SCHEMA_VERSION + 2]
         assert await _version(s) == SCHEMA_VERSION + 2
         assert "audit" in await _tables(s)
         async with s.read() as conn:

@@ -150,7 +150,7 @@ class Approvals:
             diffstat=summary.diffstat,
         )
         body = render_push.approval_request(push, summary.patch, summary.message)
-        comment = await gh.create_comment(push.owner, push.name, run.number, body)
+        comment = await run.effects.comment(run.key("approval"), push.owner, push.name, run.number, body)
         push = replace(
             push,
             approval_comment_id=comment.id,
@@ -170,7 +170,7 @@ class Approvals:
                 "head_repo": pull.head.repo.full_name if pull and pull.head.repo else None,
                 "from_fork": bool(pull and pull.from_fork),
                 "instructions": run.req.command.text[:300],
-                "approval_body_sha256": sha256(body),
+                "approval_body_sha256": sha256(comment.body),
             },
         )
         await self.pushes.create(push)
@@ -335,10 +335,11 @@ class Approvals:
             return
         token = await self.deps.installation_token(int(push.action["installation_id"]))
         try:
+            effects = self.deps.effects(gh)
             if push.state == "approved":
-                await resume_push(self.pushes, self.deps.checkouts, push, token)
-            else:  # this job's earlier attempt died mid-push: pushing the same commit again is a no-op
-                await push_pinned(self.deps.checkouts, push, token)
+                await resume_push(self.pushes, self.deps.checkouts, push, token, effects)
+            else:  # this job's earlier attempt died mid-push: the journal and the branch tip tell
+                await push_pinned(self.deps.checkouts, push, token, effects)
         except BeamError as error:
             if error.code == "BEM-066":
                 return
@@ -376,7 +377,8 @@ class Approvals:
             f"approved by {push.decided_by}.\n\nCommit {push.commit_sha}."
         )
         try:
-            pull = await gh.create_pull(
+            pull = await self.deps.effects(gh).pull(
+                f"push:{push.id}:pull",
                 push.owner,
                 push.name,
                 title=f"beam: {title}",
@@ -393,7 +395,7 @@ class Approvals:
         if push.approval_comment_id is None:
             return
         try:
-            await gh.update_comment(push.owner, push.name, push.approval_comment_id, body)
+            await self.deps.effects(gh).edit(None, push.owner, push.name, push.approval_comment_id, body)
         except GitHubError as error:
             log.warning("push %s: could not edit the approval comment: %s", push.id, error)
 

@@ -18,6 +18,7 @@ import anyio
 import pygit2
 
 from bot.app.approvals.pushes import HeldPush, Pushes
+from bot.app.effects.writer import GitHubEffects
 from bot.app.git.checkout import Checkouts
 from bot.beam.actions import ActionStatus, PendingAction
 from bot.beam.completion import EchoClient
@@ -116,10 +117,13 @@ class PushActionStore:
 class HeldPushTool(Tool):
     """`git_push` for a resumed run: pushes the pinned commit to the run's branch and nothing else."""
 
-    def __init__(self, checkouts: Checkouts, push: HeldPush, token: str) -> None:
+    def __init__(
+        self, checkouts: Checkouts, push: HeldPush, token: str, effects: GitHubEffects | None = None
+    ) -> None:
         self.checkouts = checkouts
         self.push = push
         self._token = token
+        self.effects = effects
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -130,27 +134,39 @@ class HeldPushTool(Tool):
         )
 
     async def invoke(self, args: Any, input: AgentInput) -> Any:
-        await push_pinned(self.checkouts, self.push, self._token)
+        await push_pinned(self.checkouts, self.push, self._token, self.effects)
         return {"pushed": self.push.branch, "commit": self.push.commit_sha}
 
 
-async def push_pinned(checkouts: Checkouts, push: HeldPush, token: str) -> None:
-    await checkouts.push_from_mirror(
-        push.repo,
-        str(push.action["clone_url"]),
-        token,
-        push.pending_ref,
-        push.branch,
-        expected_sha=push.commit_sha,
-    )
+async def push_pinned(
+    checkouts: Checkouts, push: HeldPush, token: str, effects: GitHubEffects | None = None
+) -> None:
+    """Push the pinned commit; through the effects journal (issue 8), an earlier attempt's push is
+    found by the branch tip on GitHub and not made again."""
+    url = str(push.action["clone_url"])
+
+    async def tip() -> str | None:
+        return await checkouts.remote_tip(push.repo, url, token, push.branch)
+
+    async def send() -> None:
+        await checkouts.push_from_mirror(
+            push.repo, url, token, push.pending_ref, push.branch, expected_sha=push.commit_sha
+        )
+
+    if effects is None:
+        await send()
+    else:
+        await effects.push(f"push:{push.id}:push", push.commit_sha, tip, send)
 
 
-async def resume_push(pushes: Pushes, checkouts: Checkouts, push: HeldPush, token: str) -> AgentResult:
+async def resume_push(
+    pushes: Pushes, checkouts: Checkouts, push: HeldPush, token: str, effects: GitHubEffects | None = None
+) -> AgentResult:
     """Resume the author run with its stored action; BEM-066 if another worker claimed it first."""
     action = push.action
     hub = RiverBeam(action_store=PushActionStore(pushes, push))
     hub.register_agent(
-        RigAgentRunner.for_skill("author", EchoClient(), [HeldPushTool(checkouts, push, token)])
+        RigAgentRunner.for_skill("author", EchoClient(), [HeldPushTool(checkouts, push, token, effects)])
     )
     request = InvokeRequest(
         agent_name="author",

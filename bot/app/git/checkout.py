@@ -272,6 +272,28 @@ class Checkouts:
             raise CheckoutError(f"There is no mirror of {repo_full_name}.")
         await self._locked(repo_full_name, work)
 
+    async def remote_tip(self, repo_full_name: str, clone_url: str, token: str, branch: str) -> str | None:
+        """The commit `refs/heads/<branch>` holds on the remote now, or None (how a retried push
+        finds out whether an earlier attempt's push landed)."""
+        check_url(clone_url)
+        check_branch(branch)
+        mirror = self.mirror_path(repo_full_name)
+        ref = f"refs/heads/{branch}"
+
+        def work() -> str | None:
+            result = run_git(
+                self._git, self._timeout, ["ls-remote", "--", clone_url, ref], cwd=mirror, token=token
+            )
+            if result.returncode != 0:
+                raise CheckoutError(explain("ls-remote", branch, result, token))
+            for line in result.stdout.splitlines():
+                sha, _, name = line.partition("\t")
+                if name.strip() == ref:
+                    return sha.strip()
+            return None
+
+        return await anyio.to_thread.run_sync(work)
+
     async def drop_pin(self, repo_full_name: str, ref_name: str) -> None:
         """Forget a pending ref once its push is done, rejected or expired."""
         full = ref_name if ref_name.startswith("refs/") else PENDING_PREFIX + ref_name

@@ -242,6 +242,23 @@ class InstallationClient:
         path = f"{_repo(owner, repo)}/pulls/{pull_number}/comments/{comment_id}/replies"
         return ReviewComment.model_validate((await self._call("POST", path, json={"body": body})).json())
 
+    # --- listings: how a retried job finds what an earlier attempt wrote (bot/app/effects) -------
+
+    async def list_reviews(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Review]:
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/reviews", {}, limit)
+        return [Review.model_validate(item) for item in items]
+
+    async def list_review_comments(
+        self, owner: str, repo: str, number: int, *, limit: int = 3000
+    ) -> list[ReviewComment]:
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
+        return [ReviewComment.model_validate(item) for item in items]
+
+    async def list_open_pulls(self, owner: str, repo: str, head: str) -> list[PullRequest]:
+        """Open pull requests whose head is `head` (`owner:branch`)."""
+        items = await self._pages(f"{_repo(owner, repo)}/pulls", {"state": "open", "head": head}, 100)
+        return [PullRequest.model_validate(item) for item in items]
+
 
 __all__ = [
     "DEFAULT_API_URL",

@@ -35,7 +35,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -165,6 +165,37 @@ pending_pushes = Table(
     Index("pending_pushes_repo_number", "repo", "number", "state"),
     Index("pending_pushes_state", "state"),
 )
+
+# Issue 8: the effects journal (bot/app/effects). One row per write a job makes on GitHub, keyed by
+# run id + step: `intent` is recorded before the call, `done` with what GitHub answered after it.
+effects = Table(
+    "effects",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("result", _Json),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+# A run's conversation after its last finished tool round, so a retried run continues from there.
+run_checkpoints = Table(
+    "run_checkpoints",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("rounds", Integer, nullable=False),
+    Column("messages", _Json, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+
+def _add_effects_tables(conn: Connection) -> None:
+    effects.create(conn, checkfirst=True)
+    run_checkpoints.create(conn, checkfirst=True)
+
+
+MIGRATIONS[2] = _add_effects_tables
 
 
 class SchemaError(RuntimeError):

@@ -57,6 +57,14 @@ def _steps(progress: Progress, limit: int = 30) -> str:
     return "\n".join(lines)
 
 
+def review_posted(url: str, answer: str = "") -> str:
+    """The tracking comment's answer for a review run: where the review is, then the model's words."""
+    text = "Posted a review on this pull request."
+    if url:
+        text += f" ([the review]({url}))"
+    return f"{text}\n\n{answer}" if answer else text
+
+
 def working(progress: Progress) -> str:
     steps = _steps(progress)
     body = f"⏳ Working on `{progress.command}` (run `{progress.run_id[:8]}`)…"

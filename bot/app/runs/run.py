@@ -1,8 +1,12 @@
 """One skill run on a pull request: 👀, a tracking comment, a sandboxed checkout, the agent, the answer.
 
 The run id is derived from the delivery, so a job retried after a crash finds its run row and its
-tracking comment and edits them instead of posting twice. Whatever happens, the tracking comment ends
-in a final state (answer or failure with the run id): a silent failure is a bug.
+tracking comment and edits them instead of posting twice. Every GitHub write goes through the effects
+journal (bot/app/effects) under `<run id>:<step>`: a retry adopts the 👀, the tracking comment and the
+review an earlier attempt made; a recorded final state is only written again; a posted review means
+the run is complete. Read-only skills keep their conversation after each tool round, so a retry
+continues there. Whatever happens, the tracking comment ends in a final state (answer or failure with
+the run id): a silent failure is a bug.
 """
 
 from __future__ import annotations
@@ -18,6 +22,10 @@ import anyio
 import pygit2
 
 from bot.app.commands import Command
+from bot.app.effects.conversation import RunConversation
+from bot.app.effects.crash import NO_CRASH, CrashPoints
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import GitHubEffects
 from bot.app.git.checkout import CheckoutError, Checkouts, RunTree
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
@@ -43,6 +51,11 @@ log = logging.getLogger("beam.runs")
 RUN_NAMESPACE = uuid.UUID("5b0e3a52-8f0d-4c55-9a57-4be2a7d1c0de")
 MAX_PULL_FILES = 300
 MAX_KNOWN_PATHS = 20_000
+# Skills that never change the tree: a retry may continue their conversation on a fresh checkout.
+RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
+# Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
+# ending the run; jail escapes, protected refs and blocked paths still end it.
+RECOVERABLE_TOOL_ERRORS = frozenset({"BEM-306", "BEM-307", "BEM-319"})
 
 
 def run_id_for(job: Job) -> str:
@@ -62,6 +75,11 @@ class RunDeps:
     run_timeout: float = 600.0
     blocked_paths: tuple[str, ...] = (".github/workflows/**",)
     bot_login: str | None = None
+    crash: CrashPoints = NO_CRASH
+
+    def effects(self, gh: InstallationClient) -> GitHubEffects:
+        """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
+        return GitHubEffects(gh, Journal(self.store), self.crash)
 
     def with_blocked_paths(self, paths: Iterable[str]) -> RunDeps:
         """The same deps under a repository's own `blocked_paths` (from `.github/beam.yml`)."""
@@ -114,23 +132,36 @@ class SkillRun:
         self.progress = render.Progress(command=f"/beam {request.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
         self.started = time.monotonic()
+        self.effects = deps.effects(request.gh)
+
+    def key(self, step: str) -> str:
+        """The effects-journal key of one of this run's writes."""
+        return f"{self.run_id}:{step}"
 
     # -- the tracking comment -------------------------------------------------------------------
 
-    async def publish(self, body: str) -> None:
-        gh = self.req.gh
+    async def publish(self, body: str, *, kind: str = "edit") -> None:
         if self.comment_id is None:
-            comment = await gh.create_comment(self.owner, self.repo, self.number, body)
+            comment = await self.effects.comment(
+                self.key("tracking"), self.owner, self.repo, self.number, body
+            )
             self.comment_id = comment.id
             await self.deps.store.update_run(self.run_id, tracking_comment_id=comment.id)
         else:
-            await gh.update_comment(self.owner, self.repo, self.comment_id, body)
+            await self.effects.edit(
+                self.key("tracking"), self.owner, self.repo, self.comment_id, body, kind=kind
+            )
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.req.event
         try:
-            await self.req.gh.add_reaction(
-                self.owner, self.repo, event.comment.id, "eyes", review_comment=event.is_review_comment
+            await self.effects.react(
+                self.key("eyes"),
+                self.owner,
+                self.repo,
+                event.comment.id,
+                "eyes",
+                review_comment=event.is_review_comment,
             )
         except GitHubError as error:  # the 👀 is a courtesy; the tracking comment is what must land
             log.warning("run %s: could not react to the command: %s", self.run_id, error)
@@ -169,6 +200,8 @@ class SkillRun:
                 log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
                 await self._finish(recovered, None)
                 return
+            if await self._resume_finished():
+                return
         await self._start(existing)
         job = self.req.job
         outcome: Outcome | None = None
@@ -198,18 +231,43 @@ class SkillRun:
             failure = ("an internal error stopped the run; the maintainers of this bot can look it up", None)
         await self._finish(outcome, failure)
 
-    async def _safe_publish(self, body: str) -> None:
+    async def _resume_finished(self) -> bool:
+        """An earlier attempt got past its point of no return: write its end again, and stop.
+
+        A recorded final state is published again as it was; a posted review (found in the journal, or
+        on GitHub by its marker) means the run is complete, so the model is not asked again.
+        """
+        final = await self.effects.journal.lookup(self.key("final"))
+        if final is not None:
+            log.info("run %s: its final state was recorded; writing it again", self.run_id)
+            await self._safe_publish(str(final.result.get("body", "")), kind="final")
+            await self.deps.store.update_run(self.run_id, **dict(final.result.get("values") or {}))
+            return True
+        if self.skill != "review":
+            return False
+        key = self.key("review")
+        review = await self.effects.settle(
+            key, "review", lambda: self.effects.find_review(key, self.owner, self.repo, self.number)
+        )
+        if review is None:
+            return False
+        log.info("run %s: its review %s is already posted; the run is complete", self.run_id, review.id)
+        await self._finish(Outcome(answer=render.review_posted(review.html_url)), None)
+        return True
+
+    async def _safe_publish(self, body: str, *, kind: str = "edit") -> None:
         with anyio.CancelScope(shield=True):
             try:
-                await self.publish(body)
+                await self.publish(body, kind=kind)
             except GitHubError as error:
                 log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
+        """Record the final state, then write it: a retry that finds it recorded only writes it again."""
         latency = int((time.monotonic() - self.started) * 1000)
         values: dict[str, Any] = {"finished_at": time.time(), "latency_ms": latency}
         if outcome is not None:
-            await self._safe_publish(render.finished(self.progress, outcome.answer, outcome.notes))
+            body = render.finished(self.progress, outcome.answer, outcome.notes)
             result = outcome.result
             held = outcome.held or (result is not None and result.interrupted)
             status = "interrupted" if held else "succeeded"
@@ -219,9 +277,12 @@ class SkillRun:
                 values["usage"] = result.token_usage.to_json() if result.token_usage else None
         else:
             reason, code = failure or ("the run ended without an answer", None)
-            await self._safe_publish(render.failed(self.progress, reason, code))
+            body = render.failed(self.progress, reason, code)
             values.update(status="failed", error_code=code, error_message=reason)
-        await self.deps.store.update_run(self.run_id, **values)
+        with anyio.CancelScope(shield=True):
+            await self.effects.journal.record(self.key("final"), "final", {"body": body, "values": values})
+            await self._safe_publish(body, kind="final")
+            await self.deps.store.update_run(self.run_id, **values)
 
     async def _execute(self) -> Outcome:
         event, gh = self.req.event, self.req.gh
@@ -296,15 +357,21 @@ class SkillRun:
         files: list[PullFile],
         total: int,
     ) -> Outcome:
-        event, gh = self.req.event, self.req.gh
+        event = self.req.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             inline = [InlineComment(path=c["path"], line=c["line"], body=c["body"]) for c in comments]
-            review = await gh.create_review(
-                self.owner, self.repo, self.number, commit_id=head_sha, body=body, comments=inline
+            review = await self.effects.review(
+                self.key("review"),
+                self.owner,
+                self.repo,
+                self.number,
+                commit_id=head_sha,
+                body=body,
+                comments=inline,
             )
             return review.id
 
@@ -319,7 +386,18 @@ class SkillRun:
             blob_url=blob_url,
         )
         hub = RiverBeam()
-        hub.register_agent(RigAgentRunner.for_skill(self.skill, self.deps.llm, tools))
+        checkpoint = None
+        if self.skill in RESUMABLE_SKILLS:
+            checkpoint = RunConversation(self.effects.journal, self.run_id)
+        hub.register_agent(
+            RigAgentRunner.for_skill(
+                self.skill,
+                self.deps.llm,
+                tools,
+                checkpoint=checkpoint,
+                recoverable_errors=RECOVERABLE_TOOL_ERRORS,
+            )
+        )
         text, coverage = build_prompt(event, self.skill, self.req.command.text, pull, files, total)
         tracker = Tracker(self.progress, self.publish)
         request = InvokeRequest(
@@ -342,7 +420,8 @@ class SkillRun:
         if self.skill == "review" and pull is not None:
             if ledger.review_id is None:
                 ledger.review_id = await post_review(answer or "No comments.", [])
-            answer = f"Posted a review on this pull request.\n\n{answer}"
+            posted = await self.effects.done(self.key("review"))
+            answer = render.review_posted(posted.html_url if posted else "", answer)
         notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         return Outcome(answer=answer, notes=notes, result=result)
 

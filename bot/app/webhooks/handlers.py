@@ -21,7 +21,7 @@ from bot.app.jobs.queue import Job
 from bot.app.jobs.workers import PermanentError, RetryableError
 from bot.app.repo_config import ConfigResult, load_repo_config, permission_at_least, render_config_errors
 from bot.app.runs import render
-from bot.app.runs.run import RunDeps, RunRequest, SkillRun
+from bot.app.runs.run import RunDeps, RunRequest, SkillRun, run_id_for
 from bot.app.webhooks import routing as events
 from bot.app.webhooks.routing import Act, Ignore, Reply, decide
 
@@ -97,6 +97,7 @@ class JobScope:
         self.event: CommentEvent | None = None
         self.gh: InstallationClient | None = None
         self.installation_id = 0
+        self.replies = 0  # issue 8: numbers this job's replies, the step of their effects-journal keys
 
     async def client_for(self, event: CommentEvent) -> InstallationClient:
         if event.installation is not None:
@@ -111,7 +112,10 @@ class JobScope:
     async def reply(self, text: str) -> None:
         assert self.event is not None and self.gh is not None
         repo = self.event.repository
-        await self.gh.create_comment(repo.owner.login, repo.name, self.event.number, text)
+        self.replies += 1  # issue 8: exactly once, through the effects journal
+        key = f"{run_id_for(self.job)}:reply-{self.replies}"
+        effects = self.services.deps.effects(self.gh)
+        await effects.comment(key, repo.owner.login, repo.name, self.event.number, text, kind="reply")
 
     async def handle_comment(self, event: CommentEvent) -> None:
         decision = decide(event, await self.services.login())
