@@ -1,0 +1,145 @@
+"""Issue 8: kill the bot process before, during and after each kind of GitHub write; the retry adopts.
+
+Each test kills `beam-bot serve` (SQLite) or every process of serve plus two `beam-bot worker`
+processes (PostgreSQL) at one boundary of one effect, starts them again, and then finds exactly one
+object of each kind on the fake GitHub, a final tracking comment, and every job done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
+from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
+from tests.support.fake_github import Call
+from tests.support.fake_github_state import PullFile
+from tests.support.fleet import Fleet, fresh_pg_database
+from tests.support.webhooks import delivery, issue_comment_payload
+
+REPO = "octo/demo"
+NUMBER = 7
+BOT = "beam-bot[bot]"
+PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
+
+# How each effect's call looks on the fake GitHub (for `during`).
+CALLS: dict[str, Callable[[Call], bool]] = {
+    "reaction": lambda c: c.method == "POST" and c.path.endswith("/reactions"),
+    "comment": lambda c: c.method == "POST" and c.path.endswith(f"/issues/{NUMBER}/comments"),
+    "reply": lambda c: c.method == "POST" and c.path.endswith(f"/issues/{NUMBER}/comments"),
+    "review": lambda c: c.method == "POST" and c.path.endswith(f"/pulls/{NUMBER}/reviews"),
+    "final": lambda c: (
+        c.method == "PATCH" and isinstance(c.body, dict) and "Working on" not in str(c.body.get("body"))
+    ),
+}
+PHASES = ("before", "during", "after")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
+    with bot_stack(tmp_path, BEAM_CONCURRENCY="1") as bot:
+        bot.llm.fallback_text = "Reviewed: `src/calc.py:2` now adds."
+        main = bot.git.seed(
+            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
+        )
+        head = bot.git.commit(
+            REPO, {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"}, branch="feature"
+        )
+        bot.git.create_pull_ref(REPO, NUMBER, head)
+        bot.fake.add_repo(REPO)
+        bot.fake.add_collaborator(REPO, "maintainer", "write")
+        bot.fake.add_pull(
+            REPO,
+            number=NUMBER,
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+        )
+        if request.param == "sqlite":
+            fleet = Fleet(bot)
+            yield fleet
+            fleet.stop()
+        else:
+            with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
+                fleet = Fleet(bot, workers=2, database_url=url)
+                try:
+                    yield fleet
+                finally:
+                    fleet.stop()
+
+
+def send(bot: BotProcess, body: str) -> int:
+    comment = bot.fake.add_comment(REPO, NUMBER, body, user="maintainer")
+    payload = issue_comment_payload(
+        body, repo=REPO, number=NUMBER, commenter="maintainer", comment_id=comment.id
+    )
+    payload["repository"]["default_branch"] = "main"
+    response = bot.send(delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET))
+    assert response.status_code == 202, response.text
+    return comment.id
+
+
+def bot_comments(bot: BotProcess) -> list[Any]:
+    return [c for c in bot.fake.comments_on(REPO, NUMBER) if c.user == BOT]
+
+
+def script_review(bot: BotProcess) -> None:
+    bot.llm.reply_tool_calls(("read_file", {"path": "src/calc.py"}))
+    bot.llm.reply_tool_calls(
+        (
+            "review_change",
+            {"body": "The fix is right.", "comments": [{"path": "src/calc.py", "line": 2, "body": "Good."}]},
+        )
+    )
+    bot.llm.reply_text("Reviewed: `src/calc.py:2` now adds.")
+
+
+def crash_at(fleet: Fleet, effect: str, phase: str) -> None:
+    """Start the fleet so that it dies at `effect`:`phase` (before/after: in the bot; during: here)."""
+    if phase == "during":
+        fleet.kill_during(CALLS[effect])
+        fleet.start(None)
+    else:
+        fleet.start(f"{effect}:{phase}")
+
+
+def settle(fleet: Fleet) -> None:
+    fleet.crash_and_restart()
+    wait_for(fleet.jobs_done, timeout=60, what=f"every job done\n{fleet.log()[-4000:]}")
+
+
+@pytest.mark.parametrize("phase", PHASES)
+@pytest.mark.parametrize("effect", ["reaction", "comment", "review", "final"])
+def test_a_review_killed_at_any_write_ends_with_one_of_each(fleet: Fleet, effect: str, phase: str) -> None:
+    bot = fleet.bot
+    script_review(bot)
+    crash_at(fleet, effect, phase)
+    command_id = send(bot, "/beam review")
+    settle(fleet)
+
+    reviews = bot.fake.reviews_on(REPO, NUMBER)
+    assert len(reviews) == 1, [r.body for r in reviews]
+    comments = bot_comments(bot)
+    assert len(comments) == 1, [c.body for c in comments]  # one tracking comment, adopted
+    final = comments[0].body
+    assert "beam-run:" in final and "Working on" not in final and "Posted a review" in final
+    eyes = [r for r in bot.fake.reactions_on(command_id) if r.user == BOT and r.content == "eyes"]
+    assert len(eyes) == 1
+    run = fleet.run_rows()
+    assert [r["status"] for r in run] == ["succeeded"]
+    assert run[0]["tracking_comment_id"] == comments[0].id
+
+
+@pytest.mark.parametrize("phase", PHASES)
+def test_a_help_reply_killed_at_any_point_is_posted_once(fleet: Fleet, phase: str) -> None:
+    bot = fleet.bot
+    crash_at(fleet, "reply", phase)
+    send(bot, "/beam help")
+    settle(fleet)
+    comments = bot_comments(bot)
+    assert len(comments) == 1, [c.body for c in comments]
+    assert "/beam review" in comments[0].body
