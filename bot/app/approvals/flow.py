@@ -150,7 +150,9 @@ class Approvals:
             diffstat=summary.diffstat,
         )
         body = render_push.approval_request(push, summary.patch, summary.message)
-        comment = await run.effects.comment(run.key("approval"), push.owner, push.name, run.number, body)
+        comment = await run.effects.comment(
+            run.key("approval"), push.owner, push.name, run.number, body, kind="approval"
+        )
         push = replace(
             push,
             approval_comment_id=comment.id,
@@ -304,8 +306,8 @@ class Approvals:
         if push is None:
             return
         gh = self._client(push)
-        if push.state in ("approved", "pushing"):
-            await self._complete(gh, push.id)
+        if push.state in ("approved", "pushing") or (push.state == "pushed" and "pull" not in push.result):
+            await self._complete(gh, push.id)  # issue 8: also a push whose pull request is not open yet
             return
         if push.state != "pending":
             return
@@ -331,7 +333,11 @@ class Approvals:
 
     async def _complete(self, gh: InstallationClient, push_id: str) -> None:
         push = await self.pushes.get(push_id)
-        if push is None or push.state not in ("approved", "pushing"):
+        if push is None or push.state not in ("approved", "pushing", "pushed"):
+            return
+        if push.state == "pushed":  # issue 8: an attempt died after the push, before the pull request
+            if "pull" not in push.result:
+                await self._announce(gh, push, self.clock())
             return
         token = await self.deps.installation_token(int(push.action["installation_id"]))
         try:
@@ -351,6 +357,10 @@ class Approvals:
         now = self.clock()
         if not await self.pushes.transition(push.id, ("pushing",), "pushed", pushed_at=now):
             return
+        await self._announce(gh, push, now)
+
+    async def _announce(self, gh: InstallationClient, push: HeldPush, now: float) -> None:
+        """Open the pull request of a pushed commit and say so on the approval comment."""
         link, note = await self._open_pull(gh, push)
         await self.pushes.update(push.id, result={**push.result, "pull": link})
         approvers = (push.decided_by or "").split(",") if push.decided_by else []
