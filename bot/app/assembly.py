@@ -13,8 +13,9 @@ from bot.app.approvals.flow import WATCH, Approvals, PollTiming
 from bot.app.effects.crash import CrashPoints
 from bot.app.git.checkout import Checkouts
 from bot.app.github.client import GitHubApi, GitHubApp
-from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.queue import Job, JobQueue
 from bot.app.runs.run import RunDeps
+from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.webhooks.handlers import AppServices
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
@@ -62,5 +63,22 @@ def build_services(runtime: AppRuntime) -> AppServices:
     return services
 
 
+class JobHandlers:
+    """The job handler the worker pool calls, with the pool's two hooks (issue 8): `gave_up` when a
+    job ends failed or dead, and `periodic`, the sweep that finishes tracking comments left open."""
+
+    def __init__(self, services: AppServices) -> None:
+        self.services = services
+
+    async def __call__(self, job: Job) -> None:
+        await self.services.handle_job(job)
+
+    async def gave_up(self, job: Job, error: str) -> None:
+        await finish_abandoned_runs(self.services.deps, self.services.github, job.id)
+
+    async def periodic(self) -> None:
+        await finish_abandoned_runs(self.services.deps, self.services.github)
+
+
 def build_handler(runtime: AppRuntime) -> JobHandler:
-    return build_services(runtime).handle_job
+    return JobHandlers(build_services(runtime))

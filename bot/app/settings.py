@@ -58,7 +58,9 @@ class Settings(BaseSettings):
     - GITHUB_API_URL (https://api.github.com; https://HOST/api/v3 for GitHub Enterprise Server).
     - PUBLIC_URL: the address GitHub reaches this server at (webhook and setup-callback URLs).
     - APP_MANIFEST: a custom app.yml for setup mode. HOST (127.0.0.1), PORT (8080): `serve` binds.
-    - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (120),
+    - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (30;
+      heartbeats renew it), SHUTDOWN_GRACE (25 s for in-flight jobs on SIGTERM), SWEEP_INTERVAL
+      (60 s between sweeps that finish tracking comments left open by jobs that gave up),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
@@ -89,7 +91,11 @@ class Settings(BaseSettings):
     port: int = Field(default=8080, ge=1, le=65535)
     concurrency: int = Field(default=2, ge=1, le=64)
     job_timeout: float = Field(default=1800.0, gt=0)
-    lease_seconds: float = Field(default=120.0, gt=0)
+    lease_seconds: float = Field(default=30.0, gt=0)
+    # Issue 8: on SIGTERM, in-flight jobs get this long to finish (match it: README "Deploys").
+    shutdown_grace: float = Field(default=25.0, ge=0)
+    # Issue 8: how often a worker process looks for tracking comments left non-final.
+    sweep_interval: float = Field(default=60.0, gt=0)
     queue_poll_interval: float = Field(default=2.0, gt=0)
     poll_interval: float = Field(default=30.0, gt=0)
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
