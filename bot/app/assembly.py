@@ -42,6 +42,10 @@ def build_services(runtime: AppRuntime) -> AppServices:
     async def installation_token(installation_id: int) -> str:
         return (await github.installation_token(installation_id)).get_secret_value()
 
+    async def refresh_token(installation_id: int) -> str:
+        github.invalidate_token(installation_id)  # git was refused the cached one (a 401)
+        return await installation_token(installation_id)
+
     deps = RunDeps(
         store=runtime.store,
         checkouts=Checkouts(settings.work_dir, settings.runs_dir),
@@ -50,6 +54,7 @@ def build_services(runtime: AppRuntime) -> AppServices:
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
         bot_login=settings.bot_login,
         crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
+        refresh_token=refresh_token,
     )
     services = AppServices(github=github, deps=deps, bot_login=settings.bot_login)
     timing = PollTiming(

@@ -14,12 +14,13 @@ The installation token reaches git only in one process's environment as an `http
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -29,9 +30,11 @@ import anyio
 import anyio.to_thread
 import pygit2
 
+from bot.app.git.hygiene import clear_stale_locks, discard_mirror, looks_corrupt, opens
 from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
 from bot.app.git.plumbing import (
     CheckoutError,
+    auth_refused,
     check_branch,
     check_sha,
     check_url,
@@ -54,6 +57,7 @@ from bot.app.git.plumbing import (
 __all__ = ["PENDING_PREFIX", "RUNS_PREFIX", "CheckoutError", "Checkouts", "RunTree"]
 
 T = TypeVar("T")
+log = logging.getLogger("beam.checkout")
 
 PENDING_PREFIX = "refs/beam/pending/"
 _RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
@@ -102,28 +106,58 @@ class Checkouts:
 
     # -- mirror upkeep ----------------------------------------------------------------------------
 
-    async def update_mirror(self, repo_full_name: str, clone_url: str, token: str, refs: list[str]) -> None:
-        """Create the mirror if needed and fetch exactly `refs` (`src:dst` refspecs) into it."""
+    async def update_mirror(
+        self,
+        repo_full_name: str,
+        clone_url: str,
+        token: str,
+        refs: list[str],
+        *,
+        refresh: Callable[[], Awaitable[str]] | None = None,
+    ) -> None:
+        """Create the mirror if needed and fetch exactly `refs` (`src:dst` refspecs) into it.
+
+        A mirror git cannot open, or whose fetch reports corruption, is rebuilt once. When GitHub
+        refuses the token (401/403) and `refresh` is given, one fresh token is fetched and tried.
+        """
         mirror = self.mirror_path(repo_full_name)
         check_url(clone_url)
         specs = [fetch_refspec(spec) for spec in refs]
         if not specs:
             raise CheckoutError("No refs to fetch.")
 
-        def work() -> None:
-            if not mirror.exists():
-                self._create_mirror(mirror)
-            repo = pygit2.Repository(str(mirror))
-            if origin_url(repo) != clone_url:
-                repo.config["remote.origin.url"] = clone_url
-            args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
-            result = run_git(
-                self._git, self._timeout, [*args, "--", clone_url, *specs], cwd=mirror, token=token
-            )
-            if result.returncode != 0:
-                raise CheckoutError(explain("fetch", repo_full_name, result, token))
+        def work(token: str) -> None:
+            for attempt in (1, 2):
+                if mirror.exists() and not opens(mirror):
+                    log.warning("the mirror of %s is broken; rebuilding it", repo_full_name)
+                    discard_mirror(mirror)
+                if not mirror.exists():
+                    self._create_mirror(mirror)
+                repo = pygit2.Repository(str(mirror))
+                if origin_url(repo) != clone_url:
+                    repo.config["remote.origin.url"] = clone_url
+                args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
+                result = run_git(
+                    self._git, self._timeout, [*args, "--", clone_url, *specs], cwd=mirror, token=token
+                )
+                if result.returncode == 0:
+                    return
+                if attempt == 1 and looks_corrupt((result.stderr or "") + (result.stdout or "")):
+                    log.warning("the mirror of %s is corrupt; rebuilding it", repo_full_name)
+                    discard_mirror(mirror)
+                    continue
+                raise CheckoutError(
+                    explain("fetch", repo_full_name, result, token), auth=auth_refused(result)
+                )
 
-        await self._locked(repo_full_name, work)
+        try:
+            await self._locked(repo_full_name, lambda: work(token))
+        except CheckoutError as error:
+            if not error.auth or refresh is None:
+                raise
+            log.info("git fetch of %s: GitHub refused the token; trying a fresh one", repo_full_name)
+            fresh = await refresh()
+            await self._locked(repo_full_name, lambda: work(fresh))
 
     def _create_mirror(self, mirror: Path) -> None:
         mirror.parent.mkdir(parents=True, exist_ok=True)
@@ -344,8 +378,16 @@ class Checkouts:
         lock = self._locks.setdefault(repo_full_name, anyio.Lock())
         lock_file = self.mirror_path(repo_full_name).with_suffix(".lock")
 
+        mirror = self.mirror_path(repo_full_name)
+
         def locked() -> T:
             with file_lock(lock_file):
+                if mirror.exists():  # a git killed mid-command must not block every later one
+                    removed = clear_stale_locks(mirror)
+                    if removed:
+                        log.warning(
+                            "removed %d stale git lock(s) in the mirror of %s", len(removed), repo_full_name
+                        )
                 return fn()
 
         async with lock:

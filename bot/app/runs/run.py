@@ -76,6 +76,8 @@ class RunDeps:
     blocked_paths: tuple[str, ...] = (".github/workflows/**",)
     bot_login: str | None = None
     crash: CrashPoints = NO_CRASH
+    # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
+    refresh_token: Callable[[int], Awaitable[str]] | None = None
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
@@ -309,7 +311,15 @@ class SkillRun:
             refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
             if pull.base.ref != repo.default_branch:
                 refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
-        await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs)
+        refresh = self.deps.refresh_token
+
+        async def fresh_token() -> str:
+            assert refresh is not None
+            return await refresh(self.req.installation_id)
+
+        await self.deps.checkouts.update_mirror(
+            repo.full_name, repo.clone_url, token, refs, refresh=fresh_token if refresh else None
+        )
         head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
         kind = "pr" if pull is not None else "issue"
         branch = f"beam/{kind}-{self.number}/{self.skill}-{self.run_id[:8]}"
