@@ -61,6 +61,8 @@ class Settings(BaseSettings):
     - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (30;
       heartbeats renew it), SHUTDOWN_GRACE (25 s for in-flight jobs on SIGTERM), SWEEP_INTERVAL
       (60 s between sweeps that finish tracking comments left open by jobs that gave up),
+      MAX_UNVERIFIED_BYTES (64 MiB of webhook bodies not yet verified, all requests together),
+      HEADER_TIMEOUT (10 s), BODY_TIMEOUT (30 s), MAX_CONNECTIONS (1000; more get 503),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
@@ -96,6 +98,12 @@ class Settings(BaseSettings):
     shutdown_grace: float = Field(default=25.0, ge=0)
     # Issue 8: how often a worker process looks for tracking comments left non-final.
     sweep_interval: float = Field(default=60.0, gt=0)
+    # Issue 8, intake under abuse: bytes of unverified webhook bodies held at once (all requests),
+    # seconds to read a request head and a body, and open connections (more get 503).
+    max_unverified_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=1000, ge=1)
     queue_poll_interval: float = Field(default=2.0, gt=0)
     poll_interval: float = Field(default=30.0, gt=0)
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.

@@ -61,7 +61,12 @@ class AppRuntime:
             raise ValueError("pass handler or handler_factory, not both")
         self.settings = settings
         self.metrics = metrics or Metrics()
-        self.intake = WebhookIntake(self.metrics, public_url=settings.public_url)
+        self.intake = WebhookIntake(
+            self.metrics,
+            public_url=settings.public_url,
+            max_unverified=settings.max_unverified_bytes,
+            body_timeout=settings.body_timeout,
+        )
         self.setup = SetupFlow(settings, {}, self.activate)
         self.credentials: AppCredentials | None = None
         self.store: Store | None = None

@@ -16,6 +16,7 @@ import uvicorn
 
 from bot.app.settings import Settings, SettingsError, load_credentials
 from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
+from bot.app.web.limits import header_timeout_protocol
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,10 @@ def serve(
         lifespan="on",
         proxy_headers=False,
         server_header=False,
+        # Issue 8: a slow client cannot hold a connection without sending a request head, and the
+        # number of connections is bounded (more get 503).
+        http=header_timeout_protocol(settings.header_timeout),
+        limit_concurrency=settings.max_connections,
     )
     server = uvicorn.Server(config)
     server.run()
