@@ -135,3 +135,16 @@ def test_a_job_whose_worker_dies_on_every_attempt_ends_with_a_final_comment(bot:
     assert [r["status"] for r in fleet.run_rows()] == ["failed"]
     assert bot.fake.reviews_on(REPO, NUMBER) == []
     assert all(r.user != BOT or r.content == "eyes" for r in bot.fake.reactions.values())
+
+
+def test_a_missing_file_is_told_to_the_model_and_the_review_goes_on(bot: BotProcess) -> None:
+    bot.llm.reply_tool_calls(("read_file", {"path": "src/missing.py"}))
+    bot.llm.reply_tool_calls(("review_change", {"body": "Looks right.", "comments": []}))
+    bot.llm.reply_text("Reviewed.")
+    Fleet(bot).start()
+    send(bot, "/beam review")
+    final = wait_for(lambda: final_tracking(bot), what=f"the answer\n{bot.log()[-3000:]}")
+    assert "Posted a review" in final.body and "failed" not in final.body
+    told = [m for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert told and "BEM-307" in told[-1]["content"]
+    assert len(bot.fake.reviews_on(REPO, NUMBER)) == 1
