@@ -5,8 +5,9 @@ for-using-the-rest-api): on a primary rate limit (403/429 with `x-ratelimit-rema
 `x-ratelimit-reset`; on a secondary limit wait `Retry-After` seconds, or at least a minute growing
 exponentially; retry 5xx of idempotent methods with exponential backoff (a POST that got a 5xx may
 have been done: the job retries it through the effects journal, which reads GitHub first). Attempts
-are bounded and a wait longer than `max_wait` is not slept: the error carries `retry_at` so the job queue can come back later instead
-of holding a worker. The sleep and the clock are injectable so tests assert on the waits, not time.
+are bounded and a wait longer than `max_wait` is not slept: the error carries `retry_at` so the job
+queue can come back later instead of holding a worker. The sleep and the clock are injectable so
+tests assert on the waits, not time.
 """
 
 from __future__ import annotations
