@@ -14,31 +14,33 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import anyio
 import pygit2
 
-from bot.app.commands import Command
 from bot.app.effects.conversation import RunConversation
-from bot.app.effects.crash import NO_CRASH, CrashPoints
-from bot.app.effects.journal import Journal
-from bot.app.effects.writer import GitHubEffects
-from bot.app.git.checkout import CheckoutError, Checkouts, RunTree
+from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
-from bot.app.github.payloads import CommentEvent
-from bot.app.jobs.queue import Job
-from bot.app.jobs.store import Store
+from bot.app.github.client import InlineComment, PullFile, PullRequest
 from bot.app.jobs.workers import RetryableError
 from bot.app.runs import render
+from bot.app.runs.deps import (
+    MAX_KNOWN_PATHS,
+    MAX_PULL_FILES,
+    RECOVERABLE_TOOL_ERRORS,
+    RESUMABLE_SKILLS,
+    RUN_NAMESPACE,
+    Outcome,
+    RunDeps,
+    RunRequest,
+    run_id_for,
+)
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
-from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
@@ -47,63 +49,7 @@ from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 
 log = logging.getLogger("beam.runs")
-
-RUN_NAMESPACE = uuid.UUID("5b0e3a52-8f0d-4c55-9a57-4be2a7d1c0de")
-MAX_PULL_FILES = 300
-MAX_KNOWN_PATHS = 20_000
-# Skills that never change the tree: a retry may continue their conversation on a fresh checkout.
-RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
-# Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
-# ending the run; jail escapes, protected refs and blocked paths still end it.
-RECOVERABLE_TOOL_ERRORS = frozenset({"BEM-306", "BEM-307", "BEM-319"})
-
-
-def run_id_for(job: Job) -> str:
-    """Stable per delivery, so every attempt of one command is the same run."""
-    basis = f"delivery:{job.delivery_id}" if job.delivery_id else f"job:{job.id}"
-    return str(uuid.uuid5(RUN_NAMESPACE, basis))
-
-
-@dataclass
-class RunDeps:
-    """What a run needs from the process; built once by the app's lifespan."""
-
-    store: Store
-    checkouts: Checkouts
-    llm: CompletionClient
-    installation_token: Callable[[int], Awaitable[str]]
-    run_timeout: float = 600.0
-    blocked_paths: tuple[str, ...] = (".github/workflows/**",)
-    bot_login: str | None = None
-    crash: CrashPoints = NO_CRASH
-    # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
-    refresh_token: Callable[[int], Awaitable[str]] | None = None
-
-    def effects(self, gh: InstallationClient) -> GitHubEffects:
-        """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
-        return GitHubEffects(gh, Journal(self.store), self.crash)
-
-    def with_blocked_paths(self, paths: Iterable[str]) -> RunDeps:
-        """The same deps under a repository's own `blocked_paths` (from `.github/beam.yml`)."""
-        return replace(self, blocked_paths=tuple(paths))
-
-
-@dataclass
-class RunRequest:
-    event: CommentEvent
-    command: Command
-    job: Job
-    gh: InstallationClient
-    installation_id: int
-
-
-@dataclass
-class Outcome:
-    answer: str
-    notes: list[str] = field(default_factory=list)
-    result: AgentResult | None = None
-    held: bool = False  # the run ended by asking for approval (its status is `interrupted`)
-
+__all__ = ["MAX_PULL_FILES", "Outcome", "RunDeps", "RunRequest", "SkillRun", "run_id_for"]
 
 OnInterrupt = Callable[
     ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
@@ -242,8 +188,7 @@ class SkillRun:
         final = await self.effects.journal.lookup(self.key("final"))
         if final is not None:
             log.info("run %s: its final state was recorded; writing it again", self.run_id)
-            await self._safe_publish(str(final.result.get("body", "")), kind="final")
-            await self.deps.store.update_run(self.run_id, **dict(final.result.get("values") or {}))
+            await self._write_final(str(final.result.get("body", "")), dict(final.result.get("values") or {}))
             return True
         if self.skill != "review":
             return False
@@ -257,12 +202,22 @@ class SkillRun:
         await self._finish(Outcome(answer=render.review_posted(review.html_url)), None)
         return True
 
-    async def _safe_publish(self, body: str, *, kind: str = "edit") -> None:
+    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
+        """Write the recorded final state; if GitHub refuses it for now, the job is retried (and
+        writes it again), so the run is not marked ended behind a comment that still says Working."""
+        if not await self._safe_publish(body, kind="final"):
+            raise RetryableError(f"run {self.run_id}: the final state could not be written yet")
+        await self.deps.store.update_run(self.run_id, **values)
+
+    async def _safe_publish(self, body: str, *, kind: str = "edit") -> bool:
+        """Publish; False only when GitHub failed for now (a later try may succeed)."""
         with anyio.CancelScope(shield=True):
             try:
                 await self.publish(body, kind=kind)
             except GitHubError as error:
                 log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
+                return not error.transient
+        return True
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
         """Record the final state, then write it: a retry that finds it recorded only writes it again."""
@@ -283,8 +238,7 @@ class SkillRun:
             values.update(status="failed", error_code=code, error_message=reason)
         with anyio.CancelScope(shield=True):
             await self.effects.journal.record(self.key("final"), "final", {"body": body, "values": values})
-            await self._safe_publish(body, kind="final")
-            await self.deps.store.update_run(self.run_id, **values)
+        await self._write_final(body, values)
 
     async def _execute(self) -> Outcome:
         event, gh = self.req.event, self.req.gh
@@ -311,15 +265,8 @@ class SkillRun:
             refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
             if pull.base.ref != repo.default_branch:
                 refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
-        refresh = self.deps.refresh_token
-
-        async def fresh_token() -> str:
-            assert refresh is not None
-            return await refresh(self.req.installation_id)
-
-        await self.deps.checkouts.update_mirror(
-            repo.full_name, repo.clone_url, token, refs, refresh=fresh_token if refresh else None
-        )
+        refresh = self.deps.refresher(self.req.installation_id)
+        await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs, refresh=refresh)
         head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
         kind = "pr" if pull is not None else "issue"
         branch = f"beam/{kind}-{self.number}/{self.skill}-{self.run_id[:8]}"
