@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from sqlalchemy import inspect, text
 
 from bot.app.effects.crash import CrashPoints
 from bot.app.effects.journal import Journal
@@ -16,7 +17,7 @@ from bot.app.effects.writer import GitHubEffects, marker
 from bot.app.github.client import GitHubApi, GitHubApp, InlineComment, InstallationClient
 from bot.app.jobs.identity import claim_identity
 from bot.app.jobs.queue import JobQueue
-from bot.app.jobs.schema import effects
+from bot.app.jobs.schema import effects, schema_version
 from bot.app.jobs.store import Store
 from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401
 from tests.support.fake_github import FakeGitHub, checked_fake_github
@@ -179,3 +180,24 @@ async def test_a_restarted_process_gets_its_identity_back_and_reclaims_its_jobs(
     assert retaken is not None and retaken.id == job_id and retaken.attempts == 2
     for identity in (second, again):
         identity.release()
+
+
+async def test_a_version_1_database_gets_the_journal_tables(db_url: str) -> None:
+    store = await Store.open(db_url)
+    try:
+        async with store.write() as conn:
+            await conn.execute(text("DROP TABLE effects"))
+            await conn.execute(text("DROP TABLE run_checkpoints"))
+            await conn.execute(schema_version.update().values(version=1))
+    finally:
+        await store.close()
+    store = await Store.open(db_url)
+    try:
+        async with store.read() as conn:
+            tables = set(await conn.run_sync(lambda c: inspect(c).get_table_names()))
+        assert {"effects", "run_checkpoints"} <= tables
+        journal = Journal(store)
+        await journal.save_conversation("r-1", 2, [{"role": "user", "content": "hi\u0000"}])
+        assert await journal.load_conversation("r-1") == (2, [{"role": "user", "content": "hi\u0000"}])
+    finally:
+        await store.close()

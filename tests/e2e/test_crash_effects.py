@@ -31,6 +31,9 @@ CALLS: dict[str, Callable[[Call], bool]] = {
     "comment": lambda c: c.method == "POST" and c.path.endswith(f"/issues/{NUMBER}/comments"),
     "reply": lambda c: c.method == "POST" and c.path.endswith(f"/issues/{NUMBER}/comments"),
     "review": lambda c: c.method == "POST" and c.path.endswith(f"/pulls/{NUMBER}/reviews"),
+    "edit": lambda c: (
+        c.method == "PATCH" and isinstance(c.body, dict) and "Working on" in str(c.body.get("body"))
+    ),
     "final": lambda c: (
         c.method == "PATCH" and isinstance(c.body, dict) and "Working on" not in str(c.body.get("body"))
     ),
@@ -113,7 +116,7 @@ def settle(fleet: Fleet) -> None:
 
 
 @pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.parametrize("effect", ["reaction", "comment", "review", "final"])
+@pytest.mark.parametrize("effect", ["reaction", "comment", "edit", "review", "final"])
 def test_a_review_killed_at_any_write_ends_with_one_of_each(fleet: Fleet, effect: str, phase: str) -> None:
     bot = fleet.bot
     script_review(bot)
