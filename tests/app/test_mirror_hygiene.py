@@ -115,3 +115,23 @@ def test_server_paths_are_hidden_but_urls_and_repository_paths_stay() -> None:
     assert "/srv/beam" not in hidden
     assert "'refs/heads/main.lock'" in hidden and "open <path>" in hidden
     assert "https://github.com/octo/w.git/" in hidden
+
+
+async def test_a_push_gets_a_fresh_token_after_a_401_and_its_tip_is_read_back(
+    server: GitHttpServer, checkouts: Checkouts
+) -> None:
+    await checkouts.update_mirror(REPO, server.repo_url(REPO), TOKEN, REFS)
+    main = mirror_main(checkouts)
+    url = server.repo_url(REPO)
+    assert await checkouts.remote_tip(REPO, url, TOKEN, "beam/pr-1/author-x") is None
+
+    async def refresh() -> str:
+        return TOKEN
+
+    with pytest.raises(CheckoutError) as refused:
+        await checkouts.push_from_mirror(REPO, url, "ghs_expired", "refs/heads/main", "beam/pr-1/author-x")
+    assert refused.value.auth
+    await checkouts.push_from_mirror(
+        REPO, url, "ghs_expired", "refs/heads/main", "beam/pr-1/author-x", refresh=refresh
+    )
+    assert await checkouts.remote_tip(REPO, url, TOKEN, "beam/pr-1/author-x") == main

@@ -342,10 +342,11 @@ class Approvals:
         token = await self.deps.installation_token(int(push.action["installation_id"]))
         try:
             effects = self.deps.effects(gh)
+            refresh = self.deps.refresher(int(push.action["installation_id"]))
             if push.state == "approved":
-                await resume_push(self.pushes, self.deps.checkouts, push, token, effects)
+                await resume_push(self.pushes, self.deps.checkouts, push, token, effects, refresh)
             else:  # this job's earlier attempt died mid-push: the journal and the branch tip tell
-                await push_pinned(self.deps.checkouts, push, token, effects)
+                await push_pinned(self.deps.checkouts, push, token, effects, refresh)
         except BeamError as error:
             if error.code == "BEM-066":
                 return

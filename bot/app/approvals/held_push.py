@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,12 +119,18 @@ class HeldPushTool(Tool):
     """`git_push` for a resumed run: pushes the pinned commit to the run's branch and nothing else."""
 
     def __init__(
-        self, checkouts: Checkouts, push: HeldPush, token: str, effects: GitHubEffects | None = None
+        self,
+        checkouts: Checkouts,
+        push: HeldPush,
+        token: str,
+        effects: GitHubEffects | None = None,
+        refresh: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         self.checkouts = checkouts
         self.push = push
         self._token = token
         self.effects = effects
+        self.refresh = refresh
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -134,12 +141,16 @@ class HeldPushTool(Tool):
         )
 
     async def invoke(self, args: Any, input: AgentInput) -> Any:
-        await push_pinned(self.checkouts, self.push, self._token, self.effects)
+        await push_pinned(self.checkouts, self.push, self._token, self.effects, self.refresh)
         return {"pushed": self.push.branch, "commit": self.push.commit_sha}
 
 
 async def push_pinned(
-    checkouts: Checkouts, push: HeldPush, token: str, effects: GitHubEffects | None = None
+    checkouts: Checkouts,
+    push: HeldPush,
+    token: str,
+    effects: GitHubEffects | None = None,
+    refresh: Callable[[], Awaitable[str]] | None = None,
 ) -> None:
     """Push the pinned commit; through the effects journal (issue 8), an earlier attempt's push is
     found by the branch tip on GitHub and not made again."""
@@ -150,7 +161,13 @@ async def push_pinned(
 
     async def send() -> None:
         await checkouts.push_from_mirror(
-            push.repo, url, token, push.pending_ref, push.branch, expected_sha=push.commit_sha
+            push.repo,
+            url,
+            token,
+            push.pending_ref,
+            push.branch,
+            expected_sha=push.commit_sha,
+            refresh=refresh,
         )
 
     if effects is None:
@@ -160,13 +177,20 @@ async def push_pinned(
 
 
 async def resume_push(
-    pushes: Pushes, checkouts: Checkouts, push: HeldPush, token: str, effects: GitHubEffects | None = None
+    pushes: Pushes,
+    checkouts: Checkouts,
+    push: HeldPush,
+    token: str,
+    effects: GitHubEffects | None = None,
+    refresh: Callable[[], Awaitable[str]] | None = None,
 ) -> AgentResult:
     """Resume the author run with its stored action; BEM-066 if another worker claimed it first."""
     action = push.action
     hub = RiverBeam(action_store=PushActionStore(pushes, push))
     hub.register_agent(
-        RigAgentRunner.for_skill("author", EchoClient(), [HeldPushTool(checkouts, push, token, effects)])
+        RigAgentRunner.for_skill(
+            "author", EchoClient(), [HeldPushTool(checkouts, push, token, effects, refresh)]
+        )
     )
     request = InvokeRequest(
         agent_name="author",

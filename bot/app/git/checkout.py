@@ -48,6 +48,7 @@ from bot.app.git.plumbing import (
     make_run_dir,
     mirror_dirs,
     origin_url,
+    remote_ref,
     remove_dir,
     rmdir_if_empty,
     run_git,
@@ -150,14 +151,7 @@ class Checkouts:
                     explain("fetch", repo_full_name, result, token), auth=auth_refused(result)
                 )
 
-        try:
-            await self._locked(repo_full_name, lambda: work(token))
-        except CheckoutError as error:
-            if not error.auth or refresh is None:
-                raise
-            log.info("git fetch of %s: GitHub refused the token; trying a fresh one", repo_full_name)
-            fresh = await refresh()
-            await self._locked(repo_full_name, lambda: work(fresh))
+        await self._with_fresh_token(repo_full_name, work, token, refresh)
 
     def _create_mirror(self, mirror: Path) -> None:
         mirror.parent.mkdir(parents=True, exist_ok=True)
@@ -272,10 +266,12 @@ class Checkouts:
         target_branch: str,
         *,
         expected_sha: str | None = None,
+        refresh: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         """Push the commit at `source_ref` in the mirror to `refs/heads/<target_branch>`, never forced.
 
         With `expected_sha`, refuse unless the ref still holds that commit (the one that was shown).
+        When GitHub refuses the token and `refresh` is given, one fresh token is fetched and tried.
         """
         check_url(clone_url)
         check_branch(target_branch)
@@ -283,7 +279,7 @@ class Checkouts:
             raise CheckoutError(f"The bot pushes only to its own beam/... branches, not {target_branch!r}.")
         mirror = self.mirror_path(repo_full_name)
 
-        def work() -> None:
+        def work(token: str) -> None:
             repo = pygit2.Repository(str(mirror))
             try:
                 sha = str(repo.revparse_single(source_ref).peel(pygit2.Commit).id)
@@ -300,11 +296,12 @@ class Checkouts:
                 token=token,
             )
             if result.returncode != 0:
-                raise CheckoutError(explain("push", f"{sha[:12]} to {target_branch}", result, token))
+                what = f"{sha[:12]} to {target_branch}"
+                raise CheckoutError(explain("push", what, result, token), auth=auth_refused(result))
 
         if not mirror.exists():
             raise CheckoutError(f"There is no mirror of {repo_full_name}.")
-        await self._locked(repo_full_name, work)
+        await self._with_fresh_token(repo_full_name, work, token, refresh)
 
     async def remote_tip(self, repo_full_name: str, clone_url: str, token: str, branch: str) -> str | None:
         """The commit `refs/heads/<branch>` holds on the remote now, or None (how a retried push
@@ -312,21 +309,9 @@ class Checkouts:
         check_url(clone_url)
         check_branch(branch)
         mirror = self.mirror_path(repo_full_name)
-        ref = f"refs/heads/{branch}"
-
-        def work() -> str | None:
-            result = run_git(
-                self._git, self._timeout, ["ls-remote", "--", clone_url, ref], cwd=mirror, token=token
-            )
-            if result.returncode != 0:
-                raise CheckoutError(explain("ls-remote", branch, result, token))
-            for line in result.stdout.splitlines():
-                sha, _, name = line.partition("\t")
-                if name.strip() == ref:
-                    return sha.strip()
-            return None
-
-        return await anyio.to_thread.run_sync(work)
+        return await anyio.to_thread.run_sync(
+            lambda: remote_ref(self._git, self._timeout, mirror, clone_url, token, f"refs/heads/{branch}")
+        )
 
     async def drop_pin(self, repo_full_name: str, ref_name: str) -> None:
         """Forget a pending ref once its push is done, rejected or expired."""
@@ -372,6 +357,23 @@ class Checkouts:
                 repo.references.delete(ref)
 
     # -- plumbing ---------------------------------------------------------------------------------
+
+    async def _with_fresh_token(
+        self,
+        repo_full_name: str,
+        work: Callable[[str], None],
+        token: str,
+        refresh: Callable[[], Awaitable[str]] | None,
+    ) -> None:
+        """Run `work(token)` under the mirror's locks; once more with a fresh token after a 401."""
+        try:
+            await self._locked(repo_full_name, lambda: work(token))
+        except CheckoutError as error:
+            if not error.auth or refresh is None:
+                raise
+            log.info("git on %s: GitHub refused the token; trying a fresh one", repo_full_name)
+            fresh = await refresh()
+            await self._locked(repo_full_name, lambda: work(fresh))
 
     async def _locked(self, repo_full_name: str, fn: Callable[[], T]) -> T:
         """Run `fn` in a thread holding the mirror's task lock and its file lock (other processes)."""

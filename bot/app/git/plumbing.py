@@ -115,6 +115,18 @@ def explain(action: str, what: str, result: subprocess.CompletedProcess[str], to
     return f"{lead}\ngit said: {detail}" if detail else lead
 
 
+def remote_ref(git: str, timeout: float, cwd: Path, url: str, token: str, ref: str) -> str | None:
+    """The sha `ref` holds on the remote (`git ls-remote`), or None when it has no such ref."""
+    result = run_git(git, timeout, ["ls-remote", "--", url, ref], cwd=cwd, token=token)
+    if result.returncode != 0:
+        raise CheckoutError(explain("ls-remote", ref, result, token), auth=auth_refused(result))
+    for line in result.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if name.strip() == ref:
+            return sha.strip()
+    return None
+
+
 def split_repo(full_name: str) -> tuple[str, str]:
     owner, sep, repo = full_name.partition("/")
     if not sep or not _PART.fullmatch(owner) or not _PART.fullmatch(repo) or repo.endswith((".git", ".lock")):
