@@ -28,7 +28,7 @@ class Entry:
 
 
 class Journal:
-    """The `effects` table: `lookup`, `intend`, `record`; and the run conversation checkpoints."""
+    """The `effects` table (`lookup`, `intend`, `record`) and the runs' conversation checkpoints."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -68,13 +68,6 @@ class Journal:
                 await conn.execute(
                     self.store.insert_ignore(effects).values(created_at=now, updated_at=now, **row)
                 )
-
-    async def entries(self, prefix: str) -> list[Entry]:
-        """Every entry whose key starts with `prefix` (a run's effects), oldest first."""
-        query = select(effects).where(effects.c.key.startswith(prefix, autoescape=True))
-        async with self.store.read() as conn:
-            rows = (await conn.execute(query.order_by(effects.c.created_at))).all()
-        return [Entry(r.key, r.kind, r.state, dict(r.result or {})) for r in rows]
 
     # -- conversation checkpoints -----------------------------------------------------------------
 
