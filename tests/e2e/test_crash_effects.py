@@ -13,17 +13,12 @@ from typing import Any
 
 import pytest
 
-from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
+from tests.e2e.crash_support import BOT, NUMBER, REPO, bot_comments, seed_review_pull, send
+from tests.support.bot_process import BotProcess, bot_stack, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fake_github import Call
 from tests.support.fake_github_state import PullFile
 from tests.support.fleet import Fleet, fresh_pg_database
-from tests.support.webhooks import delivery, issue_comment_payload
-
-REPO = "octo/demo"
-NUMBER = 7
-BOT = "beam-bot[bot]"
-PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
 
 # How each effect's call looks on the fake GitHub (for `during`).
 CALLS: dict[str, Callable[[Call], bool]] = {
@@ -45,23 +40,7 @@ PHASES = ("before", "during", "after")
 def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
     with bot_stack(tmp_path, BEAM_CONCURRENCY="1") as bot:
         bot.llm.fallback_text = "Reviewed: `src/calc.py:2` now adds."
-        main = bot.git.seed(
-            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
-        )
-        head = bot.git.commit(
-            REPO, {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"}, branch="feature"
-        )
-        bot.git.create_pull_ref(REPO, NUMBER, head)
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        bot.fake.add_pull(
-            REPO,
-            number=NUMBER,
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
+        seed_review_pull(bot)
         if request.param == "sqlite":
             fleet = Fleet(bot)
             yield fleet
@@ -73,21 +52,6 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
                     yield fleet
                 finally:
                     fleet.stop()
-
-
-def send(bot: BotProcess, body: str) -> int:
-    comment = bot.fake.add_comment(REPO, NUMBER, body, user="maintainer")
-    payload = issue_comment_payload(
-        body, repo=REPO, number=NUMBER, commenter="maintainer", comment_id=comment.id
-    )
-    payload["repository"]["default_branch"] = "main"
-    response = bot.send(delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET))
-    assert response.status_code == 202, response.text
-    return comment.id
-
-
-def bot_comments(bot: BotProcess) -> list[Any]:
-    return [c for c in bot.fake.comments_on(REPO, NUMBER) if c.user == BOT]
 
 
 def script_review(bot: BotProcess) -> None:

@@ -9,9 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.test_crash_effects import BOT, NUMBER, PATCH, REPO, bot_comments, send
+from tests.e2e.crash_support import BOT, NUMBER, REPO, bot_comments, seed_review_pull, send
 from tests.support.bot_process import BotProcess, bot_stack, wait_for
-from tests.support.fake_github_state import PullFile
 from tests.support.fleet import Fleet
 from tests.support.openai_server import chat_response, text_message, tool_call, tool_calls_message
 
@@ -19,23 +18,7 @@ from tests.support.openai_server import chat_response, text_message, tool_call, 
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[BotProcess]:
     with bot_stack(tmp_path, BEAM_CONCURRENCY="1", BEAM_SWEEP_INTERVAL="0.5") as bot:
-        main = bot.git.seed(
-            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
-        )
-        head = bot.git.commit(
-            REPO, {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"}, branch="feature"
-        )
-        bot.git.create_pull_ref(REPO, NUMBER, head)
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        bot.fake.add_pull(
-            REPO,
-            number=NUMBER,
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
+        seed_review_pull(bot)
         yield bot
 
 
