@@ -79,6 +79,7 @@ async def test_a_begun_comment_is_found_by_its_marker_and_adopted(
     earlier = fake.add_comment(REPO, 3, f"⏳ Working\n{marker(k)}", user="beam-bot[bot]")
     found = await GitHubEffects(gh, journal).comment(k, OWNER, NAME, 3, "✅ Done")
     assert found.id == earlier.id and posts(fake, "issues/create-comment") == 0
+    assert "since" in fake.calls_to("issues/list-comments")[0].query  # only the recent comments are read
     assert fake.comments[earlier.id].body == f"✅ Done\n{marker(k)}"  # made to say what this attempt says
     assert (await journal.lookup(k)) is not None and (await journal.lookup(k)).state == "done"  # type: ignore[union-attr]
 

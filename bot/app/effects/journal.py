@@ -25,6 +25,7 @@ class Entry:
     kind: str
     state: EffectState
     result: dict[str, Any]
+    created_at: float
 
 
 class Journal:
@@ -38,7 +39,7 @@ class Journal:
             row = (await conn.execute(select(effects).where(effects.c.key == key))).first()
         if row is None:
             return None
-        return Entry(row.key, row.kind, row.state, dict(row.result or {}))
+        return Entry(row.key, row.kind, row.state, dict(row.result or {}), float(row.created_at))
 
     async def intend(self, key: str, kind: str) -> None:
         """Record that the write `key` is about to be made (kept as is when already recorded)."""

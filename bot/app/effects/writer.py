@@ -56,7 +56,9 @@ class Written:
         return cls(int(data.get("id") or 0), str(data.get("html_url") or ""), str(data.get("body") or ""))
 
 
-Find = Callable[[], Awaitable["Written | None"]]
+# Looks on GitHub for a write begun at `since` (epoch seconds, when its intent was recorded).
+Find = Callable[[float], Awaitable["Written | None"]]
+SKEW = 300.0  # seconds of clock difference between us and GitHub that a search allows for
 Make = Callable[[], Awaitable[Written]]
 
 
@@ -74,7 +76,7 @@ class GitHubEffects:
         if entry is not None and entry.state == "done":
             return Written.from_json(entry.result)
         if entry is not None and find is not None:
-            found = await find()
+            found = await find(entry.created_at)
             if found is not None:
                 log.info("effect %s (%s): an earlier attempt made it; adopting %s", key, kind, found.id)
                 await self.journal.record(key, kind, found.to_json())
@@ -99,8 +101,10 @@ class GitHubEffects:
     ) -> Written:
         text = with_marker(body, key)
 
-        async def find() -> Written | None:
-            for found in await self.gh.list_comments(owner, repo, number):
+        async def find(since: float) -> Written | None:
+            # Only comments updated since the intent (less a margin for clocks): a busy thread's
+            # older comments need not be read.
+            for found in await self.gh.list_comments(owner, repo, number, since=since - SKEW):
                 if found.body and marker(key) in found.body:
                     if found.body != text:  # adopt it, and make it say what this attempt says
                         await self.gh.update_comment(owner, repo, found.id, text)
@@ -134,7 +138,7 @@ class GitHubEffects:
             return None
         if entry.state == "done":
             return Written.from_json(entry.result)
-        found = await find()
+        found = await find(entry.created_at)
         if found is not None:
             await self.journal.record(key, kind, found.to_json())
         return found
@@ -180,7 +184,7 @@ class GitHubEffects:
         text = with_marker(body, key)
         inline = list(comments)
 
-        async def find() -> Written | None:
+        async def find(since: float) -> Written | None:
             return await self.find_review(key, owner, repo, number)
 
         async def make() -> Written:
@@ -196,7 +200,7 @@ class GitHubEffects:
     ) -> Written:
         text = with_marker(body, key)
 
-        async def find() -> Written | None:
+        async def find(since: float) -> Written | None:
             for found in await self.gh.list_review_comments(owner, repo, pull_number):
                 if found.body and marker(key) in found.body:
                     return Written(found.id, found.html_url, found.body)
@@ -224,7 +228,7 @@ class GitHubEffects:
     ) -> Written:
         text = with_marker(body, key)
 
-        async def find() -> Written | None:
+        async def find(since: float) -> Written | None:
             for found in await self.gh.list_open_pulls(owner, repo, f"{owner}:{head}"):
                 if found.base.ref == base:
                     return Written(found.number, found.html_url, found.body or "")
@@ -247,7 +251,7 @@ class GitHubEffects:
     ) -> Written:
         """Push `commit` once: an earlier attempt's push is found by the branch tip on the remote."""
 
-        async def find() -> Written | None:
+        async def find(since: float) -> Written | None:
             return Written(0, "", commit) if await tip() == commit else None
 
         async def make() -> Written:

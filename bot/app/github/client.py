@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -43,6 +44,11 @@ PER_PAGE = 100
 def _seg(value: str | int) -> str:
     """One path segment, escaped: owner, repo and user names come from webhook payloads."""
     return quote(str(value), safe="")
+
+
+def _iso(moment: float) -> str:
+    """An ISO 8601 UTC timestamp, as GitHub's `since` parameters take it."""
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _repo(owner: str, repo: str) -> str:
@@ -147,8 +153,12 @@ class InstallationClient:
     async def get_issue(self, owner: str, repo: str, number: int) -> Issue:
         return Issue.model_validate((await self._call("GET", f"{_repo(owner, repo)}/issues/{number}")).json())
 
-    async def list_comments(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Comment]:
-        items = await self._pages(f"{_repo(owner, repo)}/issues/{number}/comments", {}, limit)
+    async def list_comments(
+        self, owner: str, repo: str, number: int, *, limit: int = 1000, since: float | None = None
+    ) -> list[Comment]:
+        """Comments on an issue; with `since` (epoch seconds), only those updated since then."""
+        params = {} if since is None else {"since": _iso(since)}
+        items = await self._pages(f"{_repo(owner, repo)}/issues/{number}/comments", params, limit)
         return [Comment.model_validate(item) for item in items]
 
     async def create_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:

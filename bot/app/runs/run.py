@@ -194,7 +194,7 @@ class SkillRun:
             return False
         key = self.key("review")
         review = await self.effects.settle(
-            key, "review", lambda: self.effects.find_review(key, self.owner, self.repo, self.number)
+            key, "review", lambda _since: self.effects.find_review(key, self.owner, self.repo, self.number)
         )
         if review is None:
             return False
