@@ -1,17 +1,28 @@
-"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`; each builds what it needs, then runs."""
+"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`, `prune`; each builds what it needs, then runs.
+
+A wrong setting, database or port is one line on stderr and exit code 2, before anything runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import anyio
 
+from bot import package_version
+
+if TYPE_CHECKING:
+    from bot.app.settings import Settings
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="beam-bot", description=__doc__)
+    parser = argparse.ArgumentParser(prog="beam-bot", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"beam-bot {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     serve = sub.add_parser("serve", help="run the GitHub App (webhooks and workers)")
@@ -21,17 +32,25 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
 
     run = sub.add_parser("run", help="run a skill on a local git checkout, without GitHub")
-    run.add_argument("skill", help="review, summarize, commit-notes, consume, author, ...")
+    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author)")
     run.add_argument("instructions", help="what to do")
     run.add_argument("--repo", type=Path, default=Path("."), help="the git checkout (default .)")
-    run.add_argument("--branch", help="create and check out this branch first")
+    run.add_argument("--ref", default="HEAD", help="the commit to work on (default HEAD)")
+    run.add_argument("--branch", help="create this branch at --ref for the run's commits")
     run.add_argument("--json", action="store_true", help="print frames as JSON lines")
     decide = run.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="allow pushes without asking")
     decide.add_argument("--deny", action="store_true", help="deny pushes without asking")
 
     sub.add_parser("pending", help="list held pushes with their state and age")
+    prune = sub.add_parser("prune", help="remove old deliveries, jobs and runs now (held pushes stay)")
+    prune.add_argument("--days", type=float, help="keep this many days (default BEAM_RETENTION_DAYS, 30)")
     return parser
+
+
+def _fail(message: str) -> int:
+    print(f"beam-bot: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -47,34 +66,67 @@ def main(argv: Sequence[str] | None = None) -> int:
             branch=args.branch,
             as_json=args.json,
             approve=approve,
+            ref=args.ref,
         )
         return anyio.run(run_local, options)
     from bot.app.settings import SettingsError, load_settings
 
     try:
         settings = load_settings()
-    except SettingsError as error:
-        print(f"beam-bot: {error}", file=sys.stderr)
-        return 2
-    from bot.app.assembly import build_handler
-
-    try:
         if args.command == "serve":
+            from bot.app.assembly import build_handler
             from bot.app.web.server import serve
 
             serve(settings, args.host, args.port, handler_factory=build_handler)
             return 0
         if args.command == "worker":
+            from bot.app.assembly import build_handler
             from bot.app.web.server import run_worker
 
             run_worker(settings, handler_factory=build_handler)
             return 0
+        if args.command == "prune":
+            return anyio.run(_prune, settings, args.days)
+        return anyio.run(_pending, settings)
     except SettingsError as error:
-        print(f"beam-bot: {error}", file=sys.stderr)
-        return 2
-    from bot.app.approvals.pending_cli import print_pending
+        return _fail(str(error))
 
-    return anyio.run(print_pending, settings)
+
+async def _pending(settings: Settings) -> int:
+    from bot.app.approvals.pending_cli import format_rows, list_pending
+    from bot.app.jobs.offline import NoDatabase, open_existing
+
+    try:
+        store, where = await open_existing(settings)
+    except NoDatabase as nothing:
+        print(f"{nothing}: no held pushes.")
+        return 0
+    try:
+        print(f"Held pushes in {where}:")
+        print(format_rows(await list_pending(store), time.time()))
+    finally:
+        await store.close()
+    return 0
+
+
+async def _prune(settings: Settings, days: float | None) -> int:
+    from bot.app.jobs.offline import NoDatabase, open_existing
+    from bot.app.jobs.retention import prune
+
+    keep = settings.retention_days if days is None else days
+    if keep <= 0:
+        return _fail("retention is off (BEAM_RETENTION_DAYS=0): pass --days N to prune anyway")
+    try:
+        store, where = await open_existing(settings)
+    except NoDatabase as nothing:
+        print(f"{nothing}: nothing to prune.")
+        return 0
+    try:
+        pruned = await prune(store, keep)
+    finally:
+        await store.close()
+    print(f"Pruned {pruned.describe()} older than {keep:g} days from {where}; held pushes are kept.")
+    return 0
 
 
 if __name__ == "__main__":

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+# The database fixtures (`db_url`, `store`, `clocked_store`, `fake_clock`, `empty_pg_url`), for every test.
+pytest_plugins = ["tests.support.db"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

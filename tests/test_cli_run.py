@@ -154,7 +154,10 @@ def test_protected_push_is_refused_even_when_approved(checkout: tuple[Path, Path
         author_script(llm, ref)
         result = run_cli(["author", "--repo", str(work), "--branch", "fix-typo", "--approve", "fix it"], llm)
     assert result.returncode == 1
-    assert "BEM-328" in result.stdout
+    # The error, and the run's final line, are on stderr.
+    assert "BEM-328" in result.stderr
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("✗ failed: ") and "BEM-328" in last
     assert refs(origin) == before
 
 
@@ -162,4 +165,5 @@ def test_unknown_skill_is_a_usage_error(checkout: tuple[Path, Path]) -> None:
     work, _ = checkout
     result = run_cli(["deploy", "--repo", str(work), "go"], None)
     assert result.returncode == 2
-    assert "unknown skill 'deploy'" in result.stdout
+    assert "unknown skill 'deploy'" in result.stderr
+    assert result.stdout == ""

@@ -7,24 +7,56 @@ restart), so nothing here runs in setup mode.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import Protocol
+
+import httpx
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
 from bot.app.effects.crash import CrashPoints
 from bot.app.git.checkout import Checkouts
+from bot.app.github.api import GitHubStats
 from bot.app.github.client import GitHubApi, GitHubApp
+from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.store import Store
+from bot.app.jobs.workers import Handler
+from bot.app.reviews.review import KIND as AUTO_REVIEW
+from bot.app.reviews.review import ReviewJob
+from bot.app.reviews.state import ReviewStates
+from bot.app.reviews.threads import ThreadReplies
+from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs.run import RunDeps
 from bot.app.runs.sweep import finish_abandoned_runs
-from bot.app.webhooks.handlers import AppServices
+from bot.app.settings import AppCredentials, Settings
+from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
+from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
 
-if TYPE_CHECKING:
-    from bot.app.web.app import AppRuntime, JobHandler
-
 # A run stops this long before the worker's hard job timeout, so it can still write its final comment.
 FINAL_COMMENT_MARGIN = 60.0
+
+
+class RunMetrics(Protocol):
+    """The part of the web layer's metrics the job handler feeds (`web.metrics.Metrics` has it)."""
+
+    github_stats: GitHubStats
+
+    def observe_skill_run(
+        self, skill: str, status: str, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0
+    ) -> None: ...
+
+
+class Resources(Protocol):
+    """What a running app owns that the job handler needs (`web.app.AppRuntime` has it)."""
+
+    settings: Settings
+    credentials: AppCredentials | None
+    github: httpx.AsyncClient | None
+    store: Store | None
+
+    @property
+    def metrics(self) -> RunMetrics: ...
 
 
 def llm_client() -> CompletionClient:
@@ -33,10 +65,12 @@ def llm_client() -> CompletionClient:
     return client if client is not None else EchoClient()
 
 
-def build_services(runtime: AppRuntime) -> AppServices:
+def build_dispatcher(runtime: Resources) -> JobDispatcher:
+    """Every part built once, in order (each from the ones before it), and never changed after."""
     settings, credentials = runtime.settings, runtime.credentials
-    assert runtime.github is not None and runtime.store is not None and credentials is not None
-    api = GitHubApi(runtime.github, base_url=settings.github_api_url)
+    if runtime.github is None or runtime.store is None or credentials is None:
+        raise RuntimeError("the job handler is built only once the app has its store and credentials")
+    api = GitHubApi(runtime.github, base_url=settings.github_api_url, stats=runtime.metrics.github_stats)
     github = GitHubApp(api, credentials.app_id, credentials.private_key)
 
     async def installation_token(installation_id: int) -> str:
@@ -51,39 +85,44 @@ def build_services(runtime: AppRuntime) -> AppServices:
         checkouts=Checkouts(settings.work_dir, settings.runs_dir),
         llm=llm_client(),
         installation_token=installation_token,
+        identity=BotIdentity(github, settings.bot_login),
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
-        bot_login=settings.bot_login,
+        observe=runtime.metrics.observe_skill_run,
         crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
         refresh_token=refresh_token,
     )
-    services = AppServices(github=github, deps=deps, bot_login=settings.bot_login)
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
     )
-    approvals = Approvals(
-        github, deps, JobQueue(runtime.store), timing=timing, bot_login=lambda: services.bot_login
-    )
-    services.approvals = approvals
-    services.job_handlers[WATCH] = approvals.watch
-    return services
+    queue = JobQueue(runtime.store)
+    approvals = Approvals(github, deps, queue, timing=timing)
+    states = ReviewStates(runtime.store)
+    trigger = ReviewTrigger(github, queue, states, enabled_by_default=settings.auto_review)
+    reviews = ReviewJob(github, deps, states, enabled_by_default=settings.auto_review)
+    webhooks = Webhooks(github, deps, approvals, trigger, ThreadReplies(deps.llm))
+    sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))
+    return JobDispatcher(webhooks, {WATCH: approvals.watch, AUTO_REVIEW: reviews}, sweep)
 
 
 class JobHandlers:
     """The job handler the worker pool calls, with the pool's two hooks (issue 8): `gave_up` when a
     job ends failed or dead, and `periodic`, the sweep that finishes tracking comments left open."""
 
-    def __init__(self, services: AppServices) -> None:
-        self.services = services
+    def __init__(self, dispatcher: JobDispatcher, deps: RunDeps, github: GitHubApp) -> None:
+        self.dispatcher = dispatcher
+        self.deps = deps
+        self.github = github
 
     async def __call__(self, job: Job) -> None:
-        await self.services.handle_job(job)
+        await self.dispatcher.handle_job(job)
 
     async def gave_up(self, job: Job, error: str) -> None:
-        await finish_abandoned_runs(self.services.deps, self.services.github, job.id)
+        await finish_abandoned_runs(self.deps, self.github, job.id)
 
     async def periodic(self) -> None:
-        await finish_abandoned_runs(self.services.deps, self.services.github)
+        await finish_abandoned_runs(self.deps, self.github)
 
 
-def build_handler(runtime: AppRuntime) -> JobHandler:
-    return JobHandlers(build_services(runtime))
+def build_handler(runtime: Resources) -> Handler:
+    dispatcher = build_dispatcher(runtime)
+    return JobHandlers(dispatcher, dispatcher.webhooks.deps, dispatcher.webhooks.github)

@@ -17,8 +17,9 @@ SKILL_COMMANDS: dict[str, str] = {
     "commit-notes": "commit-notes",
     "ask": "consume",
     "author": "author",
+    "docs": "author",  # the author skill, with a documentation prompt and only `docs.paths` writable
 }
-CONTROL_COMMANDS = ("help", "approve", "reject")
+CONTROL_COMMANDS = ("help", "approve", "reject", "update")
 NEEDS_TEXT = {"ask": "a question", "author": "instructions"}
 NEEDS_ID = {"approve", "reject"}
 
@@ -28,6 +29,8 @@ HELP_LINES = (
     ("/beam commit-notes", "draft a commit message for the change"),
     ("/beam ask <question>", "answer a question about the code, with citations"),
     ("/beam author <instructions>", "make a change on a bot branch; the push waits for your approval"),
+    ("/beam docs <instructions>", "write documentation on a bot branch (on a PR, the text is optional)"),
+    ("/beam update", "on the bot's own pull request: merge the base branch into it; the push waits too"),
     ("/beam approve <id>", "approve a held push"),
     ("/beam reject <id>", "reject a held push"),
     ("/beam help", "show this list"),
@@ -97,8 +100,8 @@ def _build(name: str, text: str, word: str) -> Command | CommandError:
         if name in NEEDS_TEXT and not text:
             return CommandError(f"`/beam {name}` needs {NEEDS_TEXT[name]}, for example `/beam {name} ...`.")
         return Command(name=name, text=text, skill=SKILL_COMMANDS[name])
-    if name == "help":
-        return Command(name="help")
+    if name in ("help", "update"):
+        return Command(name=name)
     if name in NEEDS_ID:
         arg = text.split()[0] if text.split() else ""
         if not _PUSH_ID.match(arg):

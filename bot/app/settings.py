@@ -17,7 +17,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -57,6 +57,8 @@ class Settings(BaseSettings):
       credentials, mirrors. RUNS_DIR: where run trees go (a tmpfs makes big checkouts much faster).
     - GITHUB_API_URL (https://api.github.com; https://HOST/api/v3 for GitHub Enterprise Server).
     - PUBLIC_URL: the address GitHub reaches this server at (webhook and setup-callback URLs).
+    - WEBHOOK_PROXY_URL: a smee.io-style channel to receive deliveries from (local use); SETUP_TOKEN:
+      the setup page's token (default: a fresh one per start, logged).
     - APP_MANIFEST: a custom app.yml for setup mode. HOST (127.0.0.1), PORT (8080): `serve` binds.
     - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (30;
       heartbeats renew it), SHUTDOWN_GRACE (25 s for in-flight jobs on SIGTERM), SWEEP_INTERVAL
@@ -65,7 +67,12 @@ class Settings(BaseSettings):
       HEADER_TIMEOUT (10 s), BODY_TIMEOUT (30 s), MAX_CONNECTIONS (1000; more get 503),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
+    - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
+    - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line).
+    - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned;
+      held pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL
+      (3600 s): how often the server and each worker process prune.
     """
 
     model_config = SettingsConfigDict(
@@ -109,12 +116,34 @@ class Settings(BaseSettings):
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
     poll_min_interval: float = Field(default=5.0, gt=0)
     bot_login: str | None = None
+    # Automatic reviews of pull requests where `.github/beam.yml` does not say (auto_review.enabled).
+    auto_review: bool = False
+    # Setup (web/setup.py, web/proxy.py): a webhook proxy channel (https://smee.io/<channel>) whose
+    # Server-Sent Events carry GitHub's deliveries to a server GitHub cannot reach, and the setup
+    # page's one-time token (generated and logged at start when unset).
+    webhook_proxy_url: str | None = None
+    setup_token: SecretStr | None = None
     # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY); the client
     # itself is built by OpenAiCompatible.from_env, this only tells whether a live model is configured.
     llm_api_key: SecretStr | None = Field(
         default=None,
         validation_alias=AliasChoices("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY"),
     )
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    retention_days: float = Field(default=30.0, ge=0)
+    prune_interval: float = Field(default=3600.0, gt=0)
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @field_validator("log_format", mode="before")
+    @classmethod
+    def _lower(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("*", mode="before")
     @classmethod
@@ -136,6 +165,18 @@ class Settings(BaseSettings):
     @classmethod
     def _public_url(cls, value: str | None) -> str | None:
         return None if value is None else _http_url(value, "BEAM_PUBLIC_URL")
+
+    @field_validator("webhook_proxy_url")
+    @classmethod
+    def _proxy_url(cls, value: str | None) -> str | None:
+        return None if value is None else _http_url(value, "BEAM_WEBHOOK_PROXY_URL")
+
+    @field_validator("setup_token")
+    @classmethod
+    def _setup_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("BEAM_SETUP_TOKEN is too short: use at least 16 random characters")
+        return value
 
     @field_validator("private_key")
     @classmethod
@@ -181,9 +222,13 @@ class Settings(BaseSettings):
 
     @property
     def github_web_url(self) -> str:
-        """github.com for api.github.com; https://HOST for GitHub Enterprise Server's https://HOST/api/v3."""
+        """github.com for api.github.com, https://SUB.ghe.com for GHE.com's https://api.SUB.ghe.com, and
+        https://HOST for GitHub Enterprise Server's https://HOST/api/v3."""
         if re.match(r"^https?://api\.github\.com$", self.github_api_url):
             return "https://github.com"
+        ghe_com = re.match(r"^(https?://)api\.([A-Za-z0-9-]+\.ghe\.com)$", self.github_api_url)
+        if ghe_com:
+            return ghe_com.group(1) + ghe_com.group(2)
         return re.sub(r"/api/v3$", "", self.github_api_url)
 
     @property
@@ -217,10 +262,23 @@ def load_settings() -> Settings:
 def describe_validation_error(exc: ValidationError) -> str:
     lines = ["invalid beam-bot settings:"]
     for err in exc.errors(include_input=False, include_url=False):
-        name = "BEAM_" + "_".join(str(p) for p in err["loc"]).upper() if err["loc"] else ""
+        name = _variable_name(err["loc"])
         message = str(err["msg"]).removeprefix("Value error, ")
-        lines.append(f"  {name}: {message}" if name else f"  {message}")
+        # A validator's message often names its variable already: say it once, not twice.
+        if name and not message.startswith(name):
+            message = f"{name}: {message}"
+        lines.append(f"  {message}")
     return "\n".join(lines)
+
+
+def _variable_name(loc: tuple[int | str, ...]) -> str:
+    if not loc:
+        return ""
+    first = str(loc[0])
+    # Fields read through an alias (BEAM_API_KEY, NVIDIA_API_KEY) report the alias itself.
+    if first.isupper():
+        return first
+    return "BEAM_" + "_".join(str(p) for p in loc).upper()
 
 
 def load_credentials(settings: Settings) -> AppCredentials | None:

@@ -11,6 +11,7 @@ from bot.beam.completion import (
     CompletionClientBase,
     EchoClient,
     PendingToolCall,
+    RequestAwareClient,
     ScriptedClient,
 )
 from bot.beam.errors import CATALOG, BeamError
@@ -87,6 +88,7 @@ __all__ = [
     "PendingAction",
     "PendingToolCall",
     "RememberTool",
+    "RequestAwareClient",
     "RigAgentRunner",
     "RiverBeam",
     "SandboxRoot",

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -56,15 +56,37 @@ class Completion:
 class CompletionClient(Protocol):
     """Anything that turns OpenAI-format messages and tool specs into a `Completion`.
 
-    `complete_for` lets a host route per request; the runner always calls it. Clients that do not
-    care inherit `CompletionClientBase`, whose `complete_for` is `complete`.
+    `complete` is the seed's one method, and all a client must write. A client that routes per
+    request also defines `complete_for` (see `RequestAwareClient`); the runner calls it when it is
+    there and `complete` otherwise (`completion_call`). `CompletionClientBase` has both.
     """
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion: ...
 
+
+@runtime_checkable
+class RequestAwareClient(CompletionClient, Protocol):
+    """A client that also sees the agent input, for example to pick a model per request."""
+
     async def complete_for(
         self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
     ) -> Completion: ...
+
+
+CompleteFor = Callable[[AgentInput, list[dict[str, Any]], list[ToolSpec]], Awaitable[Completion]]
+
+
+def completion_call(client: CompletionClient) -> CompleteFor:
+    """`client.complete_for` when the client has it, else a call of the seed's `complete`."""
+    if isinstance(client, RequestAwareClient):
+        return client.complete_for
+
+    async def complete(
+        input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
+    ) -> Completion:
+        return await client.complete(messages, tools)
+
+    return complete
 
 
 class CompletionClientBase:

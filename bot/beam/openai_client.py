@@ -27,7 +27,7 @@ from bot.beam.errors import BeamError
 from bot.beam.tools import ToolSpec
 from bot.beam.types import TokenUsage
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.llm")
 
 DEFAULT_BASE_URL = "https://integrate.api.nvidia.com/v1"
 DEFAULT_MODEL = "deepseek-ai/deepseek-v4-pro-0813"

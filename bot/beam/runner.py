@@ -22,7 +22,7 @@ from collections.abc import Collection, Sequence
 from typing import Any, Protocol
 
 from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
-from bot.beam.completion import CompletionClient, PendingToolCall
+from bot.beam.completion import CompletionClient, PendingToolCall, completion_call
 from bot.beam.errors import BeamError
 from bot.beam.skills import Skill, skill_by_name
 from bot.beam.tools import Tool, ToolSpec
@@ -85,6 +85,7 @@ class RigAgentRunner(Agent):
     ) -> None:
         self.name = name
         self.client = client
+        self._complete = completion_call(client)  # a seed-style client has only `complete`
         self.skill = skill
         self.checkpoint = checkpoint
         self.recoverable_errors = frozenset(recoverable_errors)
@@ -178,7 +179,7 @@ class RigAgentRunner(Agent):
         usage = TokenUsage()
         model: str | None = None
         for round_number in range(first_round, MAX_ROUNDS):
-            completion = await self.client.complete_for(input, messages, self._specs)
+            completion = await self._complete(input, messages, self._specs)
             if completion.usage is not None:
                 usage += completion.usage
             model = completion.model or model

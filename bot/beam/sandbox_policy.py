@@ -143,3 +143,38 @@ class BlockedPaths:
             if self.matches(path):
                 return path
         return None
+
+
+class AllowedPaths:
+    """The complement of `BlockedPaths`: when set, tools may change only paths these globs match.
+
+    Unlike a blocked pattern, an allowed one does not cover what lies below a path it matches
+    (`**/*.md` must not open a directory named `notes.md/`); only a pattern ending in `/**` or `/`
+    covers a whole directory. No patterns means no restriction.
+    """
+
+    def __init__(self, patterns: Iterable[str] | None = None) -> None:
+        self.patterns = tuple(p for p in (patterns or ()) if p.strip().strip("/"))
+        parts = []
+        for pattern in self.patterns:
+            text = pattern.strip()
+            below = text.endswith("/**") or text.endswith("/")
+            parts.append(f"(?:{_glob_to_regex(text)}{'/.+' if below else ''})")
+        self._regex = re.compile("|".join(parts), re.IGNORECASE | re.DOTALL) if parts else None
+
+    def __bool__(self) -> bool:
+        return self._regex is not None
+
+    def permits(self, rel_path: str) -> bool:
+        """Whether a root-relative path with `/` separators may be changed."""
+        if self._regex is None:
+            return True
+        parts = [p for p in rel_path.split("/") if p not in ("", ".")]
+        return bool(parts) and self._regex.fullmatch("/".join(parts)) is not None
+
+    def first_refused(self, rel_paths: Iterable[str]) -> str | None:
+        """The first path among several that may not be changed, or None."""
+        for path in rel_paths:
+            if not self.permits(path):
+                return path
+        return None

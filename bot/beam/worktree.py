@@ -20,7 +20,7 @@ from pygit2.enums import CheckoutStrategy, CredentialType, RepositoryOpenFlag
 
 from bot.beam.errors import BeamError
 from bot.beam.jail import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_LIST_ENTRIES, SandboxRoot
-from bot.beam.sandbox_policy import BlockedPaths, is_protected, push_branch_name, strip_heads
+from bot.beam.sandbox_policy import AllowedPaths, BlockedPaths, is_protected, push_branch_name, strip_heads
 
 DEFAULT_IDENTITY = ("beam-agent", "beam@localhost")
 ORIGIN = "origin"
@@ -40,6 +40,7 @@ class WorkingTree:
         *,
         credentials: Credentials | None = None,
         blocked_paths: Iterable[str] = (),
+        allowed_paths: Iterable[str] | None = None,
         allowed_push_branches: Collection[str] | None = None,
         author: tuple[str, str] = DEFAULT_IDENTITY,
         committer: tuple[str, str] = DEFAULT_IDENTITY,
@@ -50,6 +51,7 @@ class WorkingTree:
         self.sandbox = sandbox
         self.protected_refs = tuple(protected_refs)
         self.blocked = BlockedPaths(blocked_paths)
+        self.allowed = AllowedPaths(allowed_paths)
         self.allowed_push_branches = None if allowed_push_branches is None else set(allowed_push_branches)
         self.author = author
         self.committer = committer
@@ -68,13 +70,25 @@ class WorkingTree:
         return self.sandbox.read_text(rel, max_bytes=self.max_file_bytes)
 
     def write_file(self, rel: str, body: str) -> None:
-        """Write inside the jail, unless the path, or where a symlink leads, is blocked (BEM-334)."""
+        """Write inside the jail, unless the path, or where a symlink leads, is blocked (BEM-334) or
+        outside the allowed paths (BEM-338)."""
         self._refuse_blocked(rel)
         self.sandbox.write_text(rel, body, max_bytes=self.max_file_bytes, guard=self._refuse_blocked)
 
     def _refuse_blocked(self, rel: str) -> None:
         if self.blocked.matches(rel):
             raise _blocked(rel)
+        if not self.allowed.permits(rel):
+            raise _not_allowed(rel, self.allowed.patterns)
+
+    def _refuse_any(self, rel_paths: Iterable[str]) -> None:
+        paths = list(rel_paths)
+        hit = self.blocked.first_match(paths)
+        if hit is not None:
+            raise _blocked(hit)
+        outside = self.allowed.first_refused(paths)
+        if outside is not None:
+            raise _not_allowed(outside, self.allowed.patterns)
 
     # -- repository --------------------------------------------------------------------------
 
@@ -212,11 +226,8 @@ class WorkingTree:
             except _GIT_ERRORS as exc:
                 raise BeamError("BEM-325", _text(exc)) from None
             if everything:
-                if self.blocked:
-                    changed = repo.status(untracked_files="all", ignored=False)
-                    hit = self.blocked.first_match(changed)
-                    if hit is not None:
-                        raise _blocked(hit)
+                if self.blocked or self.allowed:
+                    self._refuse_any(repo.status(untracked_files="all", ignored=False))
                 try:
                     index.add_all(["*"])
                     index.write()
@@ -239,10 +250,8 @@ class WorkingTree:
             try:
                 index = repo.index
                 index.read(False)
-                if self.blocked:
-                    hit = self.blocked.first_match(_index_changes(repo, index))
-                    if hit is not None:
-                        raise _blocked(hit)
+                if self.blocked or self.allowed:
+                    self._refuse_any(_index_changes(repo, index))
                 tree_id = index.write_tree()
                 parents = [] if repo.head_is_unborn else [repo.head.target]
                 author = pygit2.Signature(*self.author)
@@ -379,6 +388,15 @@ def _blocked(rel: str) -> BeamError:
         "BEM-334",
         f"{rel} is blocked by the repository's configuration; tools may not change it",
         message="Path is blocked by the repository's configuration.",
+    )
+
+
+def _not_allowed(rel: str, patterns: tuple[str, ...]) -> BeamError:
+    shown = ", ".join(patterns)
+    return BeamError(
+        "BEM-338",
+        f"{rel} is outside the paths this run may change ({shown}); change only files matching them",
+        message="Path is outside the paths this run may write.",
     )
 
 

@@ -348,3 +348,32 @@ async def test_checkout_ignores_filters_from_the_workers_global_git_config(
     assert (tree.path / "src" / "app.py").read_text() == "print('v2')\n"
     assert not marker.exists()
     await tree.remove()
+
+
+@pytest.mark.anyio
+async def test_a_follow_up_push_is_fast_forward_only_from_the_tip_it_started_at(world: World) -> None:
+    world.server.set_ref(REPO, "refs/heads/beam/pr-7/author-run1", world.head)  # the bot's branch
+    tree = await fresh_tree(world)
+    sha = commit_in_tree(tree.path, {"a.txt": "1\n"})
+    ref = await world.checkouts.pin(REPO, tree, sha, "p1")
+    branch = "beam/pr-7/author-run1"
+    # A commit that does not build on the expected tip is refused before anything is sent.
+    with pytest.raises(CheckoutError, match="does not build on"):
+        await world.checkouts.push_from_mirror(
+            REPO, world.url, TOKEN, ref, branch, expected_sha=sha, expected_remote=world.other
+        )
+    # Someone pushed to the branch since the run started: refused, the branch stays where they put it.
+    moved = world.server.commit(REPO, {"theirs.txt": "t\n"}, branch=branch)
+    with pytest.raises(CheckoutError, match="moved since the run started"):
+        await world.checkouts.push_from_mirror(
+            REPO, world.url, TOKEN, ref, branch, expected_sha=sha, expected_remote=world.head
+        )
+    assert world.server.ref_sha(REPO, f"refs/heads/{branch}") == moved
+    # Back at the tip the run started from: it goes through, and a repeat is a no-op.
+    world.server.set_ref(REPO, f"refs/heads/{branch}", world.head)
+    for _ in range(2):
+        await world.checkouts.push_from_mirror(
+            REPO, world.url, TOKEN, ref, branch, expected_sha=sha, expected_remote=world.head
+        )
+    assert world.server.ref_sha(REPO, f"refs/heads/{branch}") == sha
+    await tree.remove()

@@ -79,3 +79,14 @@ def test_help_lists_every_command() -> None:
         "/beam approve <id>",
     ):
         assert usage in text
+
+
+def test_docs_and_update() -> None:
+    assert parse("/beam docs explain the config") == Command(
+        name="docs", skill="author", text="explain the config"
+    )
+    assert parse("/beam docs") == Command(name="docs", skill="author", text="")  # on a PR: its change
+    assert parse("/beam update") == Command(name="update")
+    assert parse("/beam UPDATE now please") == Command(name="update")
+    text = help_text()
+    assert "/beam docs <instructions>" in text and "/beam update" in text

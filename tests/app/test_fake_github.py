@@ -143,7 +143,7 @@ async def test_unknown_route_method_and_parameters_are_refused(
 
 def test_spec_resolves_every_operation_the_bot_calls() -> None:
     spec = RestSpec.load()
-    assert len(spec.operations) == 23
+    assert len(spec.operations) == 27
     checked = spec.check_request("GET", "/repos/o/r/contents/.github/beam.yml", [("ref", "main")], b"")
     assert checked.operation is not None and checked.operation.operation_id == "repos/get-content"
     assert checked.path_params["path"] == ".github/beam.yml" and checked.problems == []
@@ -155,6 +155,11 @@ def test_spec_resolves_every_operation_the_bot_calls() -> None:
     assert nullable.problems == []
     not_json = spec.check_request("PATCH", "/repos/o/r/issues/comments/1", [], b"{body")
     assert not_json.problems == ["request body is not JSON"]
+    # GitHub's own POST check-runs (not Octokit's older override): completed needs a conclusion.
+    check = b'{"name":"beam / review","head_sha":"abc","status":"completed"}'
+    assert spec.check_request("POST", "/repos/o/r/check-runs", [], check).problems != []
+    queued = b'{"name":"beam / review","head_sha":"abc","status":"queued"}'
+    assert spec.check_request("POST", "/repos/o/r/check-runs", [], queued).problems == []
 
 
 # --- answers look like GitHub's ------------------------------------------------------------------

@@ -9,10 +9,11 @@ from typing import Any
 
 import anyio
 import pytest
+from sqlalchemy import select
 
-from bot.app.approvals.held_push import PushActionStore
-from bot.app.approvals.pushes import HeldPush, Pushes, new_push_id
-from bot.app.jobs.store import Store
+from bot.app.approvals.pushes import HeldPush, PushAction, PushContext, Pushes, new_push_id
+from bot.app.approvals.resume import PushActionStore
+from bot.app.jobs.store import Store, pending_pushes
 from bot.beam.completion import EchoClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
@@ -44,33 +45,43 @@ async def make_push(tmp_path: Path, state: str) -> tuple[Store, Pushes, HeldPush
         created_at=now,
         expires_at=now + 60,
         state=state,
-        action={
-            "action_id": ACTION,
-            "tool": "git_push",
-            "args": {"ref": "beam/pr-7/author-1"},
-            "agent_name": "author",
-            "session_id": str(SESSION),
-            "interaction_id": str(INTERACTION),
-        },
+        action=PushAction(
+            action_id=ACTION,
+            tool="git_push",
+            args={"ref": "beam/pr-7/author-1"},
+            agent_name="author",
+            session_id=str(SESSION),
+            interaction_id=str(INTERACTION),
+        ),
+        context=PushContext(
+            installation_id=1,
+            clone_url="http://git.invalid/o/r.git",
+            html_url="https://github.com/o/r",
+            default_branch="main",
+            on_pull_request=True,
+        ),
     )
     await pushes.create(push)
     return store, pushes, push
 
 
-def hub_for(pushes: Pushes, push: HeldPush, calls: list[Any]) -> RiverBeam:
+def git_push_tool(calls: list[Any]) -> FunctionTool:
     async def git_push(args: Any, input: AgentInput) -> Any:
         calls.append(args)
         await anyio.sleep(0.01)
         return {"pushed": args.get("ref")}
 
-    tool = FunctionTool(
+    return FunctionTool(
         ToolSpec(
             "git_push", "push", confirm_required=True, parameters=json_params({"ref": {"type": "string"}})
         ),
         git_push,
     )
+
+
+def hub_for(pushes: Pushes, push: HeldPush, calls: list[Any]) -> RiverBeam:
     hub = RiverBeam(action_store=PushActionStore(pushes, push))
-    hub.register_agent(RigAgentRunner.for_skill("author", EchoClient(), [tool]))
+    hub.register_agent(RigAgentRunner.for_skill("author", EchoClient(), [git_push_tool(calls)]))
     return hub
 
 
@@ -126,4 +137,28 @@ async def test_another_session_cannot_resume_it(tmp_path: Path) -> None:
     with pytest.raises(BeamError) as error:
         await hub_for(pushes, push, calls).invoke(request)
     assert error.value.code == "BEM-065" and calls == []
+    await store.close()
+
+
+async def test_the_typed_action_is_stored_as_one_flat_object(tmp_path: Path) -> None:
+    store, pushes, push = await make_push(tmp_path, "pending")
+    async with store.read() as conn:
+        row = (await conn.execute(select(pending_pushes.c.action))).one()
+    assert row.action["action_id"] == ACTION and row.action["args"] == {"ref": "beam/pr-7/author-1"}
+    assert row.action["installation_id"] == 1 and row.action["default_branch"] == "main"
+    assert await pushes.get(push.id) == push  # read back whole and typed
+    await store.close()
+
+
+async def test_a_push_interrupted_mid_push_is_finished_by_its_own_resume_only(tmp_path: Path) -> None:
+    store, pushes, push = await make_push(tmp_path, "pushing")
+    calls: list[Any] = []
+    with pytest.raises(BeamError) as error:  # an ordinary resume does not take a push already claimed
+        await hub_for(pushes, push, calls).invoke(resume())
+    assert error.value.code == "BEM-066" and calls == []
+    hub = RiverBeam(action_store=PushActionStore(pushes, push, resuming=True))
+    hub.register_agent(RigAgentRunner.for_skill("author", EchoClient(), [git_push_tool(calls)]))
+    await hub.invoke(resume({"ref": "main"}))
+    assert calls == [{"ref": "beam/pr-7/author-1"}]
+    assert (await pushes.get(push.id)).state == "pushing"  # type: ignore[union-attr]
     await store.close()

@@ -116,7 +116,16 @@ async def test_review_change_posts_once_and_folds_lines_outside_the_diff(tree: P
     }
     assert await review.invoke(args, INPUT) == {"posted": True, "inline_comments": 1, "folded_comments": 2}
     body, inline = posted[0]
-    assert inline == [{"path": "src/app.py", "line": 2, "side": "RIGHT", "body": "inline"}]
+    assert inline == [
+        {
+            "path": "src/app.py",
+            "line": 2,
+            "side": "RIGHT",
+            "body": "inline",
+            "finding": "inline",
+            "line_text": "    return TODO",
+        }
+    ]
     assert "`src/app.py` line 40: outside" in body and "`other.py` line 1" in body
     again = await review.invoke({"body": "twice"}, INPUT)
     assert again["posted"] is False and len(posted) == 1

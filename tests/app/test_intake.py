@@ -24,6 +24,9 @@ from tests.support.webhooks import delivery, raw_payload, sign
 
 SECRET = "it's a secret to everybody"
 PR_COMMENT = raw_payload("issue_comment.created.pull_request.json")
+_command = json.loads(PR_COMMENT)
+_command["comment"]["body"] = "/beam review"
+PR_COMMAND = json.dumps(_command).encode()
 
 
 def headers(body: bytes, event: str = "issue_comment", delivery_id: str | None = None) -> dict[str, str]:
@@ -57,13 +60,13 @@ async def test_signed_delivery_is_stored_with_its_job(
     app_client: tuple[Starlette, httpx.AsyncClient],
 ) -> None:
     app, client = app_client
-    h = headers(PR_COMMENT, delivery_id="d-1")
-    response = await client.post("/webhooks", content=PR_COMMENT, headers=h)
+    h = headers(PR_COMMAND, delivery_id="d-1")
+    response = await client.post("/webhooks", content=PR_COMMAND, headers=h)
     assert (response.status_code, response.json()) == (202, {"status": "accepted"})
     delivery = await store_of(app).get_delivery("d-1")
     assert delivery is not None
-    assert (delivery.event, delivery.action, delivery.payload) == ("issue_comment", "created", PR_COMMENT)
-    payload = json.loads(PR_COMMENT)
+    assert (delivery.event, delivery.action, delivery.payload) == ("issue_comment", "created", PR_COMMAND)
+    payload = json.loads(PR_COMMAND)
     [job] = await job_rows(app)
     assert job["key"] == f"{payload['repository']['full_name']}#{payload['issue']['number']}"
     assert (job["delivery_id"], job["state"], job["kind"]) == ("d-1", "queued", "delivery")
@@ -99,10 +102,19 @@ async def test_bad_signature_is_401_and_leaves_no_row(
 
 
 @pytest.mark.anyio
-async def test_uppercase_hex_signature_is_accepted(app_client: tuple[Starlette, httpx.AsyncClient]) -> None:
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"X-Hub-Signature-256": "sha256=" + sign(PR_COMMENT, SECRET).removeprefix("sha256=").upper()},
+        {"Content-Type": "application/json; charset=utf-8"},
+    ],
+    ids=["uppercase-hex-signature", "json-with-charset"],
+)
+async def test_equivalent_header_spellings_are_accepted(
+    app_client: tuple[Starlette, httpx.AsyncClient], header: dict[str, str]
+) -> None:
     _, client = app_client
-    h = headers(PR_COMMENT)
-    h["X-Hub-Signature-256"] = "sha256=" + sign(PR_COMMENT, SECRET).removeprefix("sha256=").upper()
+    h = headers(PR_COMMENT) | header
     assert (await client.post("/webhooks", content=PR_COMMENT, headers=h)).status_code == 202
 
 
@@ -147,16 +159,6 @@ async def test_form_encoded_delivery_is_415_with_the_fix(
 
 
 @pytest.mark.anyio
-async def test_json_with_charset_parameter_is_accepted(
-    app_client: tuple[Starlette, httpx.AsyncClient],
-) -> None:
-    _, client = app_client
-    h = headers(PR_COMMENT)
-    h["Content-Type"] = "application/json; charset=utf-8"
-    assert (await client.post("/webhooks", content=PR_COMMENT, headers=h)).status_code == 202
-
-
-@pytest.mark.anyio
 async def test_declared_length_over_25_mb_is_413_before_reading(
     app_client: tuple[Starlette, httpx.AsyncClient],
 ) -> None:
@@ -197,9 +199,9 @@ async def test_redelivery_gets_the_same_202_and_keeps_one_row(
     app_client: tuple[Starlette, httpx.AsyncClient],
 ) -> None:
     app, client = app_client
-    h = headers(PR_COMMENT, delivery_id="same-id")
-    first = await client.post("/webhooks", content=PR_COMMENT, headers=h)
-    again = await client.post("/webhooks", content=PR_COMMENT, headers=h)
+    h = headers(PR_COMMAND, delivery_id="same-id")
+    first = await client.post("/webhooks", content=PR_COMMAND, headers=h)
+    again = await client.post("/webhooks", content=PR_COMMAND, headers=h)
     assert (first.status_code, first.json()) == (202, {"status": "accepted"})
     assert (again.status_code, again.json()) == (202, {"status": "duplicate"})
     assert await stored_count(app) == 1
@@ -215,7 +217,7 @@ async def test_concurrent_deliveries_are_each_stored_once(
 
     async def send(delivery: str) -> None:
         response = await client.post(
-            "/webhooks", content=PR_COMMENT, headers=headers(PR_COMMENT, delivery_id=delivery)
+            "/webhooks", content=PR_COMMAND, headers=headers(PR_COMMAND, delivery_id=delivery)
         )
         assert response.status_code == 202
         results.append((delivery, response.json()["status"]))
@@ -238,9 +240,9 @@ async def test_database_failure_is_503_not_an_acknowledgement(
     app, client = app_client
     async with store_of(app).write() as conn:
         await conn.execute(text("DROP TABLE jobs"))
-    with caplog.at_level(logging.ERROR, logger="bot.app.web.intake"):
+    with caplog.at_level(logging.ERROR, logger="beam.intake"):
         response = await client.post(
-            "/webhooks", content=PR_COMMENT, headers=headers(PR_COMMENT, delivery_id="lost")
+            "/webhooks", content=PR_COMMAND, headers=headers(PR_COMMAND, delivery_id="lost")
         )
     assert response.status_code == 503
     assert response.json()["error"] == "store_error"
@@ -275,7 +277,10 @@ async def test_job_key_comes_from_the_payload(
     app_client: tuple[Starlette, httpx.AsyncClient], name: str, event: str, key: str
 ) -> None:
     app, client = app_client
-    body = raw_payload(name)
+    data = json.loads(raw_payload(name))
+    if "comment" in data:
+        data["comment"]["body"] = "/beam summarize"  # a comment without a command makes no job
+    body = json.dumps(data).encode()
     assert (
         await client.post("/webhooks", content=body, headers=headers(body, event=event))
     ).status_code == 202
@@ -284,16 +289,44 @@ async def test_job_key_comes_from_the_payload(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("name", "event"),
+    [
+        ("issue_comment.created.pull_request.json", "issue_comment"),
+        ("issue_comment.edited.issue.json", "issue_comment"),
+        ("pull_request_review_comment.created.json", "pull_request_review_comment"),
+        ("issue_comment.deleted.issue.json", "issue_comment"),
+    ],
+)
+async def test_a_delivery_that_cannot_lead_to_work_is_stored_without_a_job(
+    app_client: tuple[Starlette, httpx.AsyncClient], name: str, event: str
+) -> None:
+    app, client = app_client
+    body = raw_payload(name)
+    h = headers(body, event=event, delivery_id="quiet-1")
+    first = await client.post("/webhooks", content=body, headers=h)
+    again = await client.post("/webhooks", content=body, headers=h)
+    assert (first.status_code, first.json()) == (202, {"status": "accepted"})
+    assert (again.status_code, again.json()) == (202, {"status": "duplicate"})
+    stored = await store_of(app).get_delivery("quiet-1")
+    assert stored is not None and stored.payload == body  # kept for dedupe and audit
+    assert await job_rows(app) == []
+    samples = parse_metrics((await client.get("/metrics")).text)
+    assert samples['beam_webhook_deliveries_total{outcome="no_work"}'] == 1
+    assert samples['beam_webhook_deliveries_total{outcome="duplicate"}'] == 1
+
+
+@pytest.mark.anyio
 async def test_delivery_log_line_has_no_body_or_signature(
     app_client: tuple[Starlette, httpx.AsyncClient], caplog: pytest.LogCaptureFixture
 ) -> None:
     _, client = app_client
-    h = headers(PR_COMMENT, delivery_id="logged-1")
-    with caplog.at_level(logging.INFO, logger="bot.app.web.intake"):
-        await client.post("/webhooks", content=PR_COMMENT, headers=h)
+    h = headers(PR_COMMAND, delivery_id="logged-1")
+    with caplog.at_level(logging.DEBUG, logger="beam.intake"):
+        await client.post("/webhooks", content=PR_COMMAND, headers=h)
         bad = dict(h, **{"X-Hub-Signature-256": "sha256=" + "1" * 64, "X-GitHub-Delivery": "logged-2"})
-        await client.post("/webhooks", content=PR_COMMENT, headers=bad)
-    lines = [r.getMessage() for r in caplog.records if r.name == "bot.app.web.intake"]
+        await client.post("/webhooks", content=PR_COMMAND, headers=bad)
+    lines = [r.getMessage() for r in caplog.records if r.name == "beam.intake"]
     assert len(lines) == 2
     assert "id=logged-1 status=202 outcome=accepted" in lines[0]
     assert "event=issue_comment action=created" in lines[0]
@@ -301,7 +334,7 @@ async def test_delivery_log_line_has_no_body_or_signature(
     text = "\n".join(lines)
     assert h["X-Hub-Signature-256"].removeprefix("sha256=") not in text
     assert "1" * 64 not in text
-    assert json.loads(PR_COMMENT)["comment"]["body"][:20] not in text
+    assert json.loads(PR_COMMAND)["comment"]["body"][:20] not in text
 
 
 _SAMPLE = re.compile(
@@ -326,17 +359,19 @@ def parse_metrics(text: str) -> dict[str, float]:
         name, labels, value = match.group(1), match.group(2) or "", match.group(3)
         family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
         assert family in types, f"sample without # TYPE: {line!r}"
-        samples[name + labels] = float(value)
+        # Label order carries no meaning in the format: keys list the labels sorted by name.
+        pairs = sorted(re.findall(r'([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")', labels))
+        samples[name + ("{" + ",".join(pairs) + "}" if pairs else "")] = float(value)
     return samples
 
 
 @pytest.mark.anyio
 async def test_metrics_and_health(app_client: tuple[Starlette, httpx.AsyncClient]) -> None:
     app, client = app_client
-    h = headers(PR_COMMENT, delivery_id="m-1")
-    await client.post("/webhooks", content=PR_COMMENT, headers=h)
-    await client.post("/webhooks", content=PR_COMMENT, headers=h)
-    await client.post("/webhooks", content=PR_COMMENT, headers=dict(h, **{"X-Hub-Signature-256": "x"}))
+    h = headers(PR_COMMAND, delivery_id="m-1")
+    await client.post("/webhooks", content=PR_COMMAND, headers=h)
+    await client.post("/webhooks", content=PR_COMMAND, headers=h)
+    await client.post("/webhooks", content=PR_COMMAND, headers=dict(h, **{"X-Hub-Signature-256": "x"}))
     runtime_of(app).metrics.observe_run(42.0)
 
     response = await client.get("/metrics")
@@ -349,9 +384,9 @@ async def test_metrics_and_health(app_client: tuple[Starlette, httpx.AsyncClient
     assert samples['beam_mode{mode="normal"}'] == 1
     assert samples["beam_deliveries_stored"] == 1
     assert samples['beam_jobs{state="queued"}'] == 1
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="30"}'] == 0
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="60"}'] == 1
-    assert samples['beam_run_duration_seconds_bucket{outcome="success",le="+Inf"}'] == 1
+    assert samples['beam_run_duration_seconds_bucket{le="30.0",outcome="success"}'] == 0
+    assert samples['beam_run_duration_seconds_bucket{le="60.0",outcome="success"}'] == 1
+    assert samples['beam_run_duration_seconds_bucket{le="+Inf",outcome="success"}'] == 1
     assert samples['beam_run_duration_seconds_sum{outcome="success"}'] == 42.0
 
     health = await client.get("/healthz")
@@ -366,7 +401,7 @@ async def test_github_calls_are_counted(settings: Settings) -> None:
         assert github is not None
         assert (await github.get("/app")).status_code == 401  # no App JWT: GitHub's answer, a 4xx
         samples = parse_metrics((await client.get("/metrics")).text)
-        assert samples['beam_github_requests_total{method="GET",code="4xx"}'] == 1
+        assert samples['beam_github_requests_total{code="4xx",method="GET"}'] == 1
         assert [c.path for c in fake.calls] == ["/app"]
         assert fake.calls[0].headers["x-github-api-version"] == "2022-11-28"
 

@@ -59,7 +59,15 @@ async def test_u0000_in_strings_is_stored_on_both_databases(tmp_path: Path, db_u
         stored = await store_of(app).get_delivery(delivery_id)
         assert stored is not None and stored.payload == body  # exactly as GitHub signed it
         assert json.loads(stored.payload)["comment"]["body"] == "/beam review\u0000 please"
-        [job] = [j for j in await job_rows(app) if j["delivery_id"] == delivery_id]
+        # Triage (can_lead_to_work) makes no job for an action it does not know; a `created` one
+        # with the same NUL strings elsewhere gets its job, under a storable key.
+        assert not [j for j in await job_rows(app) if j["delivery_id"] == delivery_id]
+        payload["action"] = "created"
+        body = json.dumps(payload).encode()
+        sent = delivery("issue_comment", body, SECRET, delivery_id=f"{delivery_id}-created")
+        response = await client.post("/webhooks", content=body, headers=sent.headers)
+        assert response.status_code == 202, response.text
+        [job] = [j for j in await job_rows(app) if j["delivery_id"] == f"{delivery_id}-created"]
         assert job["key"] is not None and job["key"].startswith("octo")
 
 

@@ -8,21 +8,13 @@ from collections import Counter
 
 import anyio
 import pytest
+from sqlalchemy import inspect, text
 
-from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.fastpath import SQLITE_STATEMENTS
+from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.schema import SCHEMA_VERSION
 from bot.app.jobs.store import Store
-from tests.support.db import (  # noqa: F401 - fixtures
-    REPO_ROOT,
-    FakeClock,
-    claim_all,
-    claimer_command,
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from tests.support.db import REPO_ROOT, FakeClock, claim_all, claimer_command, opened
 
 pytestmark = pytest.mark.anyio
 
@@ -247,6 +239,26 @@ async def test_release_gives_the_job_back_without_counting_the_attempt(clocked_s
     assert again is not None and (again.id, again.attempts) == (job_id, 1)
 
 
+async def test_complete_and_claim_takes_the_next_job_in_the_same_transaction(clocked_store: Store) -> None:
+    queue = JobQueue(clocked_store)
+    a = await queue.enqueue("delivery", "o/r#1")
+    b = await queue.enqueue("delivery", "o/r#1")  # same key: claimable only once `a` is done
+    c = await queue.enqueue("delivery", "o/r#2")
+    first = await queue.claim("w", LEASE)
+    assert first is not None and first.id == a
+    done, following = await queue.complete_and_claim(first, LEASE)
+    assert done and following is not None and (following.id, following.lease_owner) == (b, "w")
+    assert (await queue.get(a) or {})["state"] == "done"
+    # A lost lease (here: an attempt this worker does not hold) is reported, and the worker still
+    # gets its next job.
+    lost = Job(b, "delivery", "o/r#1", None, None, following.attempts + 1, 5, "w", 0.0)
+    done, last = await queue.complete_and_claim(lost, LEASE)
+    assert not done and last is not None and last.id == c
+    done, none_left = await queue.complete_and_claim(following, None)
+    assert done and none_left is None
+    assert (await queue.get(c) or {})["state"] == "running"
+
+
 async def test_enqueue_if_absent_reuses_a_queued_job(clocked_store: Store) -> None:
     queue = JobQueue(clocked_store)
     first = await queue.enqueue("poll_approvals", None, if_absent=True)
@@ -326,3 +338,29 @@ async def test_a_second_os_process_never_claims_the_same_job(db_url: str) -> Non
         counts = Counter(mine + theirs)
         assert len(counts) == total and set(counts.values()) == {1}
         assert (await s.stats())["jobs"]["done"] == total
+
+
+async def test_the_claim_walks_the_state_id_index_without_sorting(store: Store) -> None:
+    """The cost stays flat in the backlog: each pick is an ordered index probe, never a sort."""
+    if not store.is_sqlite:
+        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
+    async with store.read() as conn:
+        for pick in (SQLITE_STATEMENTS.queued, SQLITE_STATEMENTS.expired):
+            plan = await conn.exec_driver_sql(
+                f"EXPLAIN QUERY PLAN {pick.sql}", {**pick.defaults, "b_now": 0.0}
+            )
+            details = " | ".join(str(row[-1]) for row in plan)
+            assert "jobs_state_id" in details, details
+            assert "TEMP B-TREE" not in details, details
+            assert "jobs_one_running_per_key" in details, details  # the key check is a probe too
+
+
+async def test_a_database_from_before_the_claim_index_gets_it(db_url: str) -> None:
+    async with opened(db_url) as s, s.write() as conn:
+        await conn.execute(text("DROP INDEX jobs_state_id"))
+        await conn.execute(text("UPDATE schema_version SET version = 2"))  # v3 added the index
+    async with opened(db_url) as s, s.read() as conn:
+        version = (await conn.execute(text("SELECT version FROM schema_version"))).scalar_one()
+        indexes = await conn.run_sync(lambda c: {i["name"] for i in inspect(c).get_indexes("jobs")})
+    assert version == SCHEMA_VERSION
+    assert "jobs_state_id" in indexes

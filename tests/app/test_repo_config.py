@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from bot.app.commands import SKILL_COMMANDS
+from bot.app.permissions import effective_permission, permission_at_least
 from bot.app.repo_config import (
     CONFIG_PATH,
     SKILLS,
@@ -18,14 +19,12 @@ from bot.app.repo_config import (
     RepoConfig,
     config_json_schema,
     config_json_schema_text,
-    effective_permission,
     expiry_seconds,
     load_repo_config,
-    main,
     parse_repo_config,
-    permission_at_least,
-    render_config_errors,
 )
+from bot.app.repo_config.__main__ import main
+from bot.app.runs.render import render_config_errors
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"
 
@@ -75,7 +74,8 @@ def test_missing_or_empty_file_gives_defaults(text: str | None) -> None:
     assert result.found is (text is not None)
     config = result.config
     assert config.version == 1
-    assert config.skills == ["review", "summarize", "commit-notes", "ask", "author"]
+    assert config.skills == ["review", "summarize", "commit-notes", "ask", "author", "docs"]
+    assert config.docs.paths == ["docs/**", "**/*.md", "**/*.rst", "**/*.txt", "mkdocs.yml", "docs/conf.py"]
     assert config.trigger_permission == "write" and config.approve_permission == "write"
     assert config.self_approval is True
     assert config.approvals_required == 1
@@ -174,7 +174,8 @@ def test_unknown_key_is_reported_with_a_suggestion() -> None:
     result = parse_repo_config("skils: [review]\nself_approval: false\n")
     assert result.errors == [
         "skils: unknown setting; did you mean 'skills'? valid settings are version, skills, "
-        "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, expiry"
+        "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, expiry, "
+        "docs, auto_review"
     ]
     assert result.config == defaults()  # the valid key does not half-apply either
     assert parse_repo_config("colour: blue\n").errors[0].startswith("colour: unknown setting; valid settings")
@@ -416,3 +417,16 @@ def test_cli_prints_schema_and_checks_files(tmp_path: Path, capsys: pytest.Captu
     assert capsys.readouterr().out == f"{good}: valid\n"
     assert main(["--check", str(bad)]) == 1
     assert "skills[0]: 'deploy' is not a skill" in capsys.readouterr().out
+
+
+def test_docs_paths_and_the_docs_skill() -> None:
+    result = parse_repo_config("skills: [author]\ndocs:\n  paths: [guide/**, README.md]\n")
+    assert result.ok, result.errors
+    assert result.config.docs.paths == ["guide/**", "README.md"]
+    assert not result.config.skill_enabled("docs") and result.config.skill_enabled("author")
+    assert parse_repo_config(None).config.skill_enabled("docs")
+    assert parse_repo_config("docs:\n  paths: []\n").errors == [
+        "docs.paths: List should have at least 1 item after validation, not 0 (got a list)"
+    ]
+    assert parse_repo_config("docs:\n  paths: ['  ']\n").errors[0].startswith("docs.paths")
+    assert parse_repo_config("docs:\n  path: [a]\n").errors[0].startswith("docs.path: unknown setting")

@@ -7,15 +7,9 @@ import pytest
 from sqlalchemy import func, select
 
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.signals import Reschedule
 from bot.app.jobs.store import Store, jobs
-from bot.app.jobs.workers import Reschedule, WorkerPool
-from tests.support.db import (  # noqa: F401 - fixtures
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from bot.app.jobs.workers import WorkerPool
 
 pytestmark = pytest.mark.anyio
 

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import anyio
+import httpx
 import pytest
 import yaml
 
@@ -23,8 +24,11 @@ from tests.support.webhooks import delivery, raw_payload
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = "https://bot.example.org"
+TOKEN = "setup-token-for-the-tests"
 NEW_SECRET = "whsec-from-the-manifest-flow"
-BODY = raw_payload("issue_comment.created.issue.json")
+_COMMAND = json.loads(raw_payload("issue_comment.created.issue.json"))
+_COMMAND["comment"]["body"] = "/beam summarize"  # a comment without a command makes no job
+BODY = json.dumps(_COMMAND).encode()
 
 
 def signed(body: bytes, secret: str, delivery_id: str) -> dict[str, str]:
@@ -55,7 +59,16 @@ def api_url(fake: FakeGitHub) -> Iterator[str]:
 
 
 def setup_settings(tmp_path: Path, **overrides: Any) -> Settings:
-    return Settings(_env_file=None, work_dir=tmp_path / "work", public_url=PUBLIC, **overrides)
+    overrides.setdefault("setup_token", TOKEN)
+    overrides.setdefault("public_url", PUBLIC)
+    return Settings(_env_file=None, work_dir=tmp_path / "work", **overrides)
+
+
+async def unlock(client: httpx.AsyncClient, token: str = TOKEN) -> None:
+    """Opens the setup page with the token, as the link in the log does; the client keeps the cookie."""
+    response = await client.get("/", params={"token": token})
+    assert response.status_code == 303, response.text
+    assert response.headers["location"] == "/"
 
 
 @pytest.mark.anyio
@@ -71,6 +84,7 @@ async def test_setup_then_callback_then_signed_deliveries_without_restart(
             f"beam-bot is in setup mode: open {PUBLIC}/ to register the GitHub App"
         )
 
+        await unlock(client)
         page = await client.get("/")
         assert page.status_code == 200
         action, manifest = form_of(page.text)
@@ -123,28 +137,39 @@ async def test_setup_then_callback_then_signed_deliveries_without_restart(
 async def test_refused_code_keeps_setup_mode(tmp_path: Path, fake: FakeGitHub) -> None:
     settings = setup_settings(tmp_path)
     async with running_app(settings, github_transport=fake.transport()) as (app, client):
+        await unlock(client)
         action, _ = form_of((await client.get("/")).text)
         state = parse_qs(urlsplit(action).query)["state"][0]
         response = await client.get("/setup/callback", params={"code": "unknown-code", "state": state})
         assert response.status_code == 502
-        assert "start again" in response.text
+        assert "Start again from the setup page" in response.text
+        # A code GitHub refused may have converted already (the answer was lost): say where the App is.
+        assert "https://github.com/settings/apps" in response.text
+        assert 'id="retry"' not in response.text
         assert runtime_of(app).mode == "setup"
         assert not settings.credentials_path.exists()
-        # The state was single use.
-        reused = await client.get("/setup/callback", params={"code": "c0de1", "state": state})
-        assert reused.status_code == 400
+        # The state is used up only once credentials are stored: the next code with it goes through.
+        again = await client.get("/setup/callback", params={"code": "c0de1", "state": state})
+        assert again.status_code == 200, again.text
+        assert runtime_of(app).mode == "normal"
+        # ...and then it is gone.
+        assert (
+            await client.get("/setup/callback", params={"code": "c0de1", "state": state})
+        ).status_code == 409
 
 
 @pytest.mark.anyio
 async def test_enterprise_and_organization_form_targets(tmp_path: Path, fake: FakeGitHub) -> None:
     settings = setup_settings(tmp_path, github_api_url="https://ghe.example.com/api/v3")
     async with running_app(settings, github_transport=fake.transport()) as (_, client):
+        await unlock(client)
         action, _ = form_of((await client.get("/")).text)
         assert action.startswith("https://ghe.example.com/settings/apps/new?state=")
         action, _ = form_of((await client.get("/", params={"org": "my-org"})).text)
         assert action.startswith("https://ghe.example.com/organizations/my-org/settings/apps/new?state=")
         bad = await client.get("/", params={"org": "../evil"})
         assert bad.status_code == 400
+        assert '<a href="/">Back to the setup page</a>' in bad.text
 
 
 @pytest.mark.anyio
@@ -152,7 +177,8 @@ async def test_without_public_url_the_page_uses_the_request_address_and_says_so(
     tmp_path: Path, fake: FakeGitHub
 ) -> None:
     settings = Settings(_env_file=None, work_dir=tmp_path / "work")
-    async with running_app(settings, github_transport=fake.transport()) as (_, client):
+    async with running_app(settings, github_transport=fake.transport()) as (app, client):
+        await unlock(client, runtime_of(app).setup.token)
         page = (await client.get("/")).text
         action, manifest = form_of(page)
         assert action.startswith("https://github.com/settings/apps/new?state=")
@@ -172,6 +198,7 @@ async def test_handler_starts_with_the_registration(tmp_path: Path, fake: FakeGi
     settings = setup_settings(tmp_path, queue_poll_interval=0.05)
     async with running_app(settings, handler=handler, github_transport=fake.transport()) as (app, client):
         assert runtime_of(app).workers is None
+        await unlock(client)
         action, _ = form_of((await client.get("/")).text)
         state = parse_qs(urlsplit(action).query)["state"][0]
         assert (

@@ -19,15 +19,7 @@ from bot.app.jobs.schema import (
     upgrade_schema,
 )
 from bot.app.jobs.store import Store, build_url, normalize_url
-from tests.support.db import (  # noqa: F401 - fixtures
-    FakeClock,
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from tests.support.db import FakeClock, opened
 
 pytestmark = pytest.mark.anyio
 
@@ -147,6 +139,17 @@ async def test_an_older_database_runs_the_missing_migrations_in_order(db_url: st
             )
 
 
+async def test_a_version_1_database_gains_the_auto_reviews_table(db_url: str) -> None:
+    async with opened(db_url) as s:
+        async with s.write() as conn:
+            await conn.execute(text("DROP TABLE auto_reviews"))
+            await conn.execute(schema_version.update().values(version=1))
+        assert "auto_reviews" not in await _tables(s)
+    async with opened(db_url) as s:
+        assert await _version(s) == SCHEMA_VERSION
+        assert "auto_reviews" in await _tables(s)
+
+
 async def test_a_failed_migration_leaves_the_old_version_intact(db_url: str) -> None:
     def broken(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE runs ADD COLUMN half_done TEXT"))
@@ -244,8 +247,14 @@ async def test_concurrent_redeliveries_to_two_processes_store_one_copy(db_url: s
 
 async def test_concurrent_deliveries_are_group_committed(store: Store) -> None:
     commits: list[int] = []
-    intake_engine = store.sync_engine if store.sync_engine is not None else store.engine.sync_engine
-    event.listen(intake_engine, "commit", lambda conn: commits.append(1))
+    if store.sync_engine is not None:
+        # SQLite intake commits on the raw sqlite3 connection: watch its statements.
+        def trace(dbapi: Any, _record: Any) -> None:
+            dbapi.set_trace_callback(lambda sql: commits.append(1) if sql == "COMMIT" else None)
+
+        event.listen(store.sync_engine, "connect", trace)
+    else:
+        event.listen(store.engine.sync_engine, "commit", lambda conn: commits.append(1))
     results: dict[str, bool] = {}
 
     async def send(i: int) -> None:

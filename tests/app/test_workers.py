@@ -10,16 +10,10 @@ import anyio
 import pytest
 
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.signals import PermanentError, RetryableError
 from bot.app.jobs.store import Store
-from bot.app.jobs.workers import PermanentError, RetryableError, WorkerPool
-from tests.support.db import (  # noqa: F401 - fixtures
-    clocked_store_fixture,
-    db_url_fixture,
-    fake_clock_fixture,
-    opened,
-    pg_database_url_fixture,
-    store_fixture,
-)
+from bot.app.jobs.workers import WorkerPool
+from tests.support.db import opened
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +51,7 @@ async def test_the_pool_runs_every_job_with_the_given_concurrency(store: Store) 
     stop = anyio.Event()
     pool = WorkerPool(queue, handler, concurrency=3, lease_seconds=5, poll_interval=0.02)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(pool.run_until, stop)
+        tg.start_soon(pool.run, stop)
         await wait_for(lambda: len(seen) == 9)
         stop.set()
     assert sorted(seen) == ids and peak == 3
@@ -217,7 +211,10 @@ async def test_a_crashed_workers_job_is_finished_by_the_pool_exactly_once(db_url
         assert row is not None and row["state"] == "done"
 
 
-async def test_shutdown_gives_a_running_job_back(store: Store) -> None:
+@pytest.mark.parametrize("how", ["stop", "cancel"])
+async def test_a_running_job_is_given_back_when_the_pool_stops_or_is_cancelled(
+    store: Store, how: str
+) -> None:
     queue = fast_queue(store)
     job_id = await queue.enqueue("delivery", None)
     started = anyio.Event()
@@ -232,29 +229,13 @@ async def test_shutdown_gives_a_running_job_back(store: Store) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(pool.run, stop)
             await started.wait()
-            stop.set()
+            if how == "stop":
+                stop.set()
+            else:
+                tg.cancel_scope.cancel()
     assert pool.stats.released == 1
     row = await queue.get(job_id)
     assert row is not None and (row["state"], row["attempts"], row["lease_owner"]) == ("queued", 0, None)
-
-
-async def test_cancelling_the_pool_also_gives_the_job_back(store: Store) -> None:
-    queue = fast_queue(store)
-    job_id = await queue.enqueue("delivery", None)
-    started = anyio.Event()
-
-    async def handler(job: Job) -> None:
-        started.set()
-        await anyio.sleep_forever()
-
-    pool = WorkerPool(queue, handler, concurrency=1, lease_seconds=60)
-    with anyio.fail_after(5):
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(pool.run)
-            await started.wait()
-            tg.cancel_scope.cancel()
-    row = await queue.get(job_id)
-    assert row is not None and row["state"] == "queued"
 
 
 async def test_a_graceful_stop_lets_the_running_job_finish(store: Store) -> None:
@@ -277,6 +258,28 @@ async def test_a_graceful_stop_lets_the_running_job_finish(store: Store) -> None
             finish.set()
     assert (pool.stats.succeeded, pool.stats.released) == (1, 0)
     assert (await store.stats())["jobs"] == {"queued": 1, "running": 0, "done": 1, "failed": 0, "dead": 0}
+
+
+async def test_a_job_claimed_with_the_last_completion_is_given_back_on_stop(store: Store) -> None:
+    queue = fast_queue(store)
+    first = await queue.enqueue("delivery", None)
+    second = await queue.enqueue("delivery", None)
+    ran: list[int] = []
+
+    async def handler(job: Job) -> None:
+        ran.append(job.id)
+
+    # The observer hears the first outcome after its completion claimed the second job in the
+    # same transaction; stopping there leaves the loop holding a job it has not started.
+    pool = WorkerPool(
+        queue, handler, concurrency=1, lease_seconds=60, observer=lambda seconds, outcome: pool.stop()
+    )
+    with anyio.fail_after(5):
+        await pool.run()
+    assert ran == [first]
+    row = await queue.get(second)
+    assert row is not None and (row["state"], row["attempts"], row["lease_owner"]) == ("queued", 0, None)
+    assert (pool.stats.succeeded, pool.stats.released) == (1, 1)
 
 
 async def test_the_observer_hears_every_outcome(store: Store) -> None:

@@ -7,6 +7,7 @@ import inspect
 from pathlib import Path
 
 import bot.beam
+import bot.beam.types
 
 SEED_NAMES = {
     "RiverBeam",
@@ -70,3 +71,41 @@ def test_framework_never_imports_the_app() -> None:
                 names = [node.module]
             offenders += [f"{path.name}: {n}" for n in names if n == "bot.app" or n.startswith("bot.app.")]
     assert offenders == []
+
+
+WIRE_NAMES = {
+    "ActionResponseEnvelope",
+    "ActionResponseStatus",
+    "AgentContext",
+    "AgentInput",
+    "AgentMessage",
+    "AgentMessagePhase",
+    "AgentMessageRole",
+    "AgentMessageType",
+    "AgentMetadata",
+    "AgentResult",
+    "ChatRequest",
+    "ContentPart",
+    "ContentPartType",
+    "InvokeAuthContext",
+    "InvokeRequest",
+    "Modality",
+    "ModelConfig",
+    "ModelProvider",
+    "StreamChunk",
+    "StreamChunkType",
+    "Timestamp",
+    "TokenUsage",
+    "ToolCallRecord",
+    "Wire",
+    "modalities_of",
+    "text_of",
+    "utc_now",
+}
+
+
+def test_every_wire_name_stays_importable_from_bot_beam_types() -> None:
+    assert set(bot.beam.types.__all__) == WIRE_NAMES
+    for name in WIRE_NAMES:
+        assert getattr(bot.beam.types, name) is not None, name
+    assert bot.beam.types.AgentInput is bot.beam.AgentInput

@@ -5,8 +5,6 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -14,7 +12,6 @@ from tests.e2e.author_support import (
     NUMBER,
     REPO,
     approval_comment,
-    author_stack,
     bot_comments,
     branch_refs,
     held_push,
@@ -29,12 +26,6 @@ from tests.e2e.author_support import (
     watch_jobs,
 )
 from tests.support.bot_process import BotProcess, deliveries_done, replay_finished_deliveries, wait_for
-
-
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[BotProcess]:
-    with author_stack(tmp_path) as bot:
-        yield bot
 
 
 def permission_checks(bot: BotProcess, user: str) -> list[object]:

@@ -2,20 +2,17 @@
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
 
 import pygit2
-import pytest
 
 from tests.e2e.author_support import (
     BOT,
     NUMBER,
     REPO,
     approval_comment,
-    author_stack,
     branch_refs,
     held_push,
     push_state,
@@ -27,12 +24,6 @@ from tests.e2e.author_support import (
 )
 from tests.support.bot_process import SECRET, BotProcess, wait_for
 from tests.support.webhooks import delivery, pull_request_payload
-
-
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[BotProcess]:
-    with author_stack(tmp_path) as bot:
-        yield bot
 
 
 def test_author_story_end_to_end(bot: BotProcess) -> None:
@@ -152,3 +143,24 @@ def held_push_after_author(bot: BotProcess) -> tuple[str, str, int]:
     script_author(bot)
     send_command(bot, "/beam author fix the typo in README")
     return held_push(bot)
+
+
+def test_a_remembered_fact_lands_in_the_database(bot: BotProcess) -> None:
+    fact = {"scope_name": "conventions", "scope_id": "style", "kind": "rule", "text": "Indent with tabs."}
+    bot.llm.reply_tool_calls(("remember", fact))
+    bot.llm.reply_text("Noted: indent with tabs.")
+    send_command(bot, "/beam author remember that we indent with tabs")
+    final = wait_for(lambda: tracking_final(bot), what="the tracking comment")
+    assert "Noted: indent with tabs." in final
+
+    with sqlite3.connect(bot.work_dir / "beam.db") as db:
+        stored = db.execute("SELECT id, scope_key, kind, text FROM memory").fetchall()
+    assert [row[1:] for row in stored] == [("octo/demo/conventions:style", "rule", "Indent with tabs.")]
+    # The model was offered the tool, and its result names the stored row.
+    first, second = bot.llm.requests[:2]
+    assert "remember" in [t["function"]["name"] for t in first["tools"]]
+    assert second["messages"][-1] == {
+        "role": "tool",
+        "tool_call_id": second["messages"][-2]["tool_calls"][0]["id"],
+        "content": f'{{"id":"{stored[0][0]}","scope":"conventions:style"}}',
+    }

@@ -109,12 +109,12 @@ def test_a_job_whose_worker_dies_on_every_attempt_ends_with_a_final_comment(bot:
 
     def failed_comment() -> Any:
         comments = bot_comments(bot)
-        return comments if comments and "BEM-338" in comments[0].body else None
+        return comments if comments and "BEM-339" in comments[0].body else None
 
     comments = wait_for(failed_comment, timeout=30, what=f"the final failure\n{bot.log()[-3000:]}")
     assert len(comments) == 1
     body = comments[0].body
-    assert "failed (BEM-338)" in body and fleet.run_rows()[0]["id"] in body and "Working on" not in body
+    assert "failed (BEM-339)" in body and fleet.run_rows()[0]["id"] in body and "Working on" not in body
     assert [r["status"] for r in fleet.run_rows()] == ["failed"]
     assert bot.fake.reviews_on(REPO, NUMBER) == []
     assert all(r.user != BOT or r.content == "eyes" for r in bot.fake.reactions.values())

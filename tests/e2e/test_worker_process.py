@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
-from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fake_github_state import PullFile
 from tests.support.webhooks import delivery, issue_comment_payload
 
@@ -21,8 +20,8 @@ PULLS = range(1, 7)
 
 
 @pytest.fixture
-def bot(tmp_path: Path, pg_database_url: str) -> Iterator[BotProcess]:
-    with bot_stack(tmp_path, BEAM_DATABASE_URL=pg_database_url, BEAM_CONCURRENCY="1") as bot:
+def bot(tmp_path: Path, empty_pg_url: str) -> Iterator[BotProcess]:
+    with bot_stack(tmp_path, BEAM_DATABASE_URL=empty_pg_url, BEAM_CONCURRENCY="1") as bot:
         main = bot.git.seed(REPO, {"README.md": "many\n"})
         bot.fake.add_repo(REPO)
         bot.fake.add_collaborator(REPO, "maintainer", "write")

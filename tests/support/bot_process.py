@@ -73,13 +73,27 @@ class BotProcess:
         }
 
     def start(self) -> None:
-        self.log_path = self.work_dir.parent / f"bot-{time.monotonic_ns()}.log"
-        log = self.log_path.open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve"], env=self.env(), stdout=log, stderr=subprocess.STDOUT
-        )
-        log.close()
-        wait_for(lambda: self._healthy() or None, timeout=20, what="beam-bot serve to answer /healthz")
+        # `free_port()` only finds a port that was free a moment ago: another process on the machine may
+        # bind it before the bot does, so a start that lost that race tries again on a new port.
+        for attempt in range(3):
+            self.log_path = self.work_dir.parent / f"bot-{time.monotonic_ns()}.log"
+            log = self.log_path.open("wb")
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "bot.cli", "serve"],
+                env=self.env(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+            log.close()
+            try:
+                wait_for(
+                    lambda: self._healthy() or None, timeout=20, what="beam-bot serve to answer /healthz"
+                )
+                return
+            except AssertionError:
+                if attempt == 2 or "in use" not in self.log():
+                    raise
+                self.port = free_port()
 
     def _healthy(self) -> bool:
         assert self.proc is not None

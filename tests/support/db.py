@@ -1,9 +1,8 @@
 """Database fixtures: every store test runs on a real SQLite file and, when BEAM_TEST_POSTGRES_URL is
 set, on a throwaway PostgreSQL database created for the session and dropped at its end.
 
-A test module imports the fixture functions (`store_fixture`, `db_url_fixture`, ...) with
-`# noqa: F401`; pytest knows them by their short names (`store`, `db_url`, ...), so test parameters
-never shadow an import.
+tests/conftest.py registers this module with `pytest_plugins`, so every test can ask for `store`,
+`db_url`, `clocked_store`, `fake_clock` or `empty_pg_url` by name without importing anything.
 
 Run as `python -m tests.support.db claim URL LEASE`, this module is also the "second process" of the
 claim tests: it opens its own Store, waits for "go" on stdin, claims and completes jobs until none is
@@ -76,6 +75,10 @@ def pg_database_url_fixture() -> Iterator[str]:
     base = os.environ.get(PG_ENV)
     if not base:
         pytest.skip(PG_SKIP)
+    try:
+        import asyncpg  # noqa: F401
+    except ImportError:
+        pytest.skip('the PostgreSQL driver is not installed: pip install -e ".[postgres]"')
     admin = _admin_dsn(base)
     name = f"beam_test_{uuid.uuid4().hex[:12]}"
     _in_own_loop(lambda: _pg_execute(admin, f'CREATE DATABASE "{name}"'))
@@ -89,14 +92,20 @@ def pg_database_url_fixture() -> Iterator[str]:
         _in_own_loop(lambda: _pg_execute(admin, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
+@pytest.fixture(name="empty_pg_url")
+def empty_pg_url_fixture(pg_database_url: str) -> str:
+    """The session's PostgreSQL database, emptied for this test (every test of the run shares it)."""
+    dsn = _admin_dsn(pg_database_url)
+    _in_own_loop(lambda: _pg_execute(dsn, "DROP SCHEMA public CASCADE", "CREATE SCHEMA public"))
+    return pg_database_url
+
+
 @pytest.fixture(name="db_url", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """The URL of an empty database: a SQLite file, or the session's PostgreSQL database emptied."""
     if request.param == "sqlite":
         return f"sqlite+aiosqlite:///{tmp_path / 'beam.db'}"
-    url: str = request.getfixturevalue("pg_database_url")
-    dsn = _admin_dsn(url)
-    _in_own_loop(lambda: _pg_execute(dsn, "DROP SCHEMA public CASCADE", "CREATE SCHEMA public"))
+    url: str = request.getfixturevalue("empty_pg_url")
     return url
 
 

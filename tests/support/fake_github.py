@@ -39,7 +39,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from tests.support import fake_github_ops_issues, fake_github_ops_pulls
+from tests.support import fake_github_ops_checks, fake_github_ops_issues, fake_github_ops_pulls
 from tests.support.fake_github_auth import AppKey, check_app_jwt, generate_app_key, shared_app_key
 from tests.support.fake_github_handlers import HANDLERS, Answer, Ctx, FakeHandlers, Reply
 from tests.support.fake_github_render import Render, Urls
@@ -48,7 +48,11 @@ from tests.support.fake_github_spec import Checked, RestSpec
 JWT_OPERATIONS = frozenset(
     {"apps/get-authenticated", "apps/create-installation-access-token", "apps/get-repo-installation"}
 )
-OPERATION_MODULES = (fake_github_ops_issues, fake_github_ops_pulls)  # importing them registers handlers
+OPERATION_MODULES = (
+    fake_github_ops_issues,
+    fake_github_ops_pulls,
+    fake_github_ops_checks,
+)  # importing them registers handlers
 UNAUTHENTICATED = frozenset({"apps/create-from-manifest"})
 API_VERSIONS = frozenset({"2022-11-28"})
 DOCS = "https://docs.github.com/rest"
@@ -332,6 +336,9 @@ class FakeGitHub(FakeHandlers):
 def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
     """Serves `fake` with uvicorn on 127.0.0.1 (random port) in a thread; yields the API base URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # TCP_NODELAY, inherited by accepted connections (asyncio sets it too): a response written in
+    # two pieces must not wait for the client's delayed ACK.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     config = uvicorn.Config(fake, log_level="warning", lifespan="off", ws="none", access_log=False)

@@ -128,6 +128,8 @@ class FakeHandlers(FakeState):
         self.tokens: dict[str, tuple[int, float]] = {}
         self.token_requests: list[int] = []
         self.ref_resolver: Callable[[str, str], str | None] | None = None
+        # (repo, base, head) -> (status, ahead_by, behind_by, files) or None (unknown commit: 404)
+        self.compare_resolver: Callable[[str, str, str], Any] | None = None
         self.add_bot(self.bot_login)
 
     @property

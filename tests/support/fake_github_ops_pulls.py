@@ -49,6 +49,15 @@ def list_pull_files(fake: FakeHandlers, ctx: Ctx) -> Reply:
     return paginate(ctx, [ctx.render.pull_file(repo, pull, f) for f in pull.files[:MAX_PULL_FILES]])
 
 
+@operation("pulls/list-review-comments")
+def list_review_comments(fake: FakeHandlers, ctx: Ctx) -> Reply:
+    repo = fake.visible_repo(ctx)
+    pull = fake.pull_of(ctx, repo)
+    found = [c for c in fake.comments.values() if c.review and c.repo == repo.full_name]
+    found = sorted((c for c in found if c.number == pull.number), key=lambda c: c.id)
+    return paginate(ctx, [ctx.render.review_comment(c) for c in found])
+
+
 @operation("pulls/create")
 def create_pull(fake: FakeHandlers, ctx: Ctx) -> Reply:
     repo = fake.visible_repo(ctx)
@@ -179,15 +188,3 @@ def list_reviews(fake: FakeHandlers, ctx: Ctx) -> Reply:
     pull = fake.pull_of(ctx, repo)
     reviews = sorted(fake.reviews_on(repo.full_name, pull.number), key=lambda r: r.id)
     return paginate(ctx, [ctx.render.review(repo, r) for r in reviews])
-
-
-@operation("pulls/list-review-comments")
-def list_review_comments(fake: FakeHandlers, ctx: Ctx) -> Reply:
-    repo = fake.visible_repo(ctx)
-    pull = fake.pull_of(ctx, repo)
-    found = [
-        c
-        for c in sorted(fake.comments.values(), key=lambda c: c.id)
-        if c.review and c.repo == repo.full_name and c.number == pull.number
-    ]
-    return paginate(ctx, [ctx.render.review_comment(c) for c in found])

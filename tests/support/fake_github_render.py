@@ -193,7 +193,7 @@ class Render:
             milestone=None,
             assignee=None,
             assignees=[],
-            labels=[],
+            labels=[self.label(repo, name) for name in pull.labels],
             requested_reviewers=[],
             requested_teams=[],
             changed_files=len(pull.files),
@@ -287,6 +287,17 @@ class Render:
         else:
             out["in_reply_to_id"] = comment.in_reply_to
         return out
+
+    def label(self, repo: Repo, name: str) -> dict[str, Any]:
+        return {
+            "id": abs(hash(name)) % 10**9,
+            "node_id": f"LA_{name}",
+            "url": f"{self.urls.api}/repos/{repo.full_name}/labels/{name}",
+            "name": name,
+            "description": None,
+            "color": "ededed",
+            "default": False,
+        }
 
     def reaction(self, reaction: Reaction) -> dict[str, Any]:
         out = example("reaction")

@@ -67,6 +67,7 @@ class Pull(Issue):
     draft: bool = False
     files: list[PullFile] = field(default_factory=list)
     commits: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -94,6 +95,19 @@ class Reaction:
     user: str
     content: str
     created_at: float
+
+
+@dataclass
+class CheckRun:
+    id: int
+    repo: str
+    name: str
+    head_sha: str
+    status: str
+    conclusion: str | None = None
+    output: dict[str, Any] | None = None
+    details_url: str | None = None
+    history: list[str] = field(default_factory=list)  # every status it went through, in order
 
 
 @dataclass
@@ -153,6 +167,7 @@ class FakeState:
         self.comments: dict[int, Comment] = {}
         self.reactions: dict[int, Reaction] = {}
         self.reviews: dict[int, Review] = {}
+        self.check_runs: dict[int, CheckRun] = {}
         self.manifest_codes: dict[str, ManifestApp] = {}
 
     def new_id(self) -> int:

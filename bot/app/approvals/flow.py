@@ -1,9 +1,12 @@
 """Held pushes end to end: `/beam author`, the approval comment, the poller, answers, and the push.
 
-Deciding is `approval_rules.decide`; this module gathers its inputs (reactions, commands, current
-permissions) and acts on the verdict with compare-and-set transitions. Pushing happens only in the
-`push_watch` job of that push (one job at a time per key), so two answers, two workers or a retry
-after a crash can never push twice; a crashed push is finished by the same job's retry.
+Deciding is `rules.decide`; this module gathers its inputs (reactions, commands, current
+permissions) and acts on the verdict through the state verbs of `pushes.Pushes`. Pushing happens
+only in the `push_watch` job of that push (one job at a time per key), through `resume.push_held`,
+so two answers, two workers or a retry after a crash can never push twice; a crashed push is
+finished by the same job's retry, the same way. The approval comment, the push and the pull request
+go through the effects journal (issue 8): a push that landed before its pull request was opened is
+finished by its watch job.
 """
 
 from __future__ import annotations
@@ -12,41 +15,46 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
 from bot.app.approvals import render as render_push
+from bot.app.approvals.followup import addressed_note, follow_up_finder
 from bot.app.approvals.held_push import (
+    CommitSummary,
+    check_paths,
     check_target,
     head_commit,
-    push_pinned,
-    resume_push,
     sha256,
     summarize_commit,
 )
-from bot.app.approvals.pushes import OPEN_STATES, HeldPush, Pushes, new_push_id
+from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
+from bot.app.approvals.resume import push_held
 from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
-from bot.app.commands import Command
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
-from bot.app.github.client import GitHubApp, InstallationClient, PullRequest
+from bot.app.github.auth import GitHubApp
+from bot.app.github.client import InstallationClient, PullRequest
+from bot.app.github.payloads import PullRequestEvent
 from bot.app.jobs.queue import Job, JobQueue
-from bot.app.jobs.workers import Reschedule
-from bot.app.repo_config import ConfigResult, RepoConfig, load_repo_config, permission_at_least
-from bot.app.runs.run import Outcome, RunDeps, RunRequest, SkillRun
+from bot.app.jobs.signals import Reschedule
+from bot.app.permissions import permission_at_least
+from bot.app.repo_config import RepoConfig, load_repo_config
+from bot.app.runs.context import JobContext
+from bot.app.runs.docs import docs_plan
+from bot.app.runs.plan import RunPlan
+from bot.app.runs.run import Outcome, RunDeps, SkillRun
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree
+from bot.beam.sandbox_policy import AllowedPaths
 from bot.beam.types import AgentResult
-
-if TYPE_CHECKING:
-    from bot.app.webhooks.handlers import JobScope
 
 log = logging.getLogger("beam.approvals")
 WATCH = "push_watch"
 
 
-@dataclass
+@dataclass(frozen=True)
 class PollTiming:
     minimum: float = 5.0
     maximum: float = 30.0
@@ -60,7 +68,6 @@ class Approvals:
         queue: JobQueue,
         *,
         timing: PollTiming | None = None,
-        bot_login: Callable[[], str | None] = lambda: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.github = github
@@ -68,22 +75,20 @@ class Approvals:
         self.queue = queue
         self.pushes = Pushes(deps.store)
         self.timing = timing or PollTiming()
-        self.bot_login = bot_login
         self.clock = clock
 
     # -- /beam author -------------------------------------------------------------------------------
 
-    async def author(self, scope: JobScope, command: Command, config: ConfigResult) -> None:
-        assert scope.event is not None and scope.gh is not None
-        deps = self.deps.with_blocked_paths(config.config.blocked_paths)
-        request = RunRequest(scope.event, command, scope.job, scope.gh, scope.installation_id)
-
-        async def hold(
-            run: SkillRun, result: AgentResult, tree: WorkingTree, run_tree: RunTree, pull: PullRequest | None
-        ) -> Outcome:
-            return await self._hold(run, config.config, result, tree, run_tree, pull)
-
-        await SkillRun(deps, request, on_interrupt=hold, recover=self._recover).run()
+    async def author(self, ctx: JobContext) -> None:
+        """`/beam author` (on the bot's own pull request it continues that pull request's branch) and
+        `/beam docs` (the author skill on a `docs-<run8>` branch, writing only `docs.paths`)."""
+        plan = RunPlan(follow_up=follow_up_finder(self.pushes, ctx))
+        if ctx.command.name == "docs":
+            if not ctx.command.text and not ctx.event.on_pull_request:
+                await ctx.reply(render_push.DOCS_NEEDS_TEXT)
+                return
+            plan = docs_plan(ctx.config)
+        await SkillRun(self.deps, ctx, on_interrupt=self._hold, recover=self._recover, plan=plan).run()
 
     async def _recover(self, run: SkillRun) -> Outcome | None:
         """A retried author run whose push is already held only says so again: asking the model
@@ -93,13 +98,12 @@ class Approvals:
             return None
         if push.state in OPEN_STATES:  # the attempt may have died before it armed the poller
             await self._schedule(push, self.clock())
-        url = f"{push.action.get('html_url')}/issues/{push.number}#issuecomment-{push.approval_comment_id}"
+        url = f"{push.context.html_url}/issues/{push.number}#issuecomment-{push.approval_comment_id}"
         return Outcome(answer=render_push.held(push, url), held=True)
 
     async def _hold(
         self,
         run: SkillRun,
-        config: RepoConfig,
         result: AgentResult,
         tree: WorkingTree,
         run_tree: RunTree,
@@ -108,80 +112,93 @@ class Approvals:
         """The run asked to push: check it, pin the commit, record it, and ask for approval."""
         asked = [a for a in result.action_required or [] if a.get("tool") == "git_push"]
         if not asked:
-            raise BeamError("BEM-335", {"detail": "the run stopped for an action the bot cannot hold"})
-        action = asked[0]
-        raw_args = action.get("args")
+            raise BeamError("BEM-335", {"detail": render_push.CANNOT_HOLD})
+        raw_args = asked[0].get("args")
         args: dict[str, Any] = raw_args if isinstance(raw_args, dict) else {}
         refused = check_target(args.get("ref"), run_tree.branch, run.protected_refs(pull))
         if refused is not None:
             raise refused
         commit = await head_commit(tree)
         if commit is None or commit == run_tree.base_commit:
-            return Outcome(
-                answer="The agent asked to push but made no commit, so there is nothing to approve."
-            )
+            return Outcome(answer=render_push.NOTHING_TO_PUSH)
         summary = await anyio.to_thread.run_sync(
             summarize_commit, str(run_tree.path), run_tree.base_commit, commit
         )
-        for changed in summary.diffstat["files"]:
-            if config.blocked(changed["path"]):
-                raise BeamError("BEM-334", {"detail": changed["path"]})
-        event, gh = run.req.event, run.req.gh
-        repo = event.repository
+        ctx = run.ctx
+        check_paths(summary, ctx.config.blocked, AllowedPaths(run.plan.allowed_paths))
+        action = PushAction(
+            action_id=str(asked[0].get("action_id")),
+            args={"ref": run_tree.branch},
+            session_id=str(result.session_id),
+            interaction_id=str(result.interaction_id),
+        )
+        push, url = await self.hold_commit(
+            ctx, run.run_id, run_tree, summary, pull, action, continues=run.follow_up is not None
+        )
+        answer = render_push.held(push, url) + addressed_note(run.follow_up, summary)
+        return Outcome(answer=answer, result=result, held=True)
+
+    async def hold_commit(
+        self,
+        ctx: JobContext,
+        run_id: str,
+        run_tree: RunTree,
+        summary: CommitSummary,
+        pull: PullRequest | None,
+        action: PushAction,
+        *,
+        continues: bool,
+    ) -> tuple[HeldPush, str]:
+        """Pin a checked commit, supersede older pushes, record it, post the approval comment.
+        `continues`: the branch is the bot's own, pushed only while it is still at the run's start."""
+        repo = ctx.repository
+        number = ctx.event.number
+        commit = summary.sha
         push_id = new_push_id()
         await self.deps.checkouts.pin(repo.full_name, run_tree, commit, push_id)
-        await self._supersede(
-            gh, repo.full_name, run.number, f"a newer `/beam author` run replaced it ({push_id})"
-        )
+        await self._supersede(ctx.gh, repo.full_name, number, render_push.replaced_by(push_id))
         now = self.clock()
         push = HeldPush(
             id=push_id,
-            run_id=run.run_id,
+            run_id=run_id,
             repo=repo.full_name,
-            number=run.number,
+            number=number,
             base_sha=pull.base.sha if pull else None,
             head_sha=pull.head.sha if pull else run_tree.base_commit,
             commit_sha=commit,
             branch=run_tree.branch,
-            requester=event.comment.user.login,
-            action={},
+            requester=ctx.requester,
+            action=action,
+            context=PushContext(
+                installation_id=ctx.installation_id,
+                clone_url=repo.clone_url,
+                html_url=repo.html_url,
+                default_branch=repo.default_branch,
+                on_pull_request=pull is not None,
+                head_ref=pull.head.ref if pull else None,
+                head_repo=pull.head.repo.full_name if pull and pull.head.repo else None,
+                from_fork=bool(pull and pull.from_fork),
+                instructions=ctx.command.text[:300],
+                command=ctx.command.name,
+                expected_tip=run_tree.base_commit if continues else None,
+            ),
             created_at=now,
-            expires_at=now + config.expiry_delta.total_seconds(),
+            expires_at=now + ctx.config.expiry_delta.total_seconds(),
             diffstat=summary.diffstat,
         )
         body = render_push.approval_request(push, summary.patch, summary.message)
-        comment = await run.effects.comment(
-            run.key("approval"), push.owner, push.name, run.number, body, kind="approval"
+        comment = await ctx.effects.comment(
+            f"{run_id}:approval", push.owner, push.name, number, body, kind="approval"
         )
-        push = replace(
-            push,
-            approval_comment_id=comment.id,
-            action={
-                "action_id": action.get("action_id"),
-                "tool": "git_push",
-                "args": {"ref": run_tree.branch},
-                "agent_name": "author",
-                "session_id": str(result.session_id),
-                "interaction_id": str(result.interaction_id),
-                "installation_id": run.req.installation_id,
-                "clone_url": repo.clone_url,
-                "html_url": repo.html_url,
-                "default_branch": repo.default_branch,
-                "on_pull_request": pull is not None,
-                "head_ref": pull.head.ref if pull else None,
-                "head_repo": pull.head.repo.full_name if pull and pull.head.repo else None,
-                "from_fork": bool(pull and pull.from_fork),
-                "instructions": run.req.command.text[:300],
-                "approval_body_sha256": sha256(comment.body),
-            },
-        )
+        # The posted body carries the effect's marker: the comment is unedited while it hashes the same.
+        push = replace(push, approval_comment_id=comment.id, approval_body_sha256=sha256(comment.body))
         await self.pushes.create(push)
         await self._schedule(push, now + self.timing.minimum)
-        return Outcome(answer=render_push.held(push, comment.html_url), result=result, held=True)
+        return push, comment.html_url
 
     async def _supersede(self, gh: InstallationClient, repo: str, number: int | None, reason: str) -> None:
         for old in await self.pushes.pending_for(repo, number):
-            if await self.pushes.transition(old.id, ("pending",), "superseded", decided_at=self.clock()):
+            if await self.pushes.supersede(old.id, self.clock()):
                 await self._edit(gh, old, render_push.superseded(old, reason))
                 await self.deps.checkouts.drop_pin(old.repo, old.pending_ref)
 
@@ -190,12 +207,9 @@ class Approvals:
 
     # -- answers ----------------------------------------------------------------------------------
 
-    def _client(self, push: HeldPush) -> InstallationClient:
-        return InstallationClient(self.github, int(push.action["installation_id"]))
-
     async def _signals(self, gh: InstallationClient, push: HeldPush, etag: str | None) -> list[Signal] | None:
         """Reactions on our own unedited approval comment plus stored commands; None if unchanged."""
-        assert push.approval_comment_id is not None
+        assert push.approval_comment_id is not None  # only pushes with a comment are ever stored
         reactions, new_etag = await gh.list_reactions(
             push.owner, push.name, push.approval_comment_id, etag=etag
         )
@@ -204,8 +218,8 @@ class Approvals:
         await self.pushes.update(push.id, etag=new_etag)
         comment = await gh.get_comment(push.owner, push.name, push.approval_comment_id)
         login = (comment.user.login if comment.user else "").lower()
-        ours = login == (self.bot_login() or "").lower()
-        unedited = sha256(comment.body or "") == push.action.get("approval_body_sha256")
+        ours = login == ((await self.deps.identity.login()) or "").lower()
+        unedited = sha256(comment.body or "") == push.approval_body_sha256
         signals: list[Signal] = []
         if ours and unedited:
             signals = signals_from_reactions(
@@ -235,45 +249,40 @@ class Approvals:
             policy=policy,
         )
 
-    async def decide_command(self, scope: JobScope, command: Command, config: ConfigResult) -> None:
+    async def answer(self, ctx: JobContext) -> None:
         """`/beam approve <id>` or `/beam reject <id>`, from the webhook."""
-        assert scope.event is not None and scope.gh is not None
-        gh, event = scope.gh, scope.event
+        command, gh = ctx.command, ctx.gh
         push = await self.pushes.get(command.arg or "")
-        if push is None or push.repo.lower() != event.repository.full_name.lower():
-            await scope.reply(f"There is no held push `{command.arg}` on this repository.")
+        if push is None or push.repo.lower() != ctx.repository.full_name.lower():
+            await ctx.reply(render_push.no_such_push(command.arg))
             return
-        login = event.comment.user.login
-        needed = config.config.approve_permission
+        login = ctx.requester
+        needed = ctx.config.approve_permission
         permission = await gh.get_permission(push.owner, push.name, login)
         is_requester = login.lower() == push.requester.lower()
         if not permission_at_least(permission, needed) and not (command.name == "reject" and is_requester):
-            await scope.reply(
-                f"@{login}, only people with {needed} permission can answer held push `{push.id}`."
-            )
+            await ctx.reply(render_push.cannot_answer(login, needed, push.id))
             return
         if command.name == "approve" and push.state == "failed":
-            if await self.pushes.transition(
-                push.id, ("failed",), "approved", decided_by=login, decided_at=self.clock()
-            ):
+            if await self.pushes.approve(push.id, login, self.clock(), again=True):
                 await self._schedule(push, self.clock())
             return
         if push.state != "pending":
-            await scope.reply(f"Held push `{push.id}` is already {push.state}.")
+            await ctx.reply(render_push.already_decided(push))
             return
         kind = "approve" if command.name == "approve" else "reject"
         commands = [*push.result.get("commands", []), {"user": login, "kind": kind}]
         await self.pushes.update(push.id, result={**push.result, "commands": commands})
         push = replace(push, result={**push.result, "commands": commands})
         signals = await self._signals(gh, push, None) or []
-        verdict = await self._verdict(gh, push, signals, config.config)
+        verdict = await self._verdict(gh, push, signals, ctx.config)
         if (
             verdict.outcome == "wait"
             and kind == "approve"
             and login.lower() not in (a.lower() for a in verdict.approvers)
         ):
             reason = dict(verdict.ignored).get(login, "it does not count")
-            await scope.reply(f"@{login}, your approval of `{push.id}` does not count: {reason}.")
+            await ctx.reply(render_push.approval_ignored(login, push.id, reason))
         await self._apply(gh, push, verdict, in_watch_job=False)
 
     async def _apply(
@@ -281,21 +290,16 @@ class Approvals:
     ) -> None:
         now = self.clock()
         if verdict.outcome == "approve":
-            by = ",".join(verdict.approvers)
-            if await self.pushes.transition(push.id, ("pending",), "approved", decided_by=by, decided_at=now):
+            if await self.pushes.approve(push.id, ",".join(verdict.approvers), now):
                 if in_watch_job:
                     await self._complete(gh, push.id)
                 else:
                     await self._schedule(push, now)
         elif verdict.outcome == "reject" and verdict.rejected_by:
-            if await self.pushes.transition(
-                push.id, ("pending",), "rejected", decided_by=verdict.rejected_by, decided_at=now
-            ):
+            if await self.pushes.reject(push.id, verdict.rejected_by, now):
                 await self._edit(gh, push, render_push.rejected(push, verdict.rejected_by, now))
                 await self.deps.checkouts.drop_pin(push.repo, push.pending_ref)
-        elif verdict.outcome == "expire" and await self.pushes.transition(
-            push.id, ("pending",), "expired", decided_at=now
-        ):
+        elif verdict.outcome == "expire" and await self.pushes.expire(push.id, now):
             await self._edit(gh, push, render_push.expired(push))
             await self.deps.checkouts.drop_pin(push.repo, push.pending_ref)
 
@@ -305,7 +309,7 @@ class Approvals:
         push = await self.pushes.get(str((job.payload or {}).get("push_id")))
         if push is None:
             return
-        gh = self._client(push)
+        gh = InstallationClient(self.github, push.context.installation_id)
         if push.state in ("approved", "pushing") or (push.state == "pushed" and "pull" not in push.result):
             await self._complete(gh, push.id)  # issue 8: also a push whose pull request is not open yet
             return
@@ -317,9 +321,7 @@ class Approvals:
             return
         signals = await self._signals(gh, push, push.etag)
         if signals is not None:
-            config = await load_repo_config(
-                gh.get_file, push.owner, push.name, str(push.action["default_branch"])
-            )
+            config = await load_repo_config(gh.get_file, push.owner, push.name, push.context.default_branch)
             verdict = await self._verdict(gh, push, signals, config.config)
             if verdict.outcome != "wait":
                 await self._apply(gh, push, verdict, in_watch_job=True)
@@ -339,14 +341,12 @@ class Approvals:
             if "pull" not in push.result:
                 await self._announce(gh, push, self.clock())
             return
-        token = await self.deps.installation_token(int(push.action["installation_id"]))
+        installation_id = push.context.installation_id
+        token = await self.deps.installation_token(installation_id)
         try:
             effects = self.deps.effects(gh)
-            refresh = self.deps.refresher(int(push.action["installation_id"]))
-            if push.state == "approved":
-                await resume_push(self.pushes, self.deps.checkouts, push, token, effects, refresh)
-            else:  # this job's earlier attempt died mid-push: the journal and the branch tip tell
-                await push_pinned(self.deps.checkouts, push, token, effects, refresh)
+            refresh = self.deps.refresher(installation_id)
+            await push_held(self.pushes, self.deps.checkouts, push, token, effects, refresh)
         except BeamError as error:
             if error.code == "BEM-066":
                 return
@@ -356,7 +356,7 @@ class Approvals:
             await self._failed(gh, push, error.message)
             return
         now = self.clock()
-        if not await self.pushes.transition(push.id, ("pushing",), "pushed", pushed_at=now):
+        if not await self.pushes.mark_pushed(push.id, now):
             return
         await self._announce(gh, push, now)
 
@@ -364,42 +364,36 @@ class Approvals:
         """Open the pull request of a pushed commit and say so on the approval comment."""
         link, note = await self._open_pull(gh, push)
         await self.pushes.update(push.id, result={**push.result, "pull": link})
-        approvers = (push.decided_by or "").split(",") if push.decided_by else []
-        await self._edit(gh, push, render_push.pushed(push, approvers, push.decided_at or now, link, note))
+        await self._edit(
+            gh, push, render_push.pushed(push, push.approvers, push.decided_at or now, link, note)
+        )
 
     async def _failed(self, gh: InstallationClient, push: HeldPush, reason: str) -> None:
-        if await self.pushes.transition(push.id, ("pushing", "approved"), "failed", error=reason[:2000]):
+        if await self.pushes.fail(push.id, reason):
             await self._edit(gh, push, render_push.push_failed(push, reason))
 
     async def _open_pull(self, gh: InstallationClient, push: HeldPush) -> tuple[str | None, str]:
-        action = push.action
-        if action.get("on_pull_request") and action.get("from_fork"):
-            web = str(action["html_url"]).rsplit("/", 2)[0]
+        target = push.context
+        if target.expected_tip is not None:  # the bot's own branch already has its pull request
+            return None, render_push.SAME_PULL
+        if target.on_pull_request and target.from_fork:
+            web = target.html_url.rsplit("/", 2)[0]
             head = f"{push.owner}:{push.name}:{push.branch}"
-            compare = f"{web}/{action['head_repo']}/compare/{action['head_ref']}...{head}"
-            return (
-                None,
-                f"The pull request comes from a fork, so I cannot open one into it: [compare]({compare}).",
-            )
-        base = str(action["head_ref"] if action.get("on_pull_request") else action["default_branch"])
-        title = (str(action.get("instructions") or "Change").splitlines() or ["Change"])[0][:80]
-        body = (
-            f"Made by `/beam author` for @{push.requester} in #{push.number}, held push `{push.id}`, "
-            f"approved by {push.decided_by}.\n\nCommit {push.commit_sha}."
-        )
+            return None, render_push.from_fork(f"{web}/{target.head_repo}/compare/{target.head_ref}...{head}")
+        base = (target.head_ref if target.on_pull_request else None) or target.default_branch
         try:
             pull = await self.deps.effects(gh).pull(
                 f"push:{push.id}:pull",
                 push.owner,
                 push.name,
-                title=f"beam: {title}",
+                title=render_push.pull_title(target.instructions),
                 head=push.branch,
                 base=base,
-                body=body,
-                draft=not action.get("on_pull_request"),
+                body=render_push.pull_body(push),
+                draft=not target.on_pull_request,
             )
         except GitHubError as error:
-            return None, f"Could not open a pull request: {error.message}."
+            return None, render_push.pull_not_opened(error.message)
         return pull.html_url, ""
 
     async def _edit(self, gh: InstallationClient, push: HeldPush, body: str) -> None:
@@ -410,16 +404,12 @@ class Approvals:
         except GitHubError as error:
             log.warning("push %s: could not edit the approval comment: %s", push.id, error)
 
-    async def pull_closed(self, scope: JobScope, data: dict[str, Any]) -> None:
-        repo = str(data.get("repository", {}).get("full_name", ""))
-        number = data.get("number")
-        if not repo or not isinstance(number, int):
-            return
-        pending = await self.pushes.pending_for(repo, number)
+    async def pull_closed(self, event: PullRequestEvent) -> None:
+        """A closed pull request supersedes its held pushes."""
+        repo = event.repository.full_name
+        pending = await self.pushes.pending_for(repo, event.number)
         if not pending:
             return
-        installation = data.get("installation") or {}
-        gh = InstallationClient(
-            self.github, int(installation.get("id") or pending[0].action["installation_id"])
-        )
-        await self._supersede(gh, repo, number, "the pull request was closed")
+        installation = event.installation.id if event.installation else pending[0].context.installation_id
+        gh = InstallationClient(self.github, installation)
+        await self._supersede(gh, repo, event.number, render_push.PULL_CLOSED)

@@ -1,16 +1,22 @@
-"""Held pushes in the store: a typed row and the queries on it; every state change is compare-and-set.
+"""The held-push state machine: the typed row, its queries, and the verbs that move it.
 
 States: pending -> approved -> pushing -> pushed, or pending -> rejected | expired | superseded, and
-pushing -> failed (which `/beam approve` may move back to approved). A transition names the states
-it may start from, so two answers, two workers or a retry can never take the same step twice.
+approved | pushing -> failed (which `/beam approve` may move back to approved). Every verb is one
+compare-and-set naming the states it may start from, so two answers, two workers or a retry can
+never take the same step twice; nothing else in the app writes a push's state.
+
+The stored action (what the framework resumes) and the push context (where it goes, how the pull
+request is opened) are pydantic models; in the database they share the `action` JSON column as one
+flat object, the shape rows written by earlier versions already have.
 """
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
 
+from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
 from bot.app.jobs.store import Store, pending_pushes
@@ -21,6 +27,40 @@ TERMINAL_STATES = ("pushed", "rejected", "expired", "superseded", "failed")
 
 def new_push_id() -> str:
     return secrets.token_hex(4)
+
+
+class _Stored(BaseModel):
+    # Each model reads its own keys of the shared `action` object and ignores the other's.
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+
+class PushAction(_Stored):
+    """The interrupted run's `git_push`, as the framework resumes it: only this can ever run."""
+
+    action_id: str
+    tool: Literal["git_push"] = "git_push"
+    args: dict[str, str]
+    agent_name: str = "author"
+    session_id: str
+    interaction_id: str
+
+
+class PushContext(_Stored):
+    """Where the push goes and what follows it, fixed when the push is held."""
+
+    installation_id: int
+    clone_url: str
+    html_url: str
+    default_branch: str
+    on_pull_request: bool
+    head_ref: str | None = None
+    head_repo: str | None = None
+    from_fork: bool = False
+    instructions: str = ""
+    command: str = "author"
+    # A follow-up on the bot's own branch: the tip the run started from. The push goes through only
+    # while the branch is still there (fast-forward only), and opens no second pull request.
+    expected_tip: str | None = None
 
 
 @dataclass(frozen=True)
@@ -34,12 +74,15 @@ class HeldPush:
     commit_sha: str
     branch: str
     requester: str
-    action: dict[str, Any]
+    action: PushAction
+    context: PushContext
     created_at: float
     expires_at: float
     state: str = "pending"
     diffstat: dict[str, Any] = field(default_factory=dict)
     approval_comment_id: int | None = None
+    # The approval comment as we wrote it: once edited, its reactions count for nothing.
+    approval_body_sha256: str | None = None
     etag: str | None = None
     decided_by: str | None = None
     decided_at: float | None = None
@@ -59,23 +102,43 @@ class HeldPush:
     def pending_ref(self) -> str:
         return f"refs/beam/pending/{self.id}"
 
+    @property
+    def approvers(self) -> list[str]:
+        return self.decided_by.split(",") if self.decided_by else []
+
+    def to_row(self) -> dict[str, Any]:
+        row = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _IN_ACTION}
+        row["action"] = {
+            **self.action.model_dump(mode="json"),
+            **self.context.model_dump(mode="json"),
+            "approval_body_sha256": self.approval_body_sha256,
+        }
+        return row
+
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> HeldPush:
-        values = {k: row[k] for k in cls.__dataclass_fields__ if k in row}
+        stored = row.get("action") or {}
+        values = {f.name: row[f.name] for f in fields(cls) if f.name in row and f.name not in _IN_ACTION}
         values["diffstat"] = row.get("diffstat") or {}
         values["result"] = row.get("result") or {}
-        values["action"] = row.get("action") or {}
-        return cls(**values)
+        return cls(
+            **values,
+            action=PushAction.model_validate(stored),
+            context=PushContext.model_validate(stored),
+            approval_body_sha256=stored.get("approval_body_sha256"),
+        )
+
+
+_IN_ACTION = frozenset({"action", "context", "approval_body_sha256"})
 
 
 class Pushes:
+    """Held pushes in the store. Each verb returns True only for the caller whose step it was."""
+
     def __init__(self, store: Store) -> None:
         self.store = store
 
-    async def create(self, push: HeldPush) -> None:
-        row = {name: getattr(push, name) for name in HeldPush.__dataclass_fields__}
-        async with self.store.write() as conn:
-            await conn.execute(insert(pending_pushes).values(row))
+    # -- reading ------------------------------------------------------------------------------------
 
     async def get(self, push_id: str) -> HeldPush | None:
         async with self.store.read() as conn:
@@ -102,11 +165,57 @@ class Pushes:
         async with self.store.read() as conn:
             return [HeldPush.from_row(dict(r._mapping)) for r in await conn.execute(query)]
 
-    async def transition(
-        self, push_id: str, from_states: tuple[str, ...], to_state: str, **values: Any
-    ) -> bool:
-        return await self.store.transition(pending_pushes, push_id, list(from_states), to_state, **values)
+    async def pushed_to(self, repo: str, branch: str) -> bool:
+        """Whether the bot has pushed `branch` of `repo` (then it is the bot's own branch)."""
+        query = select(pending_pushes.c.id).where(
+            pending_pushes.c.repo == repo,
+            pending_pushes.c.branch == branch,
+            pending_pushes.c.state == "pushed",
+        )
+        async with self.store.read() as conn:
+            return (await conn.execute(query.limit(1))).first() is not None
+
+    # -- writing what is not state ------------------------------------------------------------------
+
+    async def create(self, push: HeldPush) -> None:
+        async with self.store.write() as conn:
+            await conn.execute(insert(pending_pushes).values(push.to_row()))
 
     async def update(self, push_id: str, **values: Any) -> None:
+        """Bookkeeping beside the state (the poller's ETag, answers by command, the opened pull)."""
+        if "state" in values:
+            raise ValueError("a push's state changes only through its verbs")
         async with self.store.write() as conn:
             await conn.execute(update(pending_pushes).where(pending_pushes.c.id == push_id).values(values))
+
+    # -- the verbs ----------------------------------------------------------------------------------
+
+    async def approve(self, push_id: str, by: str, at: float, *, again: bool = False) -> bool:
+        """pending -> approved; with `again`, a failed push approved once more (`/beam approve`)."""
+        source = "failed" if again else "pending"
+        return await self._move(push_id, source, "approved", decided_by=by, decided_at=at)
+
+    async def reject(self, push_id: str, by: str, at: float) -> bool:
+        return await self._move(push_id, "pending", "rejected", decided_by=by, decided_at=at)
+
+    async def expire(self, push_id: str, at: float) -> bool:
+        return await self._move(push_id, "pending", "expired", decided_at=at)
+
+    async def supersede(self, push_id: str, at: float) -> bool:
+        return await self._move(push_id, "pending", "superseded", decided_at=at)
+
+    async def claim(self, push_id: str, *, resuming: bool = False) -> bool:
+        """approved -> pushing: the one resume that may push. `resuming` is only for the push's own
+        watch job (one at a time per push) finishing an attempt that died mid-push: pushing -> pushing,
+        which pushes the same pinned commit again, a no-op if it landed."""
+        return await self._move(push_id, "pushing" if resuming else "approved", "pushing")
+
+    async def mark_pushed(self, push_id: str, at: float) -> bool:
+        return await self._move(push_id, "pushing", "pushed", pushed_at=at)
+
+    async def fail(self, push_id: str, error: str) -> bool:
+        return await self._move(push_id, ("pushing", "approved"), "failed", error=error[:2000])
+
+    async def _move(self, push_id: str, source: str | tuple[str, ...], target: str, **values: Any) -> bool:
+        sources = [source] if isinstance(source, str) else list(source)
+        return await self.store.transition(pending_pushes, push_id, sources, target, **values)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from bot.app.github.models import is_bot_login
-from bot.app.repo_config import permission_at_least
+from bot.app.permissions import permission_at_least
 
 SignalKind = Literal["approve", "reject"]
 Outcome = Literal["approve", "reject", "expire", "wait", "settled"]

@@ -201,7 +201,7 @@ class GitHubEffects:
         text = with_marker(body, key)
 
         async def find(since: float) -> Written | None:
-            for found in await self.gh.list_review_comments(owner, repo, pull_number):
+            for found in await self.gh.list_review_comments(owner, repo, pull_number, limit=3000):
                 if found.body and marker(key) in found.body:
                     return Written(found.id, found.html_url, found.body)
             return None

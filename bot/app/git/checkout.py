@@ -80,6 +80,20 @@ class RunTree:
         await self._owner.remove_run_tree(self)
 
 
+def _descends(repo: pygit2.Repository, sha: str, ancestor: str) -> bool:
+    try:
+        return bool(repo.descendant_of(sha, ancestor))
+    except (KeyError, ValueError, pygit2.GitError):  # the ancestor is not even in the mirror
+        return False
+
+
+def moved(branch: str, expected: str) -> str:
+    return (
+        f"`{branch}` moved since the run started from {expected[:12]}: someone pushed to it, so "
+        "the commit no longer builds on its tip. Nothing was pushed; ask again to build on the new tip."
+    )
+
+
 class Checkouts:
     """The mirror cache and run trees of one worker machine (safe across tasks and processes)."""
 
@@ -266,11 +280,15 @@ class Checkouts:
         target_branch: str,
         *,
         expected_sha: str | None = None,
+        expected_remote: str | None = None,
         refresh: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         """Push the commit at `source_ref` in the mirror to `refs/heads/<target_branch>`, never forced.
 
         With `expected_sha`, refuse unless the ref still holds that commit (the one that was shown).
+        With `expected_remote` (a follow-up on an existing branch), the commit must descend from it and
+        the push goes through only while the remote branch is still there (git's lease): fast-forward
+        only, and nothing moves if someone pushed to the branch in between.
         When GitHub refuses the token and `refresh` is given, one fresh token is fetched and tried.
         """
         check_url(clone_url)
@@ -287,15 +305,25 @@ class Checkouts:
                 raise CheckoutError(f"{source_ref} is not in the mirror of {repo_full_name}.") from None
             if expected_sha is not None and sha != expected_sha:
                 raise CheckoutError(f"{source_ref} holds {sha[:12]}, not the approved {expected_sha[:12]}.")
+            options = ["--quiet", "--no-verify"]
+            if expected_remote is not None:
+                check_sha(expected_remote)
+                if sha != expected_remote and not _descends(repo, sha, expected_remote):
+                    raise CheckoutError(f"{sha[:12]} does not build on {expected_remote[:12]}.")
+                ref = f"refs/heads/{target_branch}"
+                remote = remote_ref(self._git, self._timeout, mirror, clone_url, token, ref)
+                if remote == sha:
+                    return  # an earlier attempt of this push landed
+                if remote != expected_remote:
+                    raise CheckoutError(moved(target_branch, expected_remote))
+                options.append(f"--force-with-lease=refs/heads/{target_branch}:{expected_remote}")
             spec = f"{sha}:refs/heads/{target_branch}"
             result = run_git(
-                self._git,
-                self._timeout,
-                ["push", "--quiet", "--no-verify", "--", clone_url, spec],
-                cwd=mirror,
-                token=token,
+                self._git, self._timeout, ["push", *options, "--", clone_url, spec], cwd=mirror, token=token
             )
             if result.returncode != 0:
+                if expected_remote is not None and "stale info" in (result.stderr or "").lower():
+                    raise CheckoutError(moved(target_branch, expected_remote))
                 what = f"{sha[:12]} to {target_branch}"
                 raise CheckoutError(explain("push", what, result, token), auth=auth_refused(result))
 

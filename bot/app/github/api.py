@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 import httpx
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.github")
 
 API_VERSION = "2022-11-28"
 DEFAULT_API_URL = "https://api.github.com"

@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from pydantic import SecretStr
 
 from bot.app.github.api import GitHubApi
+from bot.app.github.file_cache import FileCache
 from bot.app.github.models import AppInfo, Installation, InstallationToken
 
 JWT_BACKDATE = 60
@@ -101,6 +102,7 @@ class GitHubApp:
         self._key: RSAPrivateKey | None = None
         self._jwt: tuple[float, str] | None = None
         self.tokens = TokenCache(self._fetch_token, api.clock)
+        self.files = FileCache()  # contents read by installations, revalidated with ETags
 
     def __repr__(self) -> str:
         return f"GitHubApp(app_id={self.app_id!r}, api={self.api.base_url!r})"

@@ -18,10 +18,13 @@ import httpx
 
 from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
 from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
+from bot.app.github.file_cache import CachedFile
 from bot.app.github.models import (
     Account,
     AppInfo,
+    CheckRun,
     Comment,
+    Comparison,
     InlineComment,
     Installation,
     Issue,
@@ -36,9 +39,19 @@ from bot.app.github.models import (
     ReviewComment,
     ReviewEvent,
 )
+from bot.app.logs import log_context
 
 MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
 PER_PAGE = 100
+
+
+def _file_text(body: Any) -> str | None:
+    if not isinstance(body, dict) or body.get("type") != "file" or body.get("encoding") != "base64":
+        return None
+    try:
+        return base64.b64decode(body.get("content", "")).decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError):
+        return None
 
 
 def _seg(value: str | int) -> str:
@@ -72,6 +85,19 @@ class InstallationClient:
         return f"InstallationClient(installation_id={self.installation_id})"
 
     async def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str | int] | None = None,
+        json: Any = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> httpx.Response:
+        # The installation travels in the context so the transport can count its rate limit.
+        with log_context(installation_id=self.installation_id):
+            return await self._call_as_installation(method, path, params=params, json=json, headers=headers)
+
+    async def _call_as_installation(
         self,
         method: str,
         path: str,
@@ -130,23 +156,35 @@ class InstallationClient:
         return permission if permission in ("admin", "write", "read") else "none"
 
     async def get_file(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
-        """A text file's contents at `ref`, or None when there is no such file (or it is a directory)."""
+        """A text file's contents at `ref`, or None when there is no such file (or it is a directory).
+
+        Revalidated with the ETag of the last read (`GitHubApp.files`): an unchanged file costs a
+        `304` and no rate limit."""
         params = {"ref": ref} if ref else None
+        key = (self.installation_id, owner, repo, path, ref or "")
+        cached = self.app.files.get(key)
         try:
             response = await self._call(
-                "GET", f"{_repo(owner, repo)}/contents/{quote(path, safe='/')}", params=params
+                "GET",
+                f"{_repo(owner, repo)}/contents/{quote(path, safe='/')}",
+                params=params,
+                headers={"If-None-Match": cached.etag} if cached is not None else None,
             )
         except GitHubError as error:
             if error.status == 404:
+                self.app.files.drop(key)
                 return None
             raise
+        if response.status_code == 304 and cached is not None:
+            self.app.files.hits += 1
+            return cached.text
         body = response.json()
-        if not isinstance(body, dict) or body.get("type") != "file" or body.get("encoding") != "base64":
-            return None
-        try:
-            return base64.b64decode(body.get("content", "")).decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError):
-            return None
+        text = _file_text(body)
+        etag = response.headers.get("etag")
+        if etag:
+            sha = body.get("sha") if isinstance(body, dict) else None
+            self.app.files.put(key, CachedFile(etag, sha if isinstance(sha, str) else None, text))
+        return text
 
     # --- issues and comments --------------------------------------------------------------------
 
@@ -221,6 +259,14 @@ class InstallationClient:
         items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/files", {}, max_files)
         return [PullFile.model_validate(item) for item in items]
 
+    async def list_review_comments(
+        self, owner: str, repo: str, number: int, *, limit: int = 300
+    ) -> list[ReviewComment]:
+        """The review comments on a pull request's diff, oldest first (REST says nothing of threads
+        being resolved; that is GraphQL only)."""
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
+        return [ReviewComment.model_validate(item) for item in items]
+
     async def create_review(
         self,
         owner: str,
@@ -252,17 +298,38 @@ class InstallationClient:
         path = f"{_repo(owner, repo)}/pulls/{pull_number}/comments/{comment_id}/replies"
         return ReviewComment.model_validate((await self._call("POST", path, json={"body": body})).json())
 
+    async def get_review_comment(self, owner: str, repo: str, comment_id: int) -> ReviewComment:
+        path = f"{_repo(owner, repo)}/pulls/comments/{comment_id}"
+        return ReviewComment.model_validate((await self._call("GET", path)).json())
+
+    async def compare(self, owner: str, repo: str, base: str, head: str) -> Comparison | None:
+        """`base...head`, or None when GitHub no longer knows one of them (a force-push dropped it)."""
+        path = f"{_repo(owner, repo)}/compare/{_seg(base)}...{_seg(head)}"
+        try:
+            response = await self._call("GET", path, params={"per_page": PER_PAGE})
+        except GitHubError as error:
+            if error.status in (404, 422):
+                return None
+            raise
+        return Comparison.model_validate(response.json())
+
+    # --- check runs -----------------------------------------------------------------------------
+
+    async def create_check_run(self, owner: str, repo: str, name: str, head_sha: str) -> CheckRun:
+        payload = {"name": name, "head_sha": head_sha, "status": "queued"}
+        response = await self._call("POST", f"{_repo(owner, repo)}/check-runs", json=payload)
+        return CheckRun.model_validate(response.json())
+
+    async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> CheckRun:
+        """PATCH a check run: status, conclusion, started_at, completed_at, output, details_url."""
+        path = f"{_repo(owner, repo)}/check-runs/{check_run_id}"
+        return CheckRun.model_validate((await self._call("PATCH", path, json=fields)).json())
+
     # --- listings: how a retried job finds what an earlier attempt wrote (bot/app/effects) -------
 
     async def list_reviews(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Review]:
         items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/reviews", {}, limit)
         return [Review.model_validate(item) for item in items]
-
-    async def list_review_comments(
-        self, owner: str, repo: str, number: int, *, limit: int = 3000
-    ) -> list[ReviewComment]:
-        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
-        return [ReviewComment.model_validate(item) for item in items]
 
     async def list_open_pulls(self, owner: str, repo: str, head: str) -> list[PullRequest]:
         """Open pull requests whose head is `head` (`owner:branch`)."""
@@ -275,7 +342,9 @@ __all__ = [
     "MAX_PULL_FILES",
     "Account",
     "AppInfo",
+    "CheckRun",
     "Comment",
+    "Comparison",
     "GitHubApi",
     "GitHubApp",
     "GitHubError",

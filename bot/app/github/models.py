@@ -94,6 +94,19 @@ class ReviewComment(Comment):
     path: str | None = None
     line: int | None = None
     in_reply_to_id: int | None = None
+    diff_hunk: str | None = None
+    commit_id: str | None = None
+
+
+class Label(GitHubModel):
+    name: str
+
+
+class CheckRun(GitHubModel):
+    id: int
+    status: str
+    conclusion: str | None = None
+    html_url: str | None = None
 
 
 class Reaction(GitHubModel):
@@ -119,6 +132,7 @@ class PullRequest(GitHubModel):
     head: PullRef
     base: PullRef
     changed_files: int | None = None
+    labels: list[Label] = []
 
     @property
     def from_fork(self) -> bool:
@@ -136,6 +150,15 @@ class PullFile(GitHubModel):
     changes: int = 0
     patch: str | None = None
     previous_filename: str | None = None
+
+
+class Comparison(GitHubModel):
+    """`GET /compare/{base}...{head}`: `ahead` means base is an ancestor of head."""
+
+    status: str
+    ahead_by: int = 0
+    behind_by: int = 0
+    files: list[PullFile] = []
 
 
 class Issue(GitHubModel):
@@ -168,6 +191,7 @@ class InlineComment(GitHubModel):
     body: str
     side: Literal["LEFT", "RIGHT"] = "RIGHT"
     start_line: int | None = None
+    start_side: Literal["LEFT", "RIGHT"] | None = None
 
 
 class ManifestConversion(GitHubModel):

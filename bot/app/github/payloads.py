@@ -7,7 +7,7 @@ lacks a field we need fail loudly at one place.
 from __future__ import annotations
 
 from bot.app.github.models import Account as User
-from bot.app.github.models import GitHubModel, PullRequest
+from bot.app.github.models import GitHubModel, Label, PullRequest
 
 
 class Repository(GitHubModel):
@@ -51,6 +51,7 @@ class Comment(GitHubModel):
     line: int | None = None
     original_line: int | None = None
     diff_hunk: str | None = None
+    in_reply_to_id: int | None = None
 
 
 class CommentEvent(GitHubModel):
@@ -86,3 +87,7 @@ class PullRequestEvent(GitHubModel):
     pull_request: PullRequest
     repository: Repository
     installation: Installation | None = None
+    sender: User | None = None
+    label: Label | None = None  # labeled, unlabeled
+    before: str | None = None  # synchronize: the head before and after the push
+    after: str | None = None

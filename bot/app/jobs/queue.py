@@ -1,10 +1,13 @@
 """The durable job queue: claim with a lease, retry with backoff, one job at a time per pull request.
 
-A job is claimed by one UPDATE that picks the oldest claimable row and marks it running with a lease
-(owner + expiry). Claimable means queued and due, or running with an expired lease: a worker that died
-left its job behind, and the next claim recovers it. On PostgreSQL the pick uses
-`FOR UPDATE SKIP LOCKED`, so concurrent claimers (any number of processes) never wait on or take the
-same row; on SQLite the claim runs inside `BEGIN IMMEDIATE`, which serialises writers across processes.
+A claim takes the oldest claimable row and marks it running with a lease (owner + expiry). Claimable
+means queued and due, or running with an expired lease: a worker that died left its job behind, and
+the next claim recovers it. The two cases are two `ORDER BY id LIMIT 1` picks on the `(state, id)`
+index, so a claim costs the same with 100 or 50,000 jobs queued (`bot.app.jobs.fastpath`). On
+PostgreSQL the picks use `FOR UPDATE SKIP LOCKED`, so concurrent claimers (any number of processes)
+never wait on or take the same row; on SQLite the claim runs inside `BEGIN IMMEDIATE`, which
+serialises writers across processes. A worker that completes a job claims its next one in the same
+transaction (`complete_and_claim`).
 
 Jobs with the same `key` ("owner/repo#N") run one at a time: a job is skipped while another job with
 its key is running, and a partial unique index on `(key) WHERE state = 'running'` makes the database
@@ -17,22 +20,35 @@ lease cannot complete or fail a job another worker now holds.
 
 from __future__ import annotations
 
+import functools
+import json
 import random
+import sqlite3
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import RowMapping, and_, insert, or_, select, update
+import anyio
+from sqlalchemy import and_, insert, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncConnection
 
-from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, deliveries, jobs
+from bot.app.jobs.fastpath import (
+    JOB_COLUMNS,
+    LOCKING_STATEMENTS,
+    SQLITE_STATEMENTS,
+    ClaimStatements,
+    HotConnection,
+    savepoint,
+)
+from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs
 from bot.app.jobs.store import Store
 
 FinalState = Literal["queued", "failed", "dead"]
 
 MAX_ERROR_CHARS = 4000
 _CLAIM_RACE_RETRIES = 5
+# SQLAlchemy's (PostgreSQL) and sqlite3's own (the raw hot path on SQLite).
+_INTEGRITY_ERRORS = (IntegrityError, sqlite3.IntegrityError)
 
 
 @dataclass(slots=True)
@@ -70,6 +86,10 @@ class JobQueue:
         self.backoff_cap = backoff_cap
         self.backoff_jitter = backoff_jitter
         self.max_attempts = max_attempts
+
+    @property
+    def _claims(self) -> ClaimStatements:
+        return SQLITE_STATEMENTS if self.store.is_sqlite else LOCKING_STATEMENTS
 
     def backoff(self, attempts: int) -> float:
         """Delay before the next try after `attempts` tries: base * 2^(attempts-1), capped, jittered."""
@@ -113,88 +133,59 @@ class JobQueue:
 
     async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
         """Take the oldest claimable job for `worker_id`, or None when there is nothing to do."""
-        races = 0
-        while True:
-            now = self.store.clock()
+        for _ in range(_CLAIM_RACE_RETRIES):
+            claim = functools.partial(
+                self._claim_in, now=self.store.clock(), worker_id=worker_id, lease_seconds=lease_seconds
+            )
             try:
-                async with self.store.write() as conn:
-                    row = (await conn.execute(self._claim_statement(now, worker_id, lease_seconds))).first()
-                    if row is None:
-                        return None
-                    if row.attempts > row.max_attempts:
-                        # Its last allowed attempt died with the worker: bury it, look again.
-                        await self._bury_expired(conn, row.id, row.max_attempts, now)
-                        continue
-                    return await self._job(conn, row._mapping)
-            except IntegrityError:
+                # Shielded: a claim committed by the database is always returned to the caller,
+                # whose worker then runs or releases it (never left running until its lease ends).
+                with anyio.CancelScope(shield=True):
+                    return await self.store.run_hot(claim)
+            except _INTEGRITY_ERRORS:
                 # Two claims raced for the same key and the unique index stopped the second one.
-                races += 1
-                if races >= _CLAIM_RACE_RETRIES:
-                    return None
+                continue
+        return None
 
-    def _claim_statement(self, now: float, worker_id: str, lease_seconds: float) -> Any:
-        cand = jobs.alias("cand")
-        other = jobs.alias("other")
-        key_busy = (
-            select(other.c.id)
-            .where(other.c.key == cand.c.key, other.c.state == "running", other.c.id != cand.c.id)
-            .exists()
-        )
-        claimable = or_(
-            and_(cand.c.state == "queued", cand.c.run_after <= now),
-            and_(cand.c.state == "running", cand.c.lease_expires_at < now),
-        )
-        pick = select(cand.c.id).where(claimable, or_(cand.c.key.is_(None), ~key_busy)).order_by(cand.c.id)
-        pick = pick.limit(1)
-        if not self.store.is_sqlite:
-            pick = pick.with_for_update(skip_locked=True)
-        return (
-            update(jobs)
-            .where(jobs.c.id == pick.scalar_subquery())
-            .values(
-                state="running",
-                attempts=jobs.c.attempts + 1,
-                lease_owner=worker_id,
-                lease_expires_at=now + lease_seconds,
-                updated_at=now,
-            )
-            .returning(*jobs.c)
-        )
+    def _claim_in(self, conn: HotConnection, now: float, worker_id: str, lease_seconds: float) -> Job | None:
+        """The claim transaction: the oldest of two picks, the first job with an expired lease and
+        the first due queued job; each pick is one probe of the (state, id) index."""
+        sql = self._claims
+        params = {"b_now": now, "b_owner": worker_id, "b_expires": now + lease_seconds}
+        while True:
+            found = [row[0] for pick in (sql.expired, sql.queued) for row in pick.rows(conn, params)]
+            if not found:
+                return None
+            taken = sql.take.rows(conn, {**params, "b_id": min(found)})
+            if not taken:
+                return None  # not reachable: the pick is locked (PostgreSQL) or the database is
+            row = dict(zip(JOB_COLUMNS, taken[0], strict=True))
+            if row["attempts"] > row["max_attempts"]:
+                # Its last allowed attempt died with the worker: bury it, look again.
+                error = f"lease expired during the last attempt ({row['max_attempts']}): worker lost"
+                sql.bury.rowcount(conn, {"b_id": row["id"], "b_now": now, "b_error": error})
+                continue
+            return self._job(conn, row)
 
-    async def _bury_expired(self, conn: AsyncConnection, job_id: int, max_attempts: int, now: float) -> None:
-        await conn.execute(
-            update(jobs)
-            .where(jobs.c.id == job_id)
-            .values(
-                state="dead",
-                attempts=max_attempts,
-                lease_owner=None,
-                lease_expires_at=None,
-                last_error=f"lease expired during the last attempt ({max_attempts}): worker lost",
-                updated_at=now,
-            )
-        )
-
-    async def _job(self, conn: AsyncConnection, row: RowMapping) -> Job:
+    def _job(self, conn: HotConnection, row: dict[str, Any]) -> Job:
+        payload = row["payload"]
         job = Job(
             id=row["id"],
             kind=row["kind"],
             key=row["key"],
             delivery_id=row["delivery_id"],
-            payload=row["payload"],
+            # Raw SQLite rows carry the JSON text; SQLAlchemy rows (PostgreSQL) the parsed value.
+            payload=json.loads(payload) if isinstance(payload, str) else payload,
             attempts=row["attempts"],
             max_attempts=row["max_attempts"],
             lease_owner=row["lease_owner"],
             lease_expires_at=row["lease_expires_at"],
         )
         if job.delivery_id is not None:
-            stmt = select(deliveries.c.event, deliveries.c.action, deliveries.c.payload).where(
-                deliveries.c.delivery_id == job.delivery_id
-            )
-            found = (await conn.execute(stmt)).first()
-            if found is not None:
-                job.event, job.action = found.event, found.action
-                job.delivery_payload = found.payload.encode("utf-8")
+            found = self._claims.delivery.rows(conn, {"b_delivery": job.delivery_id})
+            if found:
+                job.event, job.action, text = found[0]
+                job.delivery_payload = text.encode("utf-8")
         return job
 
     def _held(self, job: Job) -> Any:
@@ -220,7 +211,31 @@ class JobQueue:
         return False
 
     async def complete(self, job: Job) -> bool:
-        return await self._finish(job, state="done", lease_owner=None, lease_expires_at=None, last_error=None)
+        done, _ = await self.complete_and_claim(job, None)
+        return done
+
+    async def complete_and_claim(self, job: Job, lease_seconds: float | None) -> tuple[bool, Job | None]:
+        """Complete `job` and, given `lease_seconds`, claim the next job for the same worker in the
+        same transaction, so a busy worker pays one database round (one thread hop) per job.
+
+        Returns whether the job was completed (False: the lease was lost) and the next job, if any.
+        """
+        now = self.store.clock()
+        params = {"b_id": job.id, "b_owner": job.lease_owner, "b_attempts": job.attempts, "b_now": now}
+
+        def work(conn: HotConnection) -> tuple[bool, Job | None]:
+            done = self._claims.complete.rowcount(conn, params) == 1
+            if lease_seconds is None:
+                return done, None
+            try:
+                with savepoint(conn):
+                    return done, self._claim_in(conn, now, job.lease_owner, lease_seconds)
+            except _INTEGRITY_ERRORS:
+                return done, None  # a racing claim took the key; the worker's own claim retries
+
+        with anyio.CancelScope(shield=True):  # bounded by one short transaction; see claim()
+            result = await self.store.run_hot(work)
+        return result
 
     async def fail(
         self, job: Job, error: str, retryable: bool, *, retry_after: float | None = None

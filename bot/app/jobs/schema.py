@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Connection,
     Double,
@@ -35,12 +36,12 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 4
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
 Migration = Callable[[Connection], None]
-MIGRATIONS: dict[int, Migration] = {}
+
 
 # Arbitrary constant shared by every beam-bot process: the PostgreSQL advisory lock for upgrades.
 _UPGRADE_LOCK = 0x6265616D  # "beam"
@@ -91,6 +92,7 @@ jobs = Table(
     Column("created_at", Double, nullable=False),
     Column("updated_at", Double, nullable=False),
     Index("jobs_state_run_after", "state", "run_after"),
+    Index("jobs_state_id", "state", "id"),
     Index("jobs_delivery_id", "delivery_id"),
     # One job at a time per pull request, enforced by the database itself: a claim racing another
     # claim for the same key fails with an integrity error instead of running both.
@@ -102,6 +104,8 @@ jobs = Table(
         postgresql_where=text("state = 'running'"),
     ),
 )
+
+jobs_state_id = next(i for i in jobs.indexes if i.name == "jobs_state_id")
 
 runs = Table(
     "runs",
@@ -166,6 +170,27 @@ pending_pushes = Table(
     Index("pending_pushes_state", "state"),
 )
 
+# Automatic reviews (issue 10): one row per pull request. `generation` grows with every push and with
+# `closed`, so a queued or running review of an older head sees that it was superseded; `entries`
+# is the summary comment's list of reviewed ranges, which the bot edits and never re-posts.
+auto_reviews = Table(
+    "auto_reviews",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", Integer, primary_key=True),
+    Column("generation", Integer, nullable=False, server_default="0"),
+    Column("target_head", Text),
+    Column("due_at", Double, nullable=False, server_default="0"),
+    Column("closed", Boolean, nullable=False, server_default=text("false")),
+    Column("reviewed_head", Text),
+    Column("diff_digest", Text),
+    Column("summary_comment_id", BigInteger),
+    Column("check_run_id", BigInteger),
+    Column("check_head", Text),
+    Column("entries", _Json),
+    Column("updated_at", Double, nullable=False),
+)
+
 # Issue 8: the effects journal (bot/app/effects). One row per write a job makes on GitHub, keyed by
 # run id + step: `intent` is recorded before the call, `done` with what GitHub answered after it.
 effects = Table(
@@ -190,12 +215,23 @@ run_checkpoints = Table(
 )
 
 
+def _add_auto_reviews(conn: Connection) -> None:
+    """v2: per pull request state of automatic reviews."""
+    auto_reviews.create(conn, checkfirst=True)
+
+
+def _claim_index(conn: Connection) -> None:
+    """v3: the claim's `ORDER BY id LIMIT 1` per state walks this index instead of sorting the backlog."""
+    jobs_state_id.create(conn, checkfirst=True)
+
+
 def _add_effects_tables(conn: Connection) -> None:
+    """v4: the effects journal and run checkpoints (issue 8)."""
     effects.create(conn, checkfirst=True)
     run_checkpoints.create(conn, checkfirst=True)
 
 
-MIGRATIONS[2] = _add_effects_tables
+MIGRATIONS: dict[int, Migration] = {2: _add_auto_reviews, 3: _claim_index, 4: _add_effects_tables}
 
 
 class SchemaError(RuntimeError):

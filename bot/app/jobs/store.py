@@ -1,32 +1,24 @@
-"""The app's durable state: delivery intake, runs, memory and compare-and-set, over one database.
+"""The app's durable records: delivery intake, runs and memory, as queries over `Transactions`.
 
-One code path serves SQLite (default, one machine) and PostgreSQL (several processes and machines);
-`bot.app.jobs.database` sets the engines up, `bot.app.jobs.schema` holds the tables. Write transactions go
-through `Store.write()`: on SQLite they begin with `BEGIN IMMEDIATE` and, within one process, queue on
-an async lock, so writers wait in order instead of sleeping in SQLite's busy handler.
-
-The webhook path (`accept_delivery`) is group-committed: callers arriving while a write is in flight
-are written together in the next transaction, so under load one commit serves many deliveries and a
-lone delivery still costs one short transaction. On SQLite that transaction runs whole in one worker
-thread on a sync engine (one thread hop instead of one per cursor operation).
+The webhook path (`accept_delivery`) is group-committed (`bot.app.jobs.group_commit`). On SQLite its
+transaction runs whole in one worker thread on the raw sqlite3 connection (`run_hot`,
+`bot.app.jobs.fastpath`): one thread hop instead of one per cursor operation. The engines,
+transactions and compare-and-set live in `bot.app.jobs.transactions`.
 """
 
 from __future__ import annotations
 
-import contextlib
-import time
+import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-from sqlalchemy import Connection, Engine, Table, func, insert, select, update
-from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.engine import make_url
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy import func, insert, select, update
 
-from bot.app.jobs.database import BEGIN_MODE, build_url, create_engines, normalize_url
+from bot.app.jobs.database import build_url, normalize_url
+from bot.app.jobs.fastpath import INSERT_DELIVERY, INSERT_JOB, HotConnection
+from bot.app.jobs.group_commit import IntakeBatcher, IntakeRequest
 from bot.app.jobs.schema import (
     DEFAULT_MAX_ATTEMPTS,
     JOB_STATES,
@@ -35,8 +27,8 @@ from bot.app.jobs.schema import (
     memory,
     pending_pushes,
     runs,
-    upgrade_schema,
 )
+from bot.app.jobs.transactions import Clock, Transactions, check_columns
 
 __all__ = [
     "Clock",
@@ -51,10 +43,6 @@ __all__ = [
     "pending_pushes",
     "runs",
 ]
-
-Clock = Callable[[], float]
-
-_STATE_TABLES = {t.name: t for t in (jobs, pending_pushes)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,148 +63,14 @@ class MemoryItem:
     created_at: float
 
 
-@dataclass(slots=True, eq=False)
-class IntakeRequest:
-    delivery_id: str
-    event: str
-    action: str | None
-    payload: str
-    job_key: str | None
-    job_kind: str
-    done: anyio.Event = field(default_factory=anyio.Event)
-    lead: bool = False
-    accepted: bool = False
-    error: Exception | None = None
-
-
-class IntakeBatcher:
-    """Group commit without a background task: the first caller writes; callers that arrive meanwhile
-    wait, and the oldest of them is promoted to write the next batch (so no caller waits for more
-    than the batch in flight plus its own)."""
-
-    def __init__(self, write: Callable[[Sequence[IntakeRequest]], Awaitable[set[str]]], max_batch: int = 200):
-        self._write = write
-        self._max_batch = max_batch
-        self._pending: list[IntakeRequest] = []
-        self._busy = False
-
-    async def submit(self, request: IntakeRequest) -> bool:
-        # Shielded: a cancelled HTTP request must neither half-write nor strand the callers behind it.
-        # The wait is bounded by one short transaction.
-        with anyio.CancelScope(shield=True):
-            self._pending.append(request)
-            if self._busy:
-                await request.done.wait()  # woken when written, or when promoted to write
-            else:
-                self._busy = request.lead = True
-            if request.lead:
-                await self._lead()
-        if request.error is not None:
-            raise request.error
-        return request.accepted
-
-    async def _lead(self) -> None:
-        batch = self._pending[: self._max_batch]
-        del self._pending[: self._max_batch]
-        first: dict[str, IntakeRequest] = {}
-        for r in batch:
-            first.setdefault(r.delivery_id, r)
-        try:
-            inserted = await self._write_each(list(first.values()))
-            for r in batch:
-                primary = first[r.delivery_id]
-                r.error = primary.error  # a concurrent redelivery shares the first copy's fate
-                r.accepted = r is primary and r.error is None and r.delivery_id in inserted
-        except Exception as exc:
-            for r in batch:
-                r.error = exc
-        finally:
-            for r in batch:
-                r.lead = False
-                r.done.set()
-            if self._pending:
-                self._pending[0].lead = True
-                self._pending[0].done.set()
-            else:
-                self._busy = False
-
-    async def _write_each(self, unique: list[IntakeRequest]) -> set[str]:
-        try:
-            return await self._write(unique)
-        except Exception:
-            if len(unique) == 1:
-                raise
-        # One bad request must not fail the deliveries batched with it: write them one by one.
-        inserted: set[str] = set()
-        for r in unique:
-            try:
-                inserted |= await self._write([r])
-            except Exception as exc:
-                r.error = exc
-        return inserted
-
-
 @dataclass(slots=True)
-class Store:
+class Store(Transactions):
     """The database handle every part of the app shares; open it with `await Store.open(url)`."""
 
-    engine: AsyncEngine
-    clock: Clock = time.time
-    sync_engine: Engine | None = None  # SQLite only: the webhook path's engine
-    _write_lock: anyio.Lock | None = None
     _intake: IntakeBatcher = field(init=False)
 
     def __post_init__(self) -> None:
         self._intake = IntakeBatcher(self._write_intake)
-
-    @classmethod
-    async def open(cls, url: str, *, clock: Clock = time.time) -> Store:
-        """Connect, then create or upgrade the schema (see `bot.app.jobs.schema`)."""
-        parsed = make_url(normalize_url(url))
-        if parsed.get_backend_name() == "sqlite" and parsed.database:
-            await anyio.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine, sync_engine = create_engines(url)
-        store = cls(engine, clock, sync_engine, anyio.Lock() if sync_engine is not None else None)
-        try:
-            async with store.write() as conn:
-                await upgrade_schema(conn, clock())
-        except BaseException:
-            await store.close()
-            raise
-        return store
-
-    async def close(self) -> None:
-        await self.engine.dispose()
-        if self.sync_engine is not None:
-            await anyio.to_thread.run_sync(self.sync_engine.dispose)
-
-    @property
-    def is_sqlite(self) -> bool:
-        return self.engine.dialect.name == "sqlite"
-
-    @contextlib.asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncConnection]:
-        """A transaction that will write: committed on exit, rolled back on error.
-
-        Do not call other writing Store methods inside it: on SQLite they wait for this one's lock.
-        """
-        lock = self._write_lock if self._write_lock is not None else contextlib.nullcontext()
-        async with lock, self.engine.connect() as conn:
-            if self._write_lock is not None:
-                await conn.execution_options(**{BEGIN_MODE: "immediate"})
-            async with conn.begin():
-                yield conn
-
-    @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncConnection]:
-        """A read-only transaction: one consistent snapshot, no write lock."""
-        async with self.engine.connect() as conn, conn.begin():
-            yield conn
-
-    def insert_ignore(self, table: Table) -> Any:
-        """`INSERT ... ON CONFLICT DO NOTHING` in this database's dialect."""
-        dialect = sqlite if self.is_sqlite else postgresql
-        return dialect.insert(table).on_conflict_do_nothing()
 
     # -- deliveries -------------------------------------------------------------------------------
 
@@ -228,26 +82,22 @@ class Store:
         payload: bytes,
         job_key: str | None,
         job_kind: str = "delivery",
+        *,
+        with_job: bool = True,
     ) -> bool:
-        """Store a delivery and its job atomically; False for a redelivery of a known id."""
-        request = IntakeRequest(delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind)
+        """Store a delivery and its job atomically; False for a redelivery of a known id.
+
+        With `with_job=False` the delivery is stored without a job (it cannot lead to work)."""
+        request = IntakeRequest(
+            delivery_id, event, action, payload.decode("utf-8"), job_key, job_kind, with_job
+        )
         return await self._intake.submit(request)
 
     async def _write_intake(self, batch: Sequence[IntakeRequest]) -> set[str]:
         now = self.clock()
-        if self.sync_engine is None or self._write_lock is None:
-            async with self.write() as conn:
-                return await conn.run_sync(self._insert_deliveries, batch, now)
-        async with self._write_lock:
-            return await anyio.to_thread.run_sync(self._write_intake_sqlite, self.sync_engine, batch, now)
+        return await self.run_hot(lambda conn: self._insert_deliveries(conn, batch, now))
 
-    def _write_intake_sqlite(self, engine: Engine, batch: Sequence[IntakeRequest], now: float) -> set[str]:
-        with engine.connect() as conn:
-            conn = conn.execution_options(**{BEGIN_MODE: "immediate"})
-            with conn.begin():
-                return self._insert_deliveries(conn, batch, now)
-
-    def _insert_deliveries(self, conn: Connection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
+    def _insert_deliveries(self, conn: HotConnection, batch: Sequence[IntakeRequest], now: float) -> set[str]:
         """The intake transaction's statements: deliveries first, then a job for each new one."""
         rows = [
             {
@@ -259,10 +109,17 @@ class Store:
             }
             for r in batch
         ]
-        # Rows as parameters, not .values(rows): the statement stays cacheable, and SQLAlchemy still
-        # sends one multi-row INSERT ... RETURNING for the batch ("insertmanyvalues").
-        stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
-        inserted = set(conn.execute(stmt, rows).scalars())
+        if isinstance(conn, sqlite3.Connection):
+            inserted = {
+                r.delivery_id
+                for r, row in zip(batch, rows, strict=True)
+                if INSERT_DELIVERY.rowcount(conn, row) == 1
+            }
+        else:
+            # Rows as parameters, not .values(rows): the statement stays cacheable, and SQLAlchemy
+            # still sends one multi-row INSERT ... RETURNING for the batch ("insertmanyvalues").
+            stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
+            inserted = set(conn.execute(stmt, rows).scalars())
         new_jobs = [
             {
                 "kind": r.job_kind,
@@ -276,10 +133,10 @@ class Store:
                 "updated_at": now,
             }
             for r in batch
-            if r.delivery_id in inserted
+            if r.delivery_id in inserted and r.with_job
         ]
         if new_jobs:
-            conn.execute(insert(jobs), new_jobs)
+            INSERT_JOB.many(conn, new_jobs)
         return inserted
 
     async def get_delivery(self, delivery_id: str) -> Delivery | None:
@@ -292,11 +149,16 @@ class Store:
         return Delivery(row.delivery_id, row.event, row.action, row.received_at, row.payload.encode("utf-8"))
 
     async def stats(self) -> dict[str, Any]:
-        """Counts for /metrics: deliveries stored, jobs per state, age of the oldest due job."""
+        """Counts for /metrics: deliveries stored, jobs per state, age of the oldest due job, held pushes."""
         now = self.clock()
         async with self.read() as conn:
             count = (await conn.execute(select(func.count()).select_from(deliveries))).scalar_one()
             by_state = (await conn.execute(select(jobs.c.state, func.count()).group_by(jobs.c.state))).all()
+            pushes = (
+                await conn.execute(
+                    select(pending_pushes.c.state, func.count()).group_by(pending_pushes.c.state)
+                )
+            ).all()
             oldest = (
                 await conn.execute(
                     select(func.min(jobs.c.run_after)).where(
@@ -310,31 +172,8 @@ class Store:
             "deliveries": int(count),
             "jobs": states,
             "oldest_queued_age_seconds": max(0.0, now - oldest) if oldest is not None else 0.0,
+            "pushes": {state: int(n) for state, n in pushes},
         }
-
-    # -- compare-and-set --------------------------------------------------------------------------
-
-    async def transition(
-        self, table: str | Table, id: object, from_states: Iterable[str], to_state: str, **values: Any
-    ) -> bool:
-        """Move one row from any of `from_states` to `to_state`; True only for the caller that did it.
-
-        This is the compare-and-set every state machine uses: two callers racing on the same row
-        both send the UPDATE, the database applies one, and the other sees 0 rows changed.
-        """
-        target = _STATE_TABLES.get(table if isinstance(table, str) else table.name)
-        if target is None:
-            raise ValueError(f"transition() works on tables with a state column: {sorted(_STATE_TABLES)}")
-        _check_columns(target, values)
-        if "updated_at" in target.c and "updated_at" not in values:
-            values["updated_at"] = self.clock()
-        stmt = (
-            update(target)
-            .where(target.c.id == id, target.c.state.in_(list(from_states)))
-            .values(state=to_state, **values)
-        )
-        async with self.write() as conn:
-            return (await conn.execute(stmt)).rowcount == 1
 
     # -- runs -------------------------------------------------------------------------------------
 
@@ -350,7 +189,7 @@ class Store:
         **values: Any,
     ) -> str:
         """Record a new run (status `queued` unless given) and return its id."""
-        _check_columns(runs, values)
+        check_columns(runs, values)
         run_id = run_id or str(uuid.uuid4())
         row = {
             "id": run_id,
@@ -367,7 +206,7 @@ class Store:
         return run_id
 
     async def update_run(self, run_id: str, **values: Any) -> bool:
-        _check_columns(runs, values)
+        check_columns(runs, values)
         if not values:
             return False
         async with self.write() as conn:
@@ -396,12 +235,10 @@ class Store:
             rows = (await conn.execute(stmt)).all()
         return [MemoryItem(r.id, r.scope_key, r.kind, r.text, r.created_at) for r in reversed(rows)]
 
-    async def memory_forget(self, item_id: int) -> bool:
+    async def memory_forget(self, item_id: int, *, within: str = "") -> bool:
+        """Delete one item; with `within`, only when its scope key starts with that prefix."""
+        stmt = memory.delete().where(memory.c.id == item_id)
+        if within:
+            stmt = stmt.where(memory.c.scope_key.startswith(within, autoescape=True))
         async with self.write() as conn:
-            return (await conn.execute(memory.delete().where(memory.c.id == item_id))).rowcount == 1
-
-
-def _check_columns(table: Table, values: dict[str, Any]) -> None:
-    unknown = sorted(set(values) - set(table.c.keys()))
-    if unknown:
-        raise ValueError(f"unknown {table.name} columns: {', '.join(unknown)}")
+            return (await conn.execute(stmt)).rowcount == 1

@@ -1,10 +1,10 @@
 """The worker pool: N claim loops in one process, each running a job under a lease, a heartbeat and a
 timeout, and recording how it ended.
 
-A handler signals how it failed by the exception it raises: `RetryableError` (try again after a
-backoff, or after `retry_after`), `PermanentError` (never again), anything else (a bug or an outage we
-did not foresee: retried too, up to the job's `max_attempts`, so a transient fault heals and a
-persistent one ends as `dead` with its error). A timeout counts as a retryable failure.
+A handler signals how it failed by the exception it raises (signals.py): `RetryableError` (try
+again after a backoff, or after `retry_after`), `PermanentError` (never again), anything else (a bug
+or an outage we did not foresee: retried too, up to the job's `max_attempts`, so a transient fault
+heals and a persistent one ends as `dead` with its error). A timeout counts as a retryable failure.
 
 Idle loops sleep `poll_interval` between claims; `notify()` (called by intake after it stored a job)
 wakes them at once, so latency is low without polling the database hard.
@@ -37,10 +37,12 @@ import anyio
 import anyio.abc
 
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError
+from bot.app.logs import job_fields, log_context
 
-__all__ = ["Handler", "Job", "PermanentError", "RetryableError", "WorkerPool", "WorkerStats"]
+__all__ = ["Handler", "Job", "WorkerPool", "WorkerStats"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.workers")
 
 Handler = Callable[[Job], Awaitable[None]]
 GaveUp = Callable[[Job, str], Awaitable[None]]
@@ -48,30 +50,6 @@ Periodic = Callable[[], Awaitable[None]]
 Observer = Callable[[float, str], None]
 
 DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
-
-
-class RetryableError(Exception):
-    """The job may succeed later (rate limit, outage): retry after a backoff or `retry_after` seconds."""
-
-    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
-        super().__init__(message)
-        self.retry_after = retry_after
-
-
-class PermanentError(Exception):
-    """Trying again cannot help (bad input, refused permission): the job ends as `failed`."""
-
-
-class Reschedule(Exception):
-    """The job did its work for now and wants to run again at `at` (epoch seconds), as the same row.
-
-    Periodic jobs (the approval poller) use it so one job lives as long as what it watches, instead of
-    a new row per poll; the attempt is not counted.
-    """
-
-    def __init__(self, at: float) -> None:
-        super().__init__(f"again at {at}")
-        self.at = at
 
 
 @dataclass(slots=True)
@@ -146,6 +124,7 @@ class _Attempt:
     retryable: bool = True
     retry_after: float | None = None
     reschedule_at: float | None = None
+    next_job: Job | None = None
 
 
 def default_worker_id() -> str:
@@ -216,9 +195,6 @@ class WorkerPool:
                 loops.cancel_scope.deadline = anyio.current_time() + self.shutdown_grace
             tg.cancel_scope.cancel()
 
-    async def run_until(self, stop: anyio.Event) -> None:
-        await self.run(stop)
-
     async def __aenter__(self) -> WorkerPool:
         self._tg = anyio.create_task_group()
         await self._tg.__aenter__()
@@ -262,28 +238,39 @@ class WorkerPool:
             self._wake = anyio.Event()
 
     async def _loop(self, owner: str) -> None:
+        job: Job | None = None  # the next job, claimed with the last one's completion
         while not self._stopping.is_set():
-            try:
-                job = await self.queue.claim(owner, self.lease_seconds)
-            except Exception:
-                # The database is down or locked for too long: keep the loop alive and try later.
-                self.stats.loop_errors += 1
-                log.exception("worker %s could not claim a job", owner)
-                await self._idle()
-                continue
             if job is None:
-                await self._idle()
-                continue
+                try:
+                    job = await self.queue.claim(owner, self.lease_seconds)
+                except Exception:
+                    # The database is down or locked for too long: keep the loop alive, try later.
+                    self.stats.loop_errors += 1
+                    log.exception("worker %s could not claim a job", owner)
+                    await self._idle()
+                    continue
+                if job is None:
+                    await self._idle()
+                    continue
+            current, job = job, None
             try:
-                await self._run(job)
+                job = await self._run(current)
             except Exception:
                 # Recording the outcome failed (database trouble): the lease expires and another
                 # claim recovers the job.
                 self.stats.loop_errors += 1
-                log.exception("worker %s could not record the end of job %s", owner, job.id)
+                log.exception("worker %s could not record the end of job %s", owner, current.id)
                 await self._idle()
+        if job is not None:  # claimed just before the stop: hand it back at once
+            with anyio.CancelScope(shield=True):
+                await self._release(job)
 
-    async def _run(self, job: Job) -> None:
+    async def _run(self, job: Job) -> Job | None:
+        # Every line logged while this job runs carries its delivery, job, repository and PR number.
+        with log_context(**job_fields(job.id, job.delivery_id, job.key)):
+            return await self._run_in_context(job)
+
+    async def _run_in_context(self, job: Job) -> Job | None:
         self.stats.started += 1
         self.stats.in_flight += 1
         started = time.monotonic()
@@ -302,6 +289,7 @@ class WorkerPool:
             self.stats.observe(elapsed)
             if self.observer is not None:
                 self.observer(elapsed, attempt.outcome)
+        return attempt.next_job
 
     async def _call_handler(self, job: Job, attempt: _Attempt) -> None:
         """Run the handler under its timeout while a heartbeat keeps the lease; note how it ended."""
@@ -339,7 +327,10 @@ class WorkerPool:
             ok = await self.queue.reschedule(job, attempt.reschedule_at)
             attempt.outcome = "rescheduled" if ok else "lease_lost"
         elif attempt.succeeded:
-            attempt.outcome = "success" if await self.queue.complete(job) else "lease_lost"
+            # A busy worker completes this job and claims its next in one database round.
+            lease = None if self._stopping.is_set() else self.lease_seconds
+            done, attempt.next_job = await self.queue.complete_and_claim(job, lease)
+            attempt.outcome = "success" if done else "lease_lost"
         else:
             state = await self.queue.fail(
                 job, attempt.error, attempt.retryable, retry_after=attempt.retry_after

@@ -1,19 +1,18 @@
-"""What a run is given and what it comes to: its deps (built once per process), its request, its
+"""What a run is given and what it comes to: its deps (built once per process), its
 outcome, and the run id, derived from the delivery so every attempt of one command is the same run."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field, replace
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
-from bot.app.commands import Command
 from bot.app.effects.crash import NO_CRASH, CrashPoints
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects
 from bot.app.git.checkout import Checkouts
 from bot.app.github.client import InstallationClient
-from bot.app.github.payloads import CommentEvent
+from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.store import Store
 from bot.beam.completion import CompletionClient
@@ -35,7 +34,7 @@ def run_id_for(job: Job) -> str:
     return str(uuid.uuid5(RUN_NAMESPACE, basis))
 
 
-@dataclass
+@dataclass(frozen=True)
 class RunDeps:
     """What a run needs from the process; built once by the app's lifespan."""
 
@@ -43,9 +42,10 @@ class RunDeps:
     checkouts: Checkouts
     llm: CompletionClient
     installation_token: Callable[[int], Awaitable[str]]
+    identity: BotIdentity
     run_timeout: float = 600.0
-    blocked_paths: tuple[str, ...] = (".github/workflows/**",)
-    bot_login: str | None = None
+    # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
+    observe: Callable[[str, str, float, int, int], None] | None = None
     crash: CrashPoints = NO_CRASH
     # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
     refresh_token: Callable[[int], Awaitable[str]] | None = None
@@ -64,19 +64,6 @@ class RunDeps:
             return await refresh(installation_id)
 
         return fresh
-
-    def with_blocked_paths(self, paths: Iterable[str]) -> RunDeps:
-        """The same deps under a repository's own `blocked_paths` (from `.github/beam.yml`)."""
-        return replace(self, blocked_paths=tuple(paths))
-
-
-@dataclass
-class RunRequest:
-    event: CommentEvent
-    command: Command
-    job: Job
-    gh: InstallationClient
-    installation_id: int
 
 
 @dataclass

@@ -15,7 +15,9 @@ from typing import Any
 
 import anyio
 
+from bot.app.runs import render
 from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.suggestions import check_suggestion
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool, ToolSpec, json_params, string_arg
@@ -27,7 +29,10 @@ MAX_SEARCH_FILE_BYTES = 512 * 1024
 MAX_PAGE_LINES = 400
 MAX_LINE_CHARS = 500
 
-PostReview = Callable[[str, list[dict[str, Any]]], Awaitable[int]]
+# Posts the review; returns its id, or None when nothing was posted (an automatic review with no
+# new findings). Each comment: path, line, side, body, optionally start_line and start_side, plus
+# `finding` (the model's text, without a suggestion) and `line_text` (the line at the head).
+PostReview = Callable[[str, list[dict[str, Any]]], Awaitable[int | None]]
 
 
 @dataclass
@@ -36,6 +41,7 @@ class RunLedger:
 
     truncated: list[str] = field(default_factory=list)
     review_id: int | None = None
+    reviewed: bool = False  # review_change ran (it may have posted nothing)
 
 
 def _int_arg(args: Any, name: str, default: int) -> int:
@@ -169,21 +175,42 @@ class ReviewChangeTool(Tool):
     """Posts the run's one pull-request review (event COMMENT, never APPROVE).
 
     Inline comments go only on lines GitHub accepts (in the diff); the others are folded into the
-    body, so one bad line number never loses the whole review.
+    body, so one bad line number never loses the whole review (or dropped, with `fold_outside=False`,
+    as automatic reviews comment only on lines that changed). A `suggestion` becomes a committable
+    block only when it applies to lines `start_line..line` of the head (runs/suggestions.py).
     """
 
-    def __init__(self, diff: DiffMap, ledger: RunLedger, post: PostReview) -> None:
+    def __init__(
+        self,
+        diff: DiffMap,
+        ledger: RunLedger,
+        post: PostReview,
+        root: SandboxRoot,
+        *,
+        fold_outside: bool = True,
+    ) -> None:
         self.diff = diff
         self.ledger = ledger
         self.post = post
+        self.root = root
+        self.fold_outside = fold_outside
 
     def spec(self) -> ToolSpec:
         comment = {
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
-                "line": {"type": "integer", "description": "line number in the new version"},
+                "line": {"type": "integer", "description": "line number in the new version (last line)"},
+                "start_line": {
+                    "type": "integer",
+                    "description": "first line, for a comment on several lines",
+                },
                 "body": {"type": "string"},
+                "suggestion": {
+                    "type": "string",
+                    "description": "replacement for lines start_line..line (or line), offered as a "
+                    "committable suggestion",
+                },
             },
             "required": ["path", "line", "body"],
         }
@@ -198,25 +225,69 @@ class ReviewChangeTool(Tool):
 
     async def invoke(self, args: Any, input: AgentInput) -> Any:
         body = string_arg(args, "body")
-        if self.ledger.review_id is not None:
+        if self.ledger.reviewed:
             return {"posted": False, "reason": "the review was already posted in this run"}
         raw = args.get("comments") if isinstance(args.get("comments"), list) else []
         inline: list[dict[str, Any]] = []
         folded: list[str] = []
+        dropped = 0
         for item in raw:
             if not isinstance(item, dict):
                 continue
             path, line, text = item.get("path"), item.get("line"), item.get("body")
             if not (isinstance(path, str) and isinstance(line, int) and isinstance(text, str)):
                 continue
-            if self.diff.accepts(path, line):
-                inline.append({"path": path, "line": line, "side": "RIGHT", "body": text})
-            else:
-                folded.append(f"- `{path}` line {line}: {text}")
+            if not self.diff.accepts(path, line):
+                if self.fold_outside:
+                    folded.append(f"- `{path}` line {line}: {text}")
+                else:
+                    dropped += 1
+                continue
+            inline.append(await self._comment(path, line, text, item))
         if folded:
             body = f"{body}\n\n**Comments on lines outside the diff**\n" + "\n".join(folded)
+        self.ledger.reviewed = True
         self.ledger.review_id = await self.post(body, inline)
-        return {"posted": True, "inline_comments": len(inline), "folded_comments": len(folded)}
+        result = {"posted": self.ledger.review_id is not None, "inline_comments": len(inline)}
+        if not self.fold_outside:
+            return {**result, "dropped_comments": dropped}
+        return {**result, "folded_comments": len(folded)}
+
+    async def _comment(self, path: str, line: int, text: str, item: dict[str, Any]) -> dict[str, Any]:
+        start = item.get("start_line")
+        start = start if isinstance(start, int) and not isinstance(start, bool) and start < line else None
+        lines = await anyio.to_thread.run_sync(self._lines, path)
+        comment: dict[str, Any] = {"path": path, "line": line, "side": "RIGHT", "finding": text}
+        comment["line_text"] = lines[line - 1] if lines is not None and 0 < line <= len(lines) else ""
+        suggestion = item.get("suggestion")
+        body = text
+        if isinstance(suggestion, str):
+            first = start or line
+            check = check_suggestion(lines, first, line, suggestion, lambda n: self.diff.accepts(path, n))
+            if check.applies:
+                body = f"{text}\n\n{render.suggestion_block(suggestion)}"
+            else:
+                body = f"{text}\n\n{render.suggestion_as_text(suggestion, check.reason)}"
+                start = start if start is not None and self._range_ok(path, start, line) else None
+        elif start is not None and not self._range_ok(path, start, line):
+            start = None
+        if start is not None:
+            comment.update(start_line=start, start_side="RIGHT")
+        comment["body"] = body
+        return comment
+
+    def _range_ok(self, path: str, start: int, end: int) -> bool:
+        return all(self.diff.accepts(path, n) for n in range(start, end + 1))
+
+    def _lines(self, path: str) -> list[str] | None:
+        if _is_git_path(path):
+            return None
+        try:
+            text = self.root.resolve(path).read_text(encoding="utf-8")
+        except (BeamError, OSError, UnicodeDecodeError):
+            return None
+        lines = text.split("\n")
+        return lines[:-1] if text.endswith("\n") else lines
 
 
 def host_tools(
@@ -226,9 +297,10 @@ def host_tools(
     diff: DiffMap,
     post_review: PostReview,
     blob_url: Callable[[str, int, int], str],
+    fold_outside: bool = True,
 ) -> list[Tool]:
     return [
         SearchTool(root, ledger),
         GetPageTool(root, ledger, blob_url),
-        ReviewChangeTool(diff, ledger, post_review),
+        ReviewChangeTool(diff, ledger, post_review, root, fold_outside=fold_outside),
     ]

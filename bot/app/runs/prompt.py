@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
+from bot.app.runs.plan import ReviewNote
 
 MAX_PATCH_CHARS = 60_000
 MAX_BODY_CHARS = 8_000
@@ -27,6 +28,14 @@ DEFAULT_TASKS = {
     "consume": "Answer the question, citing files as path:line.",
     "author": "Make the requested change.",
 }
+
+
+REVIEW_NOTES = (
+    "This pull request is your own earlier work; you continue its branch. Its unresolved review "
+    "comments are listed in the data below (id, path, line, author, text). Address the ones the request "
+    "asks for, and end the commit message with a line `Addresses: <id>, <id>` naming the comments the "
+    "commit addresses."
+)
 
 
 @dataclass
@@ -52,10 +61,17 @@ def build_prompt(
     pull: PullRequest | None,
     files: Sequence[PullFile],
     total_files: int,
+    *,
+    guidance: str = "",
+    default_task: str | None = None,
+    notes: Sequence[ReviewNote] = (),
 ) -> tuple[str, Coverage]:
     coverage = Coverage(total_files=total_files, listed_files=len(files))
-    task = request_text.strip() or DEFAULT_TASKS.get(skill, "")
-    lines = [f"Request from @{event.comment.user.login}: {task}"]
+    task = request_text.strip() or default_task or DEFAULT_TASKS.get(skill, "")
+    lines = [guidance] if guidance else []
+    lines.append(f"Request from @{event.comment.user.login}: {task}")
+    if notes:
+        lines.append(REVIEW_NOTES)
     if event.comment.path:
         line = event.comment.line or event.comment.original_line
         lines.append(f"The request is a review comment on `{event.comment.path}` line {line}.")
@@ -92,6 +108,9 @@ def build_prompt(
         ]
     if event.comment.diff_hunk:
         data += ["commented hunk:", event.comment.diff_hunk]
+    if notes:
+        data.append("unresolved review comments:")
+        data += [f"- id {n.id}, {n.path} line {n.line}, by @{n.author}: {n.body[:2000]}" for n in notes]
     block = "\n".join(data)
     fence = _fence(block)
     lines.append(f"{fence}untrusted\n{block}\n{fence}")

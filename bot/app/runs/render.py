@@ -1,4 +1,6 @@
-"""The Markdown of every comment the bot writes, in one place so the tone and the states stay alike.
+"""The Markdown of every run comment and command reply, so the tone and the states stay alike.
+
+Held-push texts live beside their flow, in approvals/render.py; nothing else writes words a person reads.
 
 Every tracking comment carries a hidden marker with the run id, so a retried job finds and edits its
 own comment instead of posting a second one.
@@ -11,9 +13,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from bot.app.commands import help_text
+from bot.app.repo_config import CONFIG_PATH
 
 MARKER = "<!-- beam-run:{run_id} -->"
 MAX_COMMENT_CHARS = 60_000  # GitHub refuses bodies over 65,536 characters.
+MAX_SHOWN_ERRORS = 20
 _CITATION = re.compile(r"(?<![\w/`\[])`?(?P<path>[\w.\-/]+\.\w+)(?::(?P<start>\d+)(?:-(?P<end>\d+))?)?`?")
 
 
@@ -119,6 +123,71 @@ def command_help(problem: str | None = None) -> str:
 
 def needs_pull_request(command: str) -> str:
     return f"`{command}` works on pull requests; this is an issue. Try it in a pull request's conversation."
+
+
+def skill_disabled(command: str) -> str:
+    return f"`/beam {command}` is turned off for this repository in `{CONFIG_PATH}`."
+
+
+def render_config_errors(errors: list[str], branch: str | None = None) -> str:
+    """Markdown for a PR comment. The messages quote the file, so they go in a code block where no
+    mention, link or HTML in them takes effect."""
+    where = f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
+    shown = [line.replace("\n", " ") for line in errors[:MAX_SHOWN_ERRORS]]
+    if len(errors) > MAX_SHOWN_ERRORS:
+        shown.append(f"... and {len(errors) - MAX_SHOWN_ERRORS} more")
+    body = "\n".join(f"- {line}" for line in shown)
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    return (
+        f"⚠️ **beam-bot: `{CONFIG_PATH}` is invalid**, so the default settings apply until it is fixed "
+        f"on {where}.\n\n"
+        f"{fence}text\n{body}\n{fence}\n\n"
+        f"The file is read from the default branch only, never from a pull request. "
+        f"Its format is described by `schema/beam-config.schema.json` in the beam-bot repository."
+    )
+
+
+# Why a run failed, as its tracking comment says it (after "failed: ").
+def timed_out(seconds: float) -> str:
+    return f"the run took longer than {seconds:.0f} s and was stopped"
+
+
+def checkout_failed(error: object) -> str:
+    return f"could not check out the repository: {error}"
+
+
+def github_refused(status: int, message: str) -> str:
+    return f"GitHub refused a call ({status}: {message})"
+
+
+def github_trouble(status: int) -> str:
+    return f"GitHub answered {status}"
+
+
+INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot can look it up"
+NO_ANSWER = "the run ended without an answer"
+CANNOT_PUSH = "this skill cannot push"
+EMPTY_REVIEW = "No comments."
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks in `text`, so the block cannot be closed early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def suggestion_block(text: str) -> str:
+    """GitHub's committable suggestion: the block replaces the commented lines."""
+    body = text[:-1] if text.endswith("\n") else text
+    fence = _fence(body)
+    return f"{fence}suggestion\n{body}\n{fence}"
+
+
+def suggestion_as_text(text: str, reason: str) -> str:
+    """A suggestion that cannot be committed from the page, shown as plain code with the reason."""
+    body = text[:-1] if text.endswith("\n") else text
+    fence = _fence(body)
+    return f"Suggested code (not offered as a suggestion: {reason}):\n{fence}\n{body}\n{fence}"
 
 
 def not_read_note(

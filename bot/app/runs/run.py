@@ -24,8 +24,10 @@ from bot.app.effects.conversation import RunConversation
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InlineComment, PullFile, PullRequest
-from bot.app.jobs.workers import RetryableError
+from bot.app.jobs.signals import RetryableError, seconds_until
+from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
+from bot.app.runs.context import JobContext
 from bot.app.runs.deps import (
     MAX_KNOWN_PATHS,
     MAX_PULL_FILES,
@@ -34,11 +36,12 @@ from bot.app.runs.deps import (
     RUN_NAMESPACE,
     Outcome,
     RunDeps,
-    RunRequest,
     run_id_for,
 )
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.memory import RunMemory
+from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
 from bot.beam.errors import BeamError
@@ -49,7 +52,8 @@ from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 
 log = logging.getLogger("beam.runs")
-__all__ = ["MAX_PULL_FILES", "Outcome", "RunDeps", "RunRequest", "SkillRun", "run_id_for"]
+
+__all__ = ["MAX_PULL_FILES", "RUN_NAMESPACE", "Outcome", "RunDeps", "SkillRun", "run_id_for"]
 
 OnInterrupt = Callable[
     ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
@@ -63,24 +67,28 @@ class SkillRun:
     def __init__(
         self,
         deps: RunDeps,
-        request: RunRequest,
+        ctx: JobContext,
         on_interrupt: OnInterrupt | None = None,
         recover: Recover | None = None,
+        plan: RunPlan | None = None,
     ) -> None:
         self.deps = deps
-        self.req = request
+        self.ctx = ctx
         self.on_interrupt = on_interrupt
         self.recover = recover
-        event = request.event
+        self.plan = plan or RunPlan()
+        self.follow_up: FollowUp | None = None  # set once the pull request is known
+        event = ctx.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
         self.number = event.number
-        self.run_id = run_id_for(request.job)
-        self.skill = request.command.skill or request.command.name
-        self.progress = render.Progress(command=f"/beam {request.command.name}", run_id=self.run_id)
+        self.run_id = run_id_for(ctx.job)
+        bind_log_context(run_id=self.run_id)  # every later line of this job's task carries it
+        self.skill = ctx.command.skill or ctx.command.name
+        self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
         self.comment_id: int | None = None
         self.started = time.monotonic()
-        self.effects = deps.effects(request.gh)
+        self.effects = deps.effects(ctx.gh)
 
     def key(self, step: str) -> str:
         """The effects-journal key of one of this run's writes."""
@@ -101,7 +109,7 @@ class SkillRun:
             )
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
-        event = self.req.event
+        event = self.ctx.event
         try:
             await self.effects.react(
                 self.key("eyes"),
@@ -120,7 +128,7 @@ class SkillRun:
                 number=self.number,
                 skill=self.skill,
                 requester=event.comment.user.login,
-                job_id=self.req.job.id,
+                job_id=self.ctx.job.id,
                 status="running",
                 started_at=time.time(),
             )
@@ -151,32 +159,32 @@ class SkillRun:
             if await self._resume_finished():
                 return
         await self._start(existing)
-        job = self.req.job
+        job = self.ctx.job
         outcome: Outcome | None = None
         failure: tuple[str, str | None] | None = None
         try:
             with anyio.fail_after(self.deps.run_timeout):
                 outcome = await self._execute()
         except TimeoutError:
-            failure = (f"the run took longer than {self.deps.run_timeout:.0f} s and was stopped", None)
+            failure = (render.timed_out(self.deps.run_timeout), None)
         except BeamError as error:
             detail = f": {error.detail}" if error.detail else ""
             failure = (f"{error.message}{detail}", error.code)
         except CheckoutError as error:
-            failure = (f"could not check out the repository: {error}", None)
+            failure = (render.checkout_failed(error), None)
         except GitHubError as error:
             if error.transient and job.attempts < job.max_attempts:
                 await self._safe_publish(
                     render.retrying(
-                        self.progress, f"GitHub answered {error.status}", job.attempts, job.max_attempts
+                        self.progress, render.github_trouble(error.status), job.attempts, job.max_attempts
                     )
                 )
                 await self.deps.store.update_run(self.run_id, status="queued", error_message=str(error))
-                raise RetryableError(str(error)) from error
-            failure = (f"GitHub refused a call ({error.status}: {error.message})", None)
+                raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
+            failure = (render.github_refused(error.status, error.message), None)
         except Exception:
             log.exception("run %s failed", self.run_id)
-            failure = ("an internal error stopped the run; the maintainers of this bot can look it up", None)
+            failure = (render.INTERNAL_ERROR, None)
         await self._finish(outcome, failure)
 
     async def _resume_finished(self) -> bool:
@@ -233,15 +241,24 @@ class SkillRun:
                 values["model_used"] = result.model_used
                 values["usage"] = result.token_usage.to_json() if result.token_usage else None
         else:
-            reason, code = failure or ("the run ended without an answer", None)
+            reason, code = failure or (render.NO_ANSWER, None)
             body = render.failed(self.progress, reason, code)
             values.update(status="failed", error_code=code, error_message=reason)
         with anyio.CancelScope(shield=True):
             await self.effects.journal.record(self.key("final"), "final", {"body": body, "values": values})
         await self._write_final(body, values)
+        if self.deps.observe is not None:
+            usage = values.get("usage") or {}
+            self.deps.observe(
+                self.skill,
+                str(values["status"]),
+                latency / 1000,
+                int(usage.get("prompt_tokens") or 0),
+                int(usage.get("completion_tokens") or 0),
+            )
 
     async def _execute(self) -> Outcome:
-        event, gh = self.req.event, self.req.gh
+        event, gh = self.ctx.event, self.ctx.gh
         pull: PullRequest | None = None
         files: list[PullFile] = []
         total = 0
@@ -250,6 +267,8 @@ class SkillRun:
             files = await gh.list_pull_files(self.owner, self.repo, self.number, max_files=MAX_PULL_FILES + 1)
             total = max(len(files), pull.changed_files or 0)
             files = files[:MAX_PULL_FILES]
+            if self.plan.follow_up is not None:
+                self.follow_up = await self.plan.follow_up(pull)
         tree, run_tree, head_sha = await self._checkout(pull)
         try:
             return await self._agent(tree, run_tree, head_sha, pull, files, total)
@@ -258,31 +277,37 @@ class SkillRun:
                 await run_tree.remove()
 
     async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
-        repo = self.req.event.repository
-        token = await self.deps.installation_token(self.req.installation_id)
+        repo = self.ctx.event.repository
+        token = await self.deps.installation_token(self.ctx.installation_id)
         refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]
-        if pull is not None:
+        follow_up = self.follow_up
+        if follow_up is not None:  # the bot's own branch: start at its tip as git has it now
+            refs.append(f"refs/heads/{follow_up.branch}:refs/heads/{follow_up.branch}")
+        elif pull is not None:
             refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
-            if pull.base.ref != repo.default_branch:
-                refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
-        refresh = self.deps.refresher(self.req.installation_id)
+        if pull is not None and pull.base.ref != repo.default_branch:
+            refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
+        refresh = self.deps.refresher(self.ctx.installation_id)
         await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs, refresh=refresh)
-        head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
-        kind = "pr" if pull is not None else "issue"
-        branch = f"beam/{kind}-{self.number}/{self.skill}-{self.run_id[:8]}"
+        if follow_up is not None:
+            head_sha = await self._branch_sha(follow_up.branch)
+            branch = follow_up.branch
+        else:
+            head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
+            kind = "pr" if pull is not None else "issue"
+            branch = f"beam/{kind}-{self.number}/{self.plan.label or self.skill}-{self.run_id[:8]}"
         # A retried run (the worker died mid-run) starts again from a clean tree.
         if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
             log.info("run %s: removed the tree of an earlier attempt", self.run_id)
         run_tree = await self.deps.checkouts.create_run_tree(repo.full_name, self.run_id, head_sha, branch)
-        requester = self.req.event.comment.user
-        identity = (
-            self.deps.bot_login or "beam-bot",
-            f"{self.deps.bot_login or 'beam-bot'}@users.noreply.github.com",
-        )
+        requester = self.ctx.event.comment.user
+        login = self.deps.identity.known or "beam-bot"
+        identity = (login, f"{login}@users.noreply.github.com")
         tree = WorkingTree(
             SandboxRoot(run_tree.path),
             self.protected_refs(pull),
-            blocked_paths=self.deps.blocked_paths,
+            blocked_paths=tuple(self.ctx.config.blocked_paths),
+            allowed_paths=self.plan.allowed_paths,
             allowed_push_branches={branch},
             author=identity,
             committer=identity,
@@ -291,14 +316,17 @@ class SkillRun:
         return tree, run_tree, head_sha
 
     def protected_refs(self, pull: PullRequest | None) -> list[str]:
-        """main, master, the default branch, and the pull request's base and head branches."""
-        protected = {"main", "master", self.req.event.repository.default_branch}
+        """main, master, the default branch, and the pull request's base and head branches; a follow-up
+        may move the head branch only when it is the bot's own (`self.follow_up`)."""
+        protected = {"main", "master", self.ctx.event.repository.default_branch}
         if pull is not None:
-            protected |= {pull.base.ref, pull.head.ref}
+            protected.add(pull.base.ref)
+            if self.follow_up is None or self.follow_up.branch != pull.head.ref:
+                protected.add(pull.head.ref)
         return sorted(protected)
 
     async def _branch_sha(self, branch: str) -> str:
-        mirror = self.deps.checkouts.mirror_path(self.req.event.repository.full_name)
+        mirror = self.deps.checkouts.mirror_path(self.ctx.event.repository.full_name)
 
         def resolve() -> str:
             return str(pygit2.Repository(str(mirror)).revparse_single(f"refs/heads/{branch}").id)
@@ -314,13 +342,16 @@ class SkillRun:
         files: list[PullFile],
         total: int,
     ) -> Outcome:
-        event = self.req.event
+        event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-            inline = [InlineComment(path=c["path"], line=c["line"], body=c["body"]) for c in comments]
+            fields = InlineComment.model_fields
+            inline = [
+                InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
+            ]
             review = await self.effects.review(
                 self.key("review"),
                 self.owner,
@@ -335,27 +366,35 @@ class SkillRun:
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        tools = sandbox_tools(tree) + host_tools(
-            tree.sandbox,
-            ledger,
-            diff=diff,
-            post_review=post_review,
-            blob_url=blob_url,
-        )
-        hub = RiverBeam()
+        memory = RunMemory(self.deps.store, event.repository.full_name)
+        tools = [
+            *sandbox_tools(tree),
+            *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
+            memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
+        ]
+        hub = RiverBeam(memory=memory)
         checkpoint = None
         if self.skill in RESUMABLE_SKILLS:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
+        # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
+        # back to the model as the tool's result; the rest still end the run.
+        recoverable = RECOVERABLE_TOOL_ERRORS | self.plan.refusals_for_model
         hub.register_agent(
             RigAgentRunner.for_skill(
-                self.skill,
-                self.deps.llm,
-                tools,
-                checkpoint=checkpoint,
-                recoverable_errors=RECOVERABLE_TOOL_ERRORS,
+                self.skill, self.deps.llm, tools, checkpoint=checkpoint, recoverable_errors=recoverable
             )
         )
-        text, coverage = build_prompt(event, self.skill, self.req.command.text, pull, files, total)
+        text, coverage = build_prompt(
+            event,
+            self.skill,
+            self.ctx.command.text,
+            pull,
+            files,
+            total,
+            guidance=self.plan.guidance,
+            default_task=self.plan.default_task,
+            notes=self.follow_up.notes if self.follow_up is not None else (),
+        )
         tracker = Tracker(self.progress, self.publish)
         request = InvokeRequest(
             agent_name=self.skill,
@@ -369,14 +408,14 @@ class SkillRun:
         await tracker.flush()
         if result.interrupted:
             if self.on_interrupt is None:
-                raise BeamError("BEM-335", {"detail": "this skill cannot push"})
+                raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
         answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
         answer = render.link_citations(answer, known, blob_base)
         if self.skill == "review" and pull is not None:
             if ledger.review_id is None:
-                ledger.review_id = await post_review(answer or "No comments.", [])
+                ledger.review_id = await post_review(answer or render.EMPTY_REVIEW, [])
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
         notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))

@@ -1,6 +1,6 @@
 """Never silent at the end: a run whose job ended `failed` or `dead` without writing its final state
 (the worker died on the last attempt, a lease was lost for the last time) gets its tracking comment
-made final here, with the run id and a code (BEM-338 lost, BEM-339 failed).
+made final here, with the run id and a code (BEM-339 lost, BEM-340 failed).
 
 Called by the worker pool when a job ends that way, and periodically as a sweep over every such run;
 both are safe to repeat (the edit sets the whole body; the comment is created through the effects
@@ -50,7 +50,7 @@ async def finish_abandoned_runs(deps: RunDeps, github: GitHubApp, job_id: int | 
 
 async def _finish(deps: RunDeps, github: GitHubApp, row: dict[str, object]) -> None:
     run_id, repo = str(row["id"]), str(row["repo"])
-    code = "BEM-338" if row["job_state"] == "dead" else "BEM-339"
+    code = "BEM-339" if row["job_state"] == "dead" else "BEM-340"
     reason = CATALOG[code].message[0].lower() + CATALOG[code].message[1:].rstrip(".")
     owner, name = repo.split("/", 1)
     installation = await github.installation_for_repo(owner, name)

@@ -13,6 +13,7 @@ import html
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -27,14 +28,18 @@ from starlette.routing import Route
 
 from bot.app.jobs.identity import WorkerIdentity, claim_identity
 from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.retention import prune_periodically
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
+from bot.app.preflight import browse_url
 from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
+from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
-from bot.app.web.setup import SetupFlow, load_manifest, status_page
+from bot.app.web.proxy import intake_deliverer, proxy_running
+from bot.app.web.setup import SetupFlow, install_url, load_manifest, status_page
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.app")
 
 JobHandler = Callable[[Job], Awaitable[None]]
 HandlerFactory = Callable[["AppRuntime"], JobHandler]
@@ -77,6 +82,11 @@ class AppRuntime:
         self._handler_factory = handler_factory
         self._github_transport = github_transport
         self._task_group: anyio.abc.TaskGroup | None = None
+        self.credentials_check: CredentialsCheck | None = None
+        self.store_probe = StoreProbe()
+        self._workers_running = False
+        self._shutting_down = False
+        self._background_scopes: list[anyio.CancelScope] = []
 
     @property
     def mode(self) -> str:
@@ -105,19 +115,29 @@ class AppRuntime:
                 self.setup.client = github
                 self._task_group = tg
                 self.intake.store = self.store
+                tg.start_soon(
+                    self._background,
+                    prune_periodically,
+                    self.store,
+                    settings.retention_days,
+                    settings.prune_interval,
+                )
                 if credentials is not None:
                     await self.activate(credentials)
                 else:
                     self.setup.manifest = await anyio.to_thread.run_sync(load_manifest, settings)
                     log.warning(
-                        "beam-bot is in setup mode: open %s/ to register the GitHub App",
-                        settings.public_url or f"http://{settings.host}:{settings.port}",
+                        "beam-bot is in setup mode: open %s to register the GitHub App",
+                        self.setup.open_url(browse_url(settings)),
                     )
                 try:
                     yield self
                 finally:
                     # In-flight jobs get the pool's grace period; what is still running then goes
                     # back to the queue for the next worker.
+                    self._shutting_down = True
+                    for scope in self._background_scopes:
+                        scope.cancel()
                     if self.workers is not None:
                         self.workers.stop()
                     else:
@@ -162,7 +182,50 @@ class AppRuntime:
             periodic_interval=self.settings.sweep_interval,
         )
         self.intake.notify = self.workers.notify
-        self._task_group.start_soon(self.workers.run)
+        self._task_group.start_soon(self._run_workers, self.workers)
+        # The process that acts as the App checks its credentials, at start and then periodically.
+        self.credentials_check = CredentialsCheck()
+        if self.github is not None:
+            self._task_group.start_soon(
+                self._background,
+                self.credentials_check.run,
+                self.github,
+                self.settings.github_api_url,
+                credentials,
+            )
+
+    async def _background(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """A periodic task (pruning, the credentials check) that ends when the app shuts down."""
+        if self._shutting_down:  # started just as the app stops: its scope would never be cancelled
+            return
+        with anyio.CancelScope() as scope:
+            self._background_scopes.append(scope)
+            await function(*args)
+
+    async def _run_workers(self, workers: WorkerPool) -> None:
+        self._workers_running = True
+        try:
+            await workers.run()
+        finally:
+            self._workers_running = False
+            if not self._shutting_down:
+                log.error("the worker pool stopped unexpectedly; /readyz reports it")
+
+    async def store_state(self) -> tuple[bool, str]:
+        """(ok, detail) for /readyz: does the database accept a write now (can intake store)?"""
+        return await self.store_probe.check(self.store, self._task_group)
+
+    def workers_alive(self) -> bool:
+        return self._workers_running
+
+    def workers_state(self) -> tuple[bool, str]:
+        """(ok, detail) for /readyz: a pool that should run must be running."""
+        expected = self.mode == "normal" and (self._handler is not None or self._handler_factory is not None)
+        if self._workers_running:
+            return True, f"running ({self.settings.concurrency})"
+        if expected:
+            return False, "not running"
+        return True, "not run by this process"
 
     async def database_ok(self) -> bool:
         if self.store is None:
@@ -191,7 +254,10 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        async with runtime.running():
+        # The proxy channel is read by `serve` only (this app), never by `beam-bot worker`.
+        deliver = intake_deliverer(runtime.intake.endpoint)
+        async with runtime.running(), proxy_running(settings.webhook_proxy_url, deliver) as proxy:
+            app.state.webhook_proxy = proxy
             yield
 
     async def index(request: Request) -> Response:
@@ -201,8 +267,10 @@ def create_app(
         assert creds is not None
         name = html.escape(creds.slug or f"App {creds.app_id}")
         workers = "running" if runtime.workers is not None else "not started in this process"
+        install = install_url(settings, creds.slug)
+        install_html = f'<p><a href="{html.escape(install)}">Install the App</a></p>' if install else ""
         return status_page(
-            f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>"
+            f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>{install_html}"
             '<p><a href="/healthz">/healthz</a> · <a href="/metrics">/metrics</a></p>'
         )
 
@@ -214,6 +282,15 @@ def create_app(
             return JSONResponse({"status": "ok", "mode": runtime.mode})
         return JSONResponse({"status": "error", "mode": runtime.mode, "detail": "database"}, status_code=503)
 
+    async def readyz(request: Request) -> Response:
+        ok, body = readiness(
+            mode=runtime.mode,
+            store=await runtime.store_state(),
+            workers=runtime.workers_state(),
+            credentials=runtime.credentials_check,
+        )
+        return JSONResponse(body, status_code=200 if ok else 503)
+
     async def metrics(request: Request) -> Response:
         stats = None
         if runtime.store is not None:
@@ -221,13 +298,16 @@ def create_app(
                 stats = await runtime.store.stats()
             except Exception:
                 log.exception("metrics: the database did not answer")
-        text = runtime.metrics.render(mode=runtime.mode, store_stats=stats)
+        text = runtime.metrics.render(
+            mode=runtime.mode, store_stats=stats, workers_alive=runtime.workers_alive()
+        )
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
     app = Starlette(
         routes=[
             Route("/webhooks", runtime.intake.endpoint, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Route("/setup/callback", setup_callback, methods=["GET"]),

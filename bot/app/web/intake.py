@@ -8,8 +8,12 @@ git and no model call happen here (ARCHITECTURE section 2, step 1): the workers 
 Decisions:
 - `ping` (sent when the hook is created) is answered 200 {"status": "pong"} and not stored: there
   is nothing to do for it.
-- Every other signed event is stored, also events the bot ignores: GitHub only sends the events the
-  App subscribes to (app.yml), and the worker's router is the one place that decides what is handled.
+- Every other signed event is stored (dedupe and audit), also events the bot ignores. A job is made
+  only when `bot.app.webhooks.triage.can_lead_to_work` says the delivery might lead to work (a
+  `/beam` line in a new comment by a person, a pull request action a feature handles, any event it
+  does not know); the worker's router asks the same function, so both agree.
+- Per-delivery lines are logged at DEBUG (INFO formatting cost a tenth of the intake CPU); the
+  counters in /metrics count every outcome. Refusals and store errors stay visible at INFO and above.
 - Only `application/json` deliveries are accepted: a hook configured for form encoding gets 415 with
   a message that says how to fix it.
 - Issue 8, abuse: bytes of bodies not yet verified are capped in total (`limits.ByteBudget`; the
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import re
 import time
@@ -29,13 +32,15 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import anyio.to_thread
+import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from bot.app.web.limits import ByteBudget
 from bot.app.web.metrics import Metrics
+from bot.app.webhooks.triage import can_lead_to_work
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("beam.intake")
 
 # GitHub caps webhook payloads at 25 MB and does not send larger ones.
 MAX_BODY = 25 * 1024 * 1024
@@ -60,6 +65,8 @@ class DeliveryStore(Protocol):
         payload: bytes,
         job_key: str | None,
         job_kind: str = ...,
+        *,
+        with_job: bool = ...,
     ) -> bool: ...
 
 
@@ -144,7 +151,10 @@ class WebhookIntake:
         self._log(event, action, delivery, status, outcome, started)
         if outcome == "pong":
             return JSONResponse({"status": "pong"}, status_code=200)
-        return JSONResponse({"status": outcome}, status_code=202)
+        # GitHub sees "accepted" whether or not a job was made: the delivery is stored either way.
+        return JSONResponse(
+            {"status": "duplicate" if outcome == "duplicate" else "accepted"}, status_code=202
+        )
 
     async def _handle(
         self, request: Request, event: str | None, delivery: str | None
@@ -185,9 +195,10 @@ class WebhookIntake:
         action = _storable(action) if isinstance(action, str) else None
         if event == "ping":
             return 200, "pong", action
+        work = can_lead_to_work(event, payload)
         try:
             fresh = await store.accept_delivery(
-                delivery, event, action, body, _storable(job_key_for(payload))
+                delivery, event, action, body, _storable(job_key_for(payload)), with_job=work
             )
         except Exception:
             # Not stored, so not acknowledged: GitHub shows the failure and the delivery can be
@@ -196,9 +207,11 @@ class WebhookIntake:
             raise _Rejected(
                 503, "store_error", "the delivery could not be stored; redeliver it later"
             ) from None
-        if fresh and self.notify is not None:
+        if fresh and work and self.notify is not None:
             self.notify()
-        return 202, "accepted" if fresh else "duplicate", action
+        if not fresh:
+            return 202, "duplicate", action
+        return 202, "accepted" if work else "no_work", action
 
     def _check_length(self, request: Request) -> None:
         declared = request.headers.get("content-length")
@@ -264,9 +277,14 @@ class WebhookIntake:
     def _log(
         event: str | None, action: str | None, delivery: str | None, status: int, outcome: str, started: float
     ) -> None:
+        # A stored delivery costs no log formatting unless DEBUG is on; a refusal is worth a line.
+        level = logging.DEBUG if status < 300 else logging.INFO
+        if not log.isEnabledFor(level):
+            return
         # Header values are attacker-controlled until the signature passed: log them quoted and short.
         ms = (time.perf_counter() - started) * 1000
-        log.info(
+        log.log(
+            level,
             "delivery event=%s action=%s id=%s status=%d outcome=%s ms=%.2f",
             _short(event),
             _short(action),
@@ -283,7 +301,9 @@ def _storable(text: str) -> str:
 
 
 def _loads(body: bytes) -> Any:
-    return json.loads(body.decode("utf-8"))
+    # orjson: strict UTF-8 by itself, and twice as fast as json on a 14 KB comment payload, the
+    # largest single cost of intake; its JSONDecodeError is a ValueError.
+    return orjson.loads(body)
 
 
 def _short(value: str | None) -> str:

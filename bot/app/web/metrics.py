@@ -1,193 +1,187 @@
-"""`Metrics`: the counters the app increments, and their Prometheus text exposition (format 0.0.4).
+"""`Metrics`: the app's Prometheus metrics, in a `prometheus_client` registry of its own (one per app).
 
-Written by hand rather than with prometheus_client: a few counters and one histogram do not need a
-dependency with global registries, and an instance per app keeps tests independent of each other.
-`MetricsTransport` wraps the GitHub client's transport so every GitHub call is counted without the
-callers doing anything.
+A registry per app (never the library's global one) keeps tests and several apps in one process
+independent. Counters and histograms are updated where things happen; what the database knows (jobs by
+state, the oldest queued job, held pushes by state, deliveries stored) is read at each scrape.
+`MetricsTransport` wraps the GitHub client's transport so every GitHub call is counted, and GitHub's
+rate-limit headers recorded per installation, without the callers doing anything.
 """
 
 from __future__ import annotations
 
-import math
-import threading
-from collections import Counter
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 import httpx
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from bot.app.github.api import GitHubStats
+from bot.app.logs import current
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Skill runs take seconds to many minutes (BEAM_JOB_TIMEOUT defaults to 30 minutes).
 RUN_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+MODES = ("normal", "setup")
+TOKEN_KINDS = ("prompt", "completion")
 
-Labels = tuple[tuple[str, str], ...]
-
-
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _labels(labels: Labels) -> str:
-    if not labels:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in labels) + "}"
+# `*_created` series double the output for no use here.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+class _GitHubStatsCollector(Collector):
+    """GitHub API retries and rate-limit waits, read from the API layer's own counters at each scrape."""
 
+    def __init__(self, stats: GitHubStats) -> None:
+        self.stats = stats
 
-class _Histogram:
-    def __init__(self, buckets: Iterable[float]) -> None:
-        self.bounds = tuple(sorted(buckets))
-        self.counts = [0] * len(self.bounds)
-        self.total = 0
-        self.sum = 0.0
-
-    def observe(self, value: float) -> None:
-        for i, bound in enumerate(self.bounds):
-            if value <= bound:
-                self.counts[i] += 1
-        self.total += 1
-        self.sum += value
+    def collect(self) -> Iterable[Metric]:
+        yield CounterMetricFamily(
+            "beam_github_api_retries", "GitHub API calls retried (5xx, rate limits).", self.stats.retries
+        )
+        yield CounterMetricFamily(
+            "beam_github_rate_limit_waits",
+            "Waits for a GitHub rate limit to reset.",
+            self.stats.rate_limit_waits,
+        )
 
 
 class Metrics:
-    """Counters for one app instance. Safe to increment from worker threads as well as the event loop."""
+    """The metrics of one app instance. Safe to update from worker threads as well as the event loop."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._deliveries: Counter[str] = Counter()
-        self._rejections: Counter[str] = Counter()
-        self._github_requests: Counter[tuple[str, str]] = Counter()
-        self._github_errors: Counter[str] = Counter()
-        self._runs: dict[str, _Histogram] = {}
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.github_stats = GitHubStats()
+        self._mode = Gauge(
+            "beam_mode",
+            "1 for the mode the server is in (setup until the App is registered).",
+            ["mode"],
+            registry=r,
+        )
+        self._deliveries = Counter(
+            "beam_webhook_deliveries",
+            "Webhook deliveries answered with 2xx, by outcome.",
+            ["outcome"],
+            registry=r,
+        )
+        self._rejections = Counter(
+            "beam_webhook_rejections",
+            "Webhook deliveries refused (4xx/5xx) and not stored, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self._github_requests = Counter(
+            "beam_github_requests",
+            "GitHub API requests that got an HTTP answer, by method and status class.",
+            ["method", "code"],
+            registry=r,
+        )
+        self._github_errors = Counter(
+            "beam_github_errors",
+            "GitHub API requests that got no HTTP answer, by error kind.",
+            ["kind"],
+            registry=r,
+        )
+        self._rate_limit = Gauge(
+            "beam_github_rate_limit_remaining",
+            "GitHub API calls left in the current rate-limit window, by installation ('app' for App calls).",
+            ["installation"],
+            registry=r,
+        )
+        self._runs = Histogram(
+            "beam_run_duration_seconds",
+            "Duration of jobs, by outcome.",
+            ["outcome"],
+            buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self._skill_runs = Histogram(
+            "beam_skill_run_duration_seconds",
+            "Duration of skill runs on GitHub, by skill and final status.",
+            ["skill", "status"],
+            buckets=RUN_BUCKETS,
+            registry=r,
+        )
+        self._tokens = Counter(
+            "beam_llm_tokens", "Tokens used by skill runs, by skill and kind.", ["skill", "kind"], registry=r
+        )
+        self._stored = Gauge("beam_deliveries_stored", "Deliveries recorded in the database.", registry=r)
+        self._jobs = Gauge("beam_jobs", "Jobs in the database, by state.", ["state"], registry=r)
+        self._oldest = Gauge(
+            "beam_oldest_queued_job_age_seconds",
+            "How long the oldest due job has waited for a worker.",
+            registry=r,
+        )
+        self._pushes = Gauge(
+            "beam_held_pushes", "Held pushes in the database, by state.", ["state"], registry=r
+        )
+        self._workers = Gauge(
+            "beam_workers_alive", "1 when this process's worker pool is running.", registry=r
+        )
+        r.register(_GitHubStatsCollector(self.github_stats))
+        ProcessCollector(
+            registry=r
+        )  # process_resident_memory_bytes, process_cpu_seconds_total, process_open_fds
 
     def delivery(self, outcome: str) -> None:
         """One delivery answered: `accepted`, `duplicate` or `pong`."""
-        with self._lock:
-            self._deliveries[outcome] += 1
+        self._deliveries.labels(outcome).inc()
 
     def rejection(self, reason: str) -> None:
         """One delivery refused, by reason (`signature`, `too_large`, `media_type`, ...)."""
-        with self._lock:
-            self._rejections[reason] += 1
+        self._rejections.labels(reason).inc()
 
     def github_request(self, method: str, status: int) -> None:
-        with self._lock:
-            self._github_requests[(method, f"{status // 100}xx")] += 1
+        self._github_requests.labels(method, f"{status // 100}xx").inc()
 
     def github_error(self, kind: str) -> None:
         """A GitHub call that got no HTTP answer (connection refused, timeout, ...)."""
-        with self._lock:
-            self._github_errors[kind] += 1
+        self._github_errors.labels(kind).inc()
+
+    def rate_limit(self, installation: str, remaining: int) -> None:
+        self._rate_limit.labels(installation).set(remaining)
 
     def observe_run(self, seconds: float, outcome: str = "success") -> None:
-        with self._lock:
-            self._runs.setdefault(outcome, _Histogram(RUN_BUCKETS)).observe(seconds)
+        """One job attempt ended (the worker pool's observer)."""
+        self._runs.labels(outcome).observe(seconds)
 
-    def render(self, *, mode: str, store_stats: Mapping[str, object] | None = None) -> str:
-        """The exposition text; `store_stats` is `Store.stats()` (deliveries stored, jobs by state)."""
-        out: list[str] = []
+    def observe_skill_run(
+        self, skill: str, status: str, seconds: float, prompt_tokens: int = 0, completion_tokens: int = 0
+    ) -> None:
+        """One skill run ended: its duration, and the tokens the model reported."""
+        self._skill_runs.labels(skill, status).observe(seconds)
+        self._tokens.labels(skill, "prompt").inc(max(0, prompt_tokens))
+        self._tokens.labels(skill, "completion").inc(max(0, completion_tokens))
 
-        def family(name: str, kind: str, help_: str, samples: Iterable[tuple[str, Labels, float]]) -> None:
-            out.append(f"# HELP {name} {help_}")
-            out.append(f"# TYPE {name} {kind}")
-            out.extend(f"{sample}{_labels(labels)} {_number(value)}" for sample, labels, value in samples)
-
-        with self._lock:
-            family(
-                "beam_mode",
-                "gauge",
-                "1 for the mode the server is in (setup until the GitHub App is registered).",
-                [("beam_mode", (("mode", m),), 1.0 if m == mode else 0.0) for m in ("normal", "setup")],
-            )
-            family(
-                "beam_webhook_deliveries_total",
-                "counter",
-                "Webhook deliveries answered with 2xx, by outcome.",
-                [
-                    ("beam_webhook_deliveries_total", (("outcome", k),), float(v))
-                    for k, v in sorted(self._deliveries.items())
-                ],
-            )
-            family(
-                "beam_webhook_rejections_total",
-                "counter",
-                "Webhook deliveries refused (4xx/5xx) and not stored, by reason.",
-                [
-                    ("beam_webhook_rejections_total", (("reason", k),), float(v))
-                    for k, v in sorted(self._rejections.items())
-                ],
-            )
-            family(
-                "beam_github_requests_total",
-                "counter",
-                "GitHub API requests that got an HTTP answer, by method and status class.",
-                [
-                    ("beam_github_requests_total", (("method", m), ("code", c)), float(v))
-                    for (m, c), v in sorted(self._github_requests.items())
-                ],
-            )
-            family(
-                "beam_github_errors_total",
-                "counter",
-                "GitHub API requests that got no HTTP answer, by error kind.",
-                [
-                    ("beam_github_errors_total", (("kind", k),), float(v))
-                    for k, v in sorted(self._github_errors.items())
-                ],
-            )
-            run_samples: list[tuple[str, Labels, float]] = []
-            for outcome, hist in sorted(self._runs.items()):
-                for bound, count in zip(hist.bounds, hist.counts, strict=True):
-                    labels = (("outcome", outcome), ("le", _number(bound)))
-                    run_samples.append(("beam_run_duration_seconds_bucket", labels, float(count)))
-                inf = (("outcome", outcome), ("le", "+Inf"))
-                run_samples.append(("beam_run_duration_seconds_bucket", inf, float(hist.total)))
-                run_samples.append(("beam_run_duration_seconds_sum", (("outcome", outcome),), hist.sum))
-                run_samples.append(
-                    ("beam_run_duration_seconds_count", (("outcome", outcome),), float(hist.total))
-                )
-            family(
-                "beam_run_duration_seconds", "histogram", "Duration of skill runs, by outcome.", run_samples
-            )
-
+    def render(
+        self, *, mode: str, store_stats: Mapping[str, object] | None = None, workers_alive: bool = False
+    ) -> str:
+        """The exposition text; `store_stats` is `Store.stats()` (deliveries, jobs and pushes by state)."""
+        for m in MODES:
+            self._mode.labels(m).set(1.0 if m == mode else 0.0)
+        self._workers.set(1.0 if workers_alive else 0.0)
         if store_stats is not None:
-            deliveries = store_stats.get("deliveries")
-            if isinstance(deliveries, int):
-                family(
-                    "beam_deliveries_stored",
-                    "gauge",
-                    "Deliveries recorded in the database.",
-                    [("beam_deliveries_stored", (), float(deliveries))],
-                )
-            jobs = store_stats.get("jobs")
-            if isinstance(jobs, Mapping):
-                family(
-                    "beam_jobs",
-                    "gauge",
-                    "Jobs in the database, by state.",
-                    [
-                        ("beam_jobs", (("state", str(k)),), float(v))
-                        for k, v in sorted(jobs.items())
-                        if isinstance(v, int)
-                    ],
-                )
-            age = store_stats.get("oldest_queued_age_seconds")
-            if isinstance(age, int | float):
-                family(
-                    "beam_oldest_queued_job_age_seconds",
-                    "gauge",
-                    "How long the oldest due job has waited for a worker.",
-                    [("beam_oldest_queued_job_age_seconds", (), float(age))],
-                )
-        return "\n".join(out) + "\n"
+            _set(self._stored, store_stats.get("deliveries"))
+            _set(self._oldest, store_stats.get("oldest_queued_age_seconds"))
+            for gauge, key in ((self._jobs, "jobs"), (self._pushes, "pushes")):
+                counts = store_stats.get(key)
+                if isinstance(counts, Mapping):
+                    for state, value in counts.items():
+                        _set(gauge.labels(str(state)), value)
+        return prometheus_client.generate_latest(self.registry).decode("utf-8")
+
+
+def _set(gauge: Any, value: object) -> None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        gauge.set(float(value))
 
 
 class MetricsTransport(httpx.AsyncBaseTransport):
-    """Counts every request of the client it serves: by status class, or by error kind when it fails."""
+    """Counts every request of the client it serves: by status class, or by error kind when it fails;
+    records `x-ratelimit-remaining` for the installation the call is made as (from the context)."""
 
     def __init__(self, inner: httpx.AsyncBaseTransport, metrics: Metrics) -> None:
         self._inner = inner
@@ -200,6 +194,12 @@ class MetricsTransport(httpx.AsyncBaseTransport):
             self._metrics.github_error(type(exc).__name__)
             raise
         self._metrics.github_request(request.method, response.status_code)
+        remaining = response.headers.get("x-ratelimit-remaining")
+        if remaining is not None and remaining.isdigit():
+            # The token request itself is made as the App, even inside an installation's call.
+            app_call = request.url.path.endswith("/access_tokens")
+            installation = None if app_call else current("installation_id")
+            self._metrics.rate_limit(str(installation) if installation is not None else "app", int(remaining))
         return response
 
     async def aclose(self) -> None:

@@ -3,24 +3,31 @@
 On a fresh machine `beam-bot serve` has no App credentials. It starts anyway and `GET /` shows a form
 that posts the App manifest (app.yml, with this server's URLs filled in) to GitHub. GitHub creates
 the App and redirects the browser to `/setup/callback?code=...&state=...`; we check `state` (kept in
-memory, single use, short-lived), exchange the code for the App's id, private key and webhook secret
+memory, short-lived), exchange the code for the App's id, private key and webhook secret
 (`POST /app-manifests/{code}/conversions`, no authentication), store them in
 `<work_dir>/app-credentials.json` (mode 0600), and switch the running app to normal mode.
 See https://docs.github.com/apps/sharing-github-apps/registering-a-github-app-from-a-manifest
+
+Guards, in order: the page needs the one-time setup token the server logs at start (as Jupyter does),
+so whoever reaches a fresh server first cannot make it their App; registration is not offered when
+GitHub could not reach the webhook URL (a loopback or private address without a proxy channel); the
+`state` stays valid until the credentials are stored, so a failed conversion can be retried with the
+same code (GitHub accepts it for an hour), and a converted App whose credentials could not be written
+is kept in memory for that retry instead of being orphaned on GitHub.
 """
 
 from __future__ import annotations
 
 import copy
-import html
-import json
+import hmac
+import ipaddress
 import re
 import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import anyio
 import anyio.to_thread
@@ -28,9 +35,10 @@ import httpx
 import yaml
 from pydantic import SecretStr
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.app.settings import AppCredentials, Settings, normalise_pem, write_credentials_file
+from bot.app.web import setup_pages as pages
 
 # The manifest shipped with beam-bot; app.yml at the project root is the same manifest with the reason
 # for each permission (a test keeps the two equal). BEAM_APP_MANIFEST points at a custom one.
@@ -45,13 +53,18 @@ DEFAULT_MANIFEST: dict[str, Any] = {
         "contents": "write",
         "pull_requests": "write",
         "issues": "write",
+        "checks": "write",
         "metadata": "read",
     },
 }
 STATE_TTL = 3600.0
+TOKEN_COOKIE = "beam_setup_token"  # noqa: S105 - the cookie's name, not a secret
+MAX_APP_NAME = 34  # GitHub's limit on an App's name
 _MAX_STATES = 64
 _CODE_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _ORG_RE = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 ._-]{0,33}$")
+_LOCAL_SUFFIXES = (".localhost", ".local", ".internal", ".lan", ".home.arpa", ".localdomain")
 
 
 def load_manifest(settings: Settings) -> dict[str, Any]:
@@ -64,27 +77,71 @@ def load_manifest(settings: Settings) -> dict[str, Any]:
     return data
 
 
-def build_manifest(base: dict[str, Any], public_url: str) -> dict[str, Any]:
-    """`base` with this server's webhook and redirect URLs; everything else is kept as written."""
+def build_manifest(
+    base: dict[str, Any], public_url: str, *, webhook_url: str | None = None, name: str | None = None
+) -> dict[str, Any]:
+    """`base` with this server's webhook and redirect URLs; everything else is kept as written.
+
+    `webhook_url` replaces `<public_url>/webhooks` (a proxy channel); `name` replaces the App's name.
+    """
     manifest = copy.deepcopy(base)
     manifest.setdefault("url", public_url)
+    if name:
+        manifest["name"] = name
     hook = dict(manifest.get("hook_attributes") or {})
-    hook["url"] = f"{public_url}/webhooks"
+    hook["url"] = webhook_url or f"{public_url}/webhooks"
     hook.setdefault("active", True)
     manifest["hook_attributes"] = hook
+    # The browser follows the redirect, not GitHub: a loopback address works here.
     manifest["redirect_url"] = f"{public_url}/setup/callback"
     return manifest
 
 
+def unreachable_reason(url: str, *, private_ok: bool = False) -> str | None:
+    """Why GitHub could not send webhooks to `url`, or None when it may. No DNS lookup is made.
+
+    `private_ok`: GitHub Enterprise Server often lives on the same private network, so only loopback
+    and local names count there.
+    """
+    host = (urlsplit(url).hostname or "").lower().rstrip(".")
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        ip = None
+    if ip is not None:
+        if ip.is_loopback or ip.is_unspecified:
+            return "is a loopback address: only this machine can reach it"
+        if not ip.is_global and not private_ok:
+            return "is a private address: GitHub cannot reach it from the internet"
+        return None
+    if host == "localhost" or host.endswith(".localhost"):
+        return "is a loopback address: only this machine can reach it"
+    if "." not in host or host.endswith(_LOCAL_SUFFIXES):
+        return "is a local network name: GitHub cannot resolve it"
+    return None
+
+
+def suggest_name(base: str, org: str, suffix: str) -> str:
+    """A name nobody registered yet, with high probability: App names are global on GitHub."""
+    stem = base if not org else f"{base}-{org}"
+    stem = stem[: MAX_APP_NAME - len(suffix) - 1].rstrip("-. ")
+    return f"{stem}-{suffix}"
+
+
 class SetupError(Exception):
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry: bool = False, orphan_hint: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.retry = retry
+        self.orphan_hint = orphan_hint
+
+
+Converted = tuple[AppCredentials, str | None]
 
 
 class SetupFlow:
-    """The manifest form and its callback; `client` (the app's GitHub client) is set by the lifespan."""
+    """The token gate, the manifest form and its callback; the lifespan sets `client` (the GitHub client)."""
 
     def __init__(
         self,
@@ -96,9 +153,19 @@ class SetupFlow:
         self.manifest = manifest
         self.on_registered = on_registered
         self.client: httpx.AsyncClient | None = None
+        token = settings.setup_token
+        self.token = token.get_secret_value() if token is not None else secrets.token_urlsafe(24)
+        self.name_suffix = secrets.token_hex(3)
         self._states: OrderedDict[str, float] = OrderedDict()
+        # Conversions whose credentials are not stored yet, by code: a retry stores them without
+        # asking GitHub again (the code converts only once).
+        self._converted: dict[str, Converted] = {}
         self._lock = anyio.Lock()
         self.done = False
+
+    def open_url(self, base: str) -> str:
+        """The address the start-up log shows: the setup page with the token."""
+        return f"{base.rstrip('/')}/?token={self.token}"
 
     def public_url(self, request: Request) -> str:
         return self.settings.public_url or str(request.base_url).rstrip("/")
@@ -111,42 +178,80 @@ class SetupFlow:
         self._states[state] = now + STATE_TTL
         return state
 
-    def take_state(self, state: str) -> bool:
-        """True once for a state this server issued that has not expired."""
-        expires = self._states.pop(state, None)
+    def state_valid(self, state: str) -> bool:
+        """True for a state this server issued that has not expired. Used up only by `_finish`."""
+        expires = self._states.get(state)
         return expires is not None and expires >= time.monotonic()
 
+    def _token_ok(self, candidate: str | None) -> bool:
+        return candidate is not None and hmac.compare_digest(candidate.encode(), self.token.encode())
+
     async def page(self, request: Request) -> Response:
+        offered = (request.query_params.get("token") or "").strip()
+        if offered:
+            if not self._token_ok(offered):
+                return pages.token_needed(wrong=True, log_hint=self.public_url(request))
+            # Drop the token from the address bar and history; the cookie carries it from now on.
+            rest = {k: v for k, v in request.query_params.items() if k != "token"}
+            response = RedirectResponse("/" + (f"?{urlencode(rest)}" if rest else ""), status_code=303)
+            response.set_cookie(
+                TOKEN_COOKIE,
+                self.token,
+                httponly=True,
+                samesite="lax",
+                secure=request.url.scheme == "https",
+                max_age=int(STATE_TTL) * 24,
+            )
+            return response
+        if not self._token_ok(request.cookies.get(TOKEN_COOKIE)):
+            return pages.token_needed(wrong=False, log_hint=self.public_url(request))
+        return self._form(request)
+
+    def _form(self, request: Request) -> HTMLResponse:
         public = self.public_url(request)
         org = request.query_params.get("org", "").strip()
         if org and not _ORG_RE.match(org):
-            return _page("Setup", "<p>That is not a GitHub organization name.</p>", status=400)
-        owner_path = f"/organizations/{org}" if org else ""
-        action = f"{self.settings.github_web_url}{owner_path}/settings/apps/new?" + urlencode(
-            {"state": self.new_state()}
-        )
-        manifest = json.dumps(build_manifest(self.manifest, public))
-        warning = ""
-        if self.settings.public_url is None:
-            warning = (
-                "<p class=warn>BEAM_PUBLIC_URL is not set: the App will send webhooks to "
-                f"<code>{html.escape(public)}/webhooks</code>, the address this page was opened with. "
-                "GitHub must be able to reach it; set BEAM_PUBLIC_URL and restart if it cannot.</p>"
+            return pages.bad_input(
+                f"{org!r} is not a GitHub organization name. Leave it empty for your account."
             )
-        owner = f"the organization <b>{html.escape(org)}</b>" if org else "your personal account"
-        body = f"""
-<p>beam-bot has no GitHub App yet. Register one for {owner}: GitHub will show the App, let you
-change its name, and send you back here. The App's key and webhook secret are then stored in
-<code>{html.escape(str(self.settings.credentials_path))}</code> (readable by this user only).</p>
-{warning}
-<form action="{html.escape(action)}" method="post">
-<input type="hidden" name="manifest" value="{html.escape(manifest)}">
-<button type="submit">Register the GitHub App</button>
-</form>
-<form action="/" method="get"><p>Or for an organization:
-<input name="org" placeholder="organization" value="{html.escape(org)}"> <button>Use it</button></p></form>
-"""
-        return _page("Set up beam-bot", body)
+        name = request.query_params.get("name", "").strip()
+        if name and not _NAME_RE.match(name):
+            return pages.bad_input(
+                f"{name!r} cannot be a GitHub App name: up to {MAX_APP_NAME} letters, digits, spaces, "
+                "dots, dashes or underscores."
+            )
+        name = name or suggest_name(str(self.manifest.get("name") or "beam-bot"), org, self.name_suffix)
+        proxy = self.settings.webhook_proxy_url
+        web = self.settings.github_web_url
+        if proxy is None:
+            reason = unreachable_reason(public, private_ok=_is_enterprise_server(web))
+            if reason is not None:
+                return pages.unreachable(
+                    public_url=public,
+                    reason=reason,
+                    port_hint="" if request.url.port in (None, 8080) else f" --port {request.url.port}",
+                    manifest=self.manifest,
+                    explicit=self.settings.public_url is not None,
+                )
+        manifest = build_manifest(self.manifest, public, webhook_url=proxy, name=name)
+        owner_path = f"/organizations/{org}" if org else ""
+        action = f"{web}{owner_path}/settings/apps/new?" + urlencode({"state": self.new_state()})
+        warning = None
+        if self.settings.public_url is None and proxy is None:
+            warning = (
+                "BEAM_PUBLIC_URL is not set: the App will send webhooks to the address this page was "
+                "opened with. GitHub must be able to reach it; set BEAM_PUBLIC_URL and restart if it cannot."
+            )
+        return pages.register(
+            action=action,
+            manifest=manifest,
+            org=org,
+            name=name,
+            credentials_path=str(self.settings.credentials_path),
+            webhook_url=manifest["hook_attributes"]["url"],
+            via_proxy=proxy is not None,
+            warning=warning,
+        )
 
     async def callback(self, request: Request) -> Response:
         code = request.query_params.get("code", "")
@@ -155,39 +260,57 @@ change its name, and send you back here. The App's key and webhook secret are th
             async with self._lock:
                 if self.done:
                     raise SetupError(409, "The GitHub App is already registered: this server is running.")
-                if not state or not self.take_state(state):
+                if not state or not self.state_valid(state):
                     raise SetupError(400, "Unknown or expired setup state: start again from the setup page.")
                 if not _CODE_RE.match(code):
                     raise SetupError(400, "GitHub's code is missing or malformed: start again.")
-                creds, html_url = await self._convert(code)
-                await anyio.to_thread.run_sync(write_credentials_file, self.settings.credentials_path, creds)
+                converted = self._converted.get(code)
+                if converted is None:
+                    converted = await self._convert(code)
+                    self._converted[code] = converted
+                creds, html_url = converted
+                await self._store(creds)
+                self._states.clear()
+                self._converted.clear()
                 await self.on_registered(creds)  # sets `done`
         except SetupError as err:
-            link = '<p><a href="/">Back to the setup page</a></p>' if err.status != 409 else ""
-            return _page("Setup", f"<p>{html.escape(err.message)}</p>{link}", status=err.status)
+            retry = "/setup/callback?" + urlencode({"code": code, "state": state}) if err.retry else None
+            apps = f"{self.settings.github_web_url}/settings/apps" if err.orphan_hint else None
+            return pages.callback_error(err.status, err.message, retry_url=retry, apps_url=apps)
         install = f"{html_url}/installations/new" if html_url else None
-        what = f"<b>{html.escape(creds.slug or str(creds.app_id))}</b> (App id {creds.app_id})"
-        install_html = (
-            f'<p>Next: <a href="{html.escape(install)}">install the App</a> on the repositories it '
-            "should serve.</p>"
-            if install
-            else "<p>Next: install the App on the repositories it should serve.</p>"
-        )
-        return _page(
-            "beam-bot is registered", f"<p>Registered {what}. Webhooks are now accepted.</p>{install_html}"
-        )
+        return pages.registered(creds.slug or str(creds.app_id), creds.app_id, install)
 
-    async def _convert(self, code: str) -> tuple[AppCredentials, str | None]:
+    async def _store(self, creds: AppCredentials) -> None:
+        path = self.settings.credentials_path
+        try:
+            await anyio.to_thread.run_sync(write_credentials_file, path, creds)
+        except OSError as exc:
+            raise SetupError(
+                500,
+                f"GitHub created the App, but its credentials could not be written to {path} "
+                f"({exc.strerror or type(exc).__name__}). Fix that, then try again: this server keeps "
+                "them until it stops.",
+                retry=True,
+            ) from None
+
+    async def _convert(self, code: str) -> Converted:
         assert self.client is not None, "the lifespan sets the GitHub client"
         try:
             response = await self.client.post(f"/app-manifests/{quote(code, safe='')}/conversions")
         except httpx.HTTPError as exc:
-            raise SetupError(502, f"Could not reach GitHub ({type(exc).__name__}): try again.") from None
+            raise SetupError(
+                502, f"Could not reach GitHub ({type(exc).__name__}).", retry=True, orphan_hint=True
+            ) from None
+        if response.status_code >= 500 or response.status_code == 429:
+            raise SetupError(
+                502, f"GitHub answered HTTP {response.status_code}.", retry=True, orphan_hint=True
+            )
         if response.status_code != 201:
             raise SetupError(
                 502,
-                f"GitHub refused the code (HTTP {response.status_code}); codes are single use and expire "
-                "after an hour: start again from the setup page.",
+                f"GitHub refused the code (HTTP {response.status_code}): a code converts once and expires "
+                "after an hour. Start again from the setup page.",
+                orphan_hint=True,
             )
         try:
             data = response.json()
@@ -214,18 +337,15 @@ change its name, and send you back here. The App's key and webhook secret are th
         return creds, html_url if isinstance(html_url, str) and html_url.startswith("https://") else None
 
 
-def _page(title: str, body: str, *, status: int = 200) -> HTMLResponse:
-    return HTMLResponse(
-        f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
-<style>body{{font:16px system-ui,sans-serif;max-width:44em;margin:3em auto;padding:0 1em}}
-.warn{{background:#fff3cd;padding:.5em}} code{{background:#eee}}</style></head>
-<body><h1>{html.escape(title)}</h1>{body}</body></html>
-""",
-        status_code=status,
-        headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
-    )
+def _is_enterprise_server(web_url: str) -> bool:
+    host = urlsplit(web_url).hostname or ""
+    return host != "github.com" and not host.endswith(".ghe.com")
+
+
+def install_url(settings: Settings, slug: str | None) -> str | None:
+    """The App's installation page on GitHub, for the status page after setup."""
+    return f"{settings.github_web_url}/apps/{quote(slug)}/installations/new" if slug else None
 
 
 def status_page(body: str) -> HTMLResponse:
-    return _page("beam-bot", body)
+    return pages.page("beam-bot", body)

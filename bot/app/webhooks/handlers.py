@@ -1,176 +1,189 @@
-"""The job handler: from a claimed job to the right action, with permission and repository config checks.
+"""What each webhook does, by (event, action): a `/beam` comment becomes a command under one frozen
+`JobContext`; a pull request that opens or changes may get an automatic review (reviews/trigger.py);
+a reply in a review thread the bot started is answered there (reviews/threads.py); a closed pull
+request ends its held pushes and cancels its automatic reviews.
 
-`AppServices` is built once by the app's lifespan; each job gets a `JobScope` that the event router
-calls back into, so handlers stay short (parse, decide, act) and everything they touch is explicit.
+Deciding is pure (`routing.decide`); here a command is authorised against the repository config, and
+handed with its context to its handler: `/beam approve|reject` and `/beam author` to the approvals
+flow, every other skill to a plain `SkillRun`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping
+from types import MappingProxyType
+from typing import Any
 
-from bot.app.commands import Command
+from bot.app.approvals.flow import Approvals
+from bot.app.approvals.update import Updates
+from bot.app.commands import SKILL_COMMANDS, Command
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient
 from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
-from bot.app.jobs.workers import PermanentError, RetryableError
-from bot.app.repo_config import ConfigResult, load_repo_config, permission_at_least, render_config_errors
+from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
+from bot.app.permissions import permission_at_least
+from bot.app.reviews.threads import ThreadReplies, is_thread_question
+from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
-from bot.app.runs.run import RunDeps, RunRequest, SkillRun, run_id_for
-from bot.app.webhooks import routing as events
-from bot.app.webhooks.routing import Act, Ignore, Reply, decide
+from bot.app.runs.context import JobContext
+from bot.app.runs.run import RunDeps, SkillRun, run_id_for
+from bot.app.webhooks.config_fetch import load_config_and_permission
+from bot.app.webhooks.routing import Ignore, Reply, decide, parse_comment_event, parse_pull_request_event
+from bot.app.webhooks.triage import REVIEW_ACTIONS, can_lead_to_work
 
 log = logging.getLogger("beam.jobs")
 
-READ_ONLY_PR_SKILLS = {"review", "summarize", "commit-notes"}
-SWEEP_EVERY = 3600.0  # seconds between sweeps of run trees left by jobs that died for good
+READ_ONLY_PR_SKILLS = frozenset({"review", "summarize", "commit-notes"})
+ANSWERS = frozenset({"approve", "reject"})  # answers to a held push: authorised by the approvals flow
+
+# A handler for one (event, action): the delivery's job and its parsed JSON payload.
+EventHandler = Callable[[Job, dict[str, Any]], Awaitable[None]]
+CommandHandler = Callable[[JobContext], Awaitable[None]]
 
 
-class CommandHandler(Protocol):
-    """Handles `/beam author`, `/beam approve` and `/beam reject` (the approvals module)."""
+def job_failure(error: GitHubError) -> RetryableError | PermanentError:
+    """A GitHub failure as the worker pool reads it; a rate limit says when to come back."""
+    if error.transient:
+        return RetryableError(str(error), retry_after=seconds_until(error.retry_at))
+    return PermanentError(str(error))
 
-    async def author(self, scope: JobScope, command: Command, config: ConfigResult) -> None: ...
 
-    async def decide_command(self, scope: JobScope, command: Command, config: ConfigResult) -> None: ...
+class Webhooks:
+    """The event table and the command table, fixed at construction."""
 
+    def __init__(
+        self,
+        github: GitHubApp,
+        deps: RunDeps,
+        approvals: Approvals,
+        reviews: ReviewTrigger | None = None,
+        threads: ThreadReplies | None = None,
+    ) -> None:
+        self.github = github
+        self.deps = deps
+        self.approvals = approvals
+        self.reviews = reviews
+        self.threads = threads
+        self.events: Mapping[tuple[str, str], EventHandler] = MappingProxyType(
+            {
+                ("issue_comment", "created"): self.on_comment,
+                ("pull_request_review_comment", "created"): self.on_review_comment,
+                ("pull_request", "closed"): self.on_pull_closed,
+                **{("pull_request", action): self.on_pull_update for action in REVIEW_ACTIONS},
+            }
+        )
+        self.commands: Mapping[str, CommandHandler] = MappingProxyType(
+            {"author": approvals.author, "docs": approvals.author, "update": Updates(approvals).update}
+        )
 
-@dataclass
-class AppServices:
-    github: GitHubApp
-    deps: RunDeps
-    bot_login: str | None = None
-    approvals: CommandHandler | None = None
-    job_handlers: dict[str, Callable[[Job], Awaitable[None]]] = field(default_factory=dict)
-    last_sweep: float = float("-inf")
-
-    async def login(self) -> str | None:
-        """The App's bot login, asked of GitHub once, so our own comments are never commands."""
-        if self.bot_login is None:
-            try:
-                self.bot_login = (await self.github.get_app()).bot_login
-            except GitHubError as error:
-                log.warning("could not read the App's login: %s", error)
-        if self.bot_login is not None and self.deps.bot_login is None:
-            self.deps.bot_login = self.bot_login  # commits made by runs carry the App's identity
-        return self.bot_login
-
-    async def sweep(self) -> None:
-        """Remove run trees older than two run timeouts: a retried run cleans its own, this the rest."""
-        now = time.monotonic()
-        if now - self.last_sweep < SWEEP_EVERY:
+    async def handle(self, job: Job, event: str, data: dict[str, Any]) -> None:
+        """Run the handler for this delivery's (event, action); other deliveries need nothing."""
+        if not can_lead_to_work(event, data):  # the same triage as intake (jobs stored before it)
+            log.debug("delivery %s: triage says no work", job.delivery_id)
             return
-        self.last_sweep = now
-        removed = await self.deps.checkouts.cleanup_stale(max(3600.0, 2 * self.deps.run_timeout))
-        if removed:
-            log.info("removed %d stale run trees", len(removed))
-
-    async def handle_job(self, job: Job) -> None:
-        await self.sweep()
-        if job.kind == "delivery":
-            if job.delivery_payload is None or job.event is None:
-                raise PermanentError(f"job {job.id} has no delivery")
-            try:
-                data = json.loads(job.delivery_payload)
-            except ValueError as error:
-                raise PermanentError(f"delivery {job.delivery_id} is not JSON") from error
-            await events.dispatch(job.event, job.delivery_id or "", data, JobScope(self, job))
-            return
-        handler = self.job_handlers.get(job.kind)
+        action = data.get("action")
+        handler = self.events.get((event, action)) if isinstance(action, str) else None
         if handler is None:
-            raise PermanentError(f"unknown job kind {job.kind!r}")
-        await handler(job)
+            log.info("delivery %s: nothing to do for %s %s", job.delivery_id, event, action)
+            return
+        await handler(job, data)
 
+    async def on_comment(self, job: Job, data: dict[str, Any]) -> None:
+        event = parse_comment_event(data)
+        if event is None:
+            log.warning("delivery %s: comment payload without the fields we need", job.delivery_id)
+            return
+        decision = decide(event, await self.deps.identity.login())
+        if isinstance(decision, Ignore):
+            log.info("delivery %s ignored: %s", job.delivery_id, decision.reason)
+            return
+        try:
+            gh, installation_id = await self._client(event)
+            if isinstance(decision, Reply):  # exactly once, through the effects journal (issue 8)
+                repo = event.repository
+                key = f"{run_id_for(job)}:reply-1"
+                effects = self.deps.effects(gh)
+                await effects.comment(
+                    key, repo.owner.login, repo.name, event.number, decision.text, kind="reply"
+                )
+                return
+            await self._command(job, event, decision.command, gh, installation_id)
+        except GitHubError as error:
+            raise job_failure(error) from error
 
-class JobScope:
-    """One job's view of the services; the event router calls its `handle_*` methods."""
+    async def on_pull_closed(self, job: Job, data: dict[str, Any]) -> None:
+        event = parse_pull_request_event(data)
+        if event is None:
+            log.warning("delivery %s: pull request payload without the fields we need", job.delivery_id)
+            return
+        await self.approvals.pull_closed(event)
+        if self.reviews is not None:
+            try:
+                await self.reviews.pull_closed(event)
+            except GitHubError as error:
+                raise job_failure(error) from error
 
-    log = log
+    async def on_pull_update(self, job: Job, data: dict[str, Any]) -> None:
+        """A pull request opened or changed: maybe an automatic review (reviews/trigger.py)."""
+        event = parse_pull_request_event(data)
+        if event is None:
+            log.warning("delivery %s: pull request payload without the fields we need", job.delivery_id)
+            return
+        if self.reviews is None:
+            return
+        try:
+            await self.reviews.on_pull_event(event)
+        except GitHubError as error:
+            raise job_failure(error) from error
 
-    def __init__(self, services: AppServices, job: Job) -> None:
-        self.services = services
-        self.job = job
-        self.event: CommentEvent | None = None
-        self.gh: InstallationClient | None = None
-        self.installation_id = 0
-        self.replies = 0  # issue 8: numbers this job's replies, the step of their effects-journal keys
+    async def on_review_comment(self, job: Job, data: dict[str, Any]) -> None:
+        """A reply in a thread the bot started is answered there; anything else is a comment."""
+        event = parse_comment_event(data)
+        if self.threads is not None and event is not None:
+            login = await self.deps.identity.login()
+            if login is not None and is_thread_question(event, login):
+                try:
+                    gh, _ = await self._client(event)
+                    if await self.threads.answer(gh, event, login):
+                        return
+                except GitHubError as error:
+                    raise job_failure(error) from error
+        await self.on_comment(job, data)
 
-    async def client_for(self, event: CommentEvent) -> InstallationClient:
+    async def _client(self, event: CommentEvent) -> tuple[InstallationClient, int]:
         if event.installation is not None:
-            self.installation_id = event.installation.id
+            installation_id = event.installation.id
         else:
             repo = event.repository
-            self.installation_id = (
-                await self.services.github.installation_for_repo(repo.owner.login, repo.name)
-            ).id
-        return InstallationClient(self.services.github, self.installation_id)
+            installation_id = (await self.github.installation_for_repo(repo.owner.login, repo.name)).id
+        return InstallationClient(self.github, installation_id), installation_id
 
-    async def reply(self, text: str) -> None:
-        assert self.event is not None and self.gh is not None
-        repo = self.event.repository
-        self.replies += 1  # issue 8: exactly once, through the effects journal
-        key = f"{run_id_for(self.job)}:reply-{self.replies}"
-        effects = self.services.deps.effects(self.gh)
-        await effects.comment(key, repo.owner.login, repo.name, self.event.number, text, kind="reply")
-
-    async def handle_comment(self, event: CommentEvent) -> None:
-        decision = decide(event, await self.services.login())
-        if isinstance(decision, Ignore):
-            log.info("delivery %s ignored: %s", self.job.delivery_id, decision.reason)
-            return
-        self.event = event
-        try:
-            self.gh = await self.client_for(event)
-            if isinstance(decision, Reply):
-                await self.reply(decision.text)
-                return
-            await self._act(event, decision)
-        except GitHubError as error:
-            if error.transient:
-                raise RetryableError(str(error)) from error
-            raise PermanentError(str(error)) from error
-
-    async def _act(self, event: CommentEvent, decision: Act) -> None:
-        assert self.gh is not None
-        command = decision.command
+    async def _command(
+        self, job: Job, event: CommentEvent, command: Command, gh: InstallationClient, installation_id: int
+    ) -> None:
         repo = event.repository
-        config = await load_repo_config(self.gh.get_file, repo.owner.login, repo.name, repo.default_branch)
-        login = event.comment.user.login
-        permission = await self.gh.get_permission(repo.owner.login, repo.name, login)
-        if command.name in ("approve", "reject"):
-            if self.services.approvals is None:
-                await self.reply(f"There is no held push `{command.arg}` on this repository.")
-            else:
-                await self.services.approvals.decide_command(self, command, config)
+        config, permission = await load_config_and_permission(
+            gh, repo.owner.login, repo.name, repo.default_branch, event.comment.user.login
+        )
+        ctx = JobContext(job, event, command, gh, installation_id, config, self.deps.effects(gh))
+        if command.name in ANSWERS:
+            await self.approvals.answer(ctx)
             return
-        needed = config.config.trigger_permission
+        needed = ctx.config.trigger_permission
         if not permission_at_least(permission, needed):
-            await self.reply(render.refusal(login, needed))
+            await ctx.reply(render.refusal(ctx.requester, needed))
             return
         if config.errors:
-            await self.reply(render_config_errors(config.errors, repo.default_branch))
-        if not config.config.skill_enabled(command.name):
-            await self.reply(
-                f"`/beam {command.name}` is turned off for this repository in `.github/beam.yml`."
-            )
+            await ctx.reply(render.render_config_errors(config.errors, repo.default_branch))
+        if command.name in SKILL_COMMANDS and not ctx.config.skill_enabled(command.name):
+            await ctx.reply(render.skill_disabled(command.name))
             return
         if command.skill in READ_ONLY_PR_SKILLS and not event.on_pull_request:
-            await self.reply(render.needs_pull_request(f"/beam {command.name}"))
+            await ctx.reply(render.needs_pull_request(f"/beam {command.name}"))
             return
-        if command.name == "author":
-            if self.services.approvals is None:
-                await self.reply("`/beam author` is not enabled on this installation.")
-            else:
-                await self.services.approvals.author(self, command, config)
-            return
-        deps = self.services.deps.with_blocked_paths(config.config.blocked_paths)
-        await SkillRun(deps, RunRequest(event, command, self.job, self.gh, self.installation_id)).run()
+        await self.commands.get(command.name, self.run_skill)(ctx)
 
-    async def handle_pull_closed(self, data: dict[str, Any]) -> None:
-        handler = getattr(self.services.approvals, "pull_closed", None)
-        if handler is not None:
-            await handler(self, data)
+    async def run_skill(self, ctx: JobContext) -> None:
+        await SkillRun(self.deps, ctx).run()

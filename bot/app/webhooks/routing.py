@@ -1,7 +1,7 @@
-"""Webhook routing: which event does what. Deciding is pure (`decide`); acting is in `runs` and `replies`.
+"""What a comment asks of the bot, decided without any I/O (`decide`), and the typed payloads.
 
 Only `created` comments trigger: an edit never runs anything, and neither does a bot (our own App
-included), so the bot can never talk to itself.
+included), so the bot can never talk to itself. Acting on a decision is in handlers.py.
 """
 
 from __future__ import annotations
@@ -9,14 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gidgethub import routing, sansio
 from pydantic import ValidationError
 
 from bot.app import commands
-from bot.app.github.payloads import CommentEvent
+from bot.app.github.payloads import CommentEvent, PullRequestEvent
 from bot.app.runs.render import command_help
-
-router = routing.Router()
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,23 +64,8 @@ def parse_comment_event(data: dict[str, Any]) -> CommentEvent | None:
         return None
 
 
-@router.register("issue_comment", action="created")
-@router.register("pull_request_review_comment", action="created")
-async def on_comment(event: sansio.Event, services: Any) -> None:
-    parsed = parse_comment_event(event.data)
-    if parsed is None:
-        services.log.warning("delivery %s: comment payload without the fields we need", event.delivery_id)
-        return
-    await services.handle_comment(parsed)
-
-
-@router.register("pull_request", action="closed")
-async def on_pull_closed(event: sansio.Event, services: Any) -> None:
-    """A closed pull request ends its held pushes; the approvals module decides what that means."""
-    handler = getattr(services, "handle_pull_closed", None)
-    if handler is not None:
-        await handler(event.data)
-
-
-async def dispatch(event_name: str, delivery_id: str, data: dict[str, Any], services: Any) -> None:
-    await router.dispatch(sansio.Event(data, event=event_name, delivery_id=delivery_id), services)
+def parse_pull_request_event(data: dict[str, Any]) -> PullRequestEvent | None:
+    try:
+        return PullRequestEvent.model_validate(data)
+    except ValidationError:
+        return None

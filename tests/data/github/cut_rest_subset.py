@@ -38,6 +38,11 @@ OPERATIONS = [
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews"),
     ("get", "/repos/{owner}/{repo}/pulls/{pull_number}/comments"),
     ("post", "/repos/{owner}/{repo}/pulls/{pull_number}/comments/{comment_id}/replies"),
+    # Automatic reviews (issue 10): the check run, the bot's earlier review comments, the new range.
+    ("post", "/repos/{owner}/{repo}/check-runs"),
+    ("patch", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
+    ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"),
+    ("get", "/repos/{owner}/{repo}/compare/{basehead}"),
 ]
 
 GITHUB_INFO = {
@@ -63,10 +68,18 @@ def _refs(node: Any, found: set[str]) -> None:
             _refs(value, found)
 
 
-def cut(full: dict[str, Any]) -> dict[str, Any]:
+# Octokit replaces this operation with an older text (no `oneOf` on status, fewer statuses); the
+# shared data's github-rest-subset.json holds GitHub's own text, which is used instead.
+GITHUB_OWN = [("post", "/repos/{owner}/{repo}/check-runs")]
+
+
+def cut(full: dict[str, Any], github_own: dict[str, Any] | None = None) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for method, path in OPERATIONS:
-        operation = dict(full["paths"][path][method])
+        source = full
+        if github_own is not None and (method, path) in GITHUB_OWN:
+            source = github_own
+        operation = dict(source["paths"][path][method])
         operation.pop("x-octokit", None)
         paths.setdefault(path, {})[method] = operation
     components: dict[str, dict[str, Any]] = {}
@@ -95,7 +108,9 @@ def cut(full: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     source = Path(sys.argv[1])
     target = Path(__file__).with_name("rest-subset.json")
-    subset = cut(json.loads(source.read_text(encoding="utf-8")))
+    own_path = source.parent.parent / "github-rest-subset.json"
+    own = json.loads(own_path.read_text(encoding="utf-8")) if own_path.exists() else None
+    subset = cut(json.loads(source.read_text(encoding="utf-8")), own)
     target.write_text(json.dumps(subset, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     print(f"{target}: {len(subset['paths'])} paths, {target.stat().st_size} bytes")
 

@@ -5,20 +5,21 @@ must not be able to change the rules that govern their own pull request (who may
 approve, which paths the author skill may touch) by editing the file in that pull request.
 
 A broken file never stops the bot: `parse_repo_config` returns the defaults plus one readable message
-per problem, which the app posts on the pull request (`render_config_errors`). The shipped JSON schema
-(`schema/beam-config.schema.json`) is generated from `RepoConfig`; regenerate it with
-`python -m bot.app.repo_config --schema > schema/beam-config.schema.json`.
+per problem, which the app posts on the pull request (`runs.render.render_config_errors`). The
+shipped JSON schema (`schema/beam-config.schema.json`) is generated from `RepoConfig`; regenerate it with
+`python -m bot.app.repo_config --schema > schema/beam-config.schema.json`; `--check FILE` (in
+`__main__.py`) validates a file with line numbers (`yaml_lines.py`).
+
+May import permissions only: every layer of the app reads repository config.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import functools
 import json
 import posixpath
 import re
-import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -27,21 +28,17 @@ from typing import Annotated, Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, WithJsonSchema, field_validator
 
+from bot.app.permissions import PERMISSIONS, Permission
+from bot.app.repo_config.yaml_lines import StrictLoader, key_lines, line_of
+from bot.app.review_config import AutoReviewConfig
+
 CONFIG_PATH = ".github/beam.yml"
 MAX_CONFIG_BYTES = 64 * 1024
 # Aliases let a small file expand into a huge structure; count nodes as if every alias were copied.
 MAX_CONFIG_NODES = 10_000
-MAX_SHOWN_ERRORS = 20
 
-Skill = Literal["review", "summarize", "commit-notes", "ask", "author"]
-Permission = Literal["read", "triage", "write", "maintain", "admin"]
+Skill = Literal["review", "summarize", "commit-notes", "ask", "author", "docs"]
 SKILLS: tuple[Skill, ...] = get_args(Skill)
-PERMISSIONS: tuple[Permission, ...] = get_args(Permission)
-
-# GitHub's order of repository roles. The collaborator permission endpoint's `permission` is one of
-# admin/write/read/none and its `role_name` may also be maintain/triage; pull/push are the older names.
-# https://docs.github.com/en/rest/collaborators/collaborators#get-repository-permissions-for-a-user
-_RANK = {"none": 0, "read": 1, "pull": 1, "triage": 2, "write": 3, "push": 3, "maintain": 4, "admin": 5}
 
 MIN_EXPIRY = timedelta(minutes=10)
 MAX_EXPIRY = timedelta(days=90)
@@ -63,23 +60,6 @@ _EXPIRY_SCHEMA: dict[str, Any] = {
     "h, d, w) or whole seconds; between 10 minutes and 90 days.",
     "title": "Expiry",
 }
-
-
-def permission_at_least(actual: str | None, needed: str) -> bool:
-    """True when role `actual` is `needed` or higher; an unknown or missing role grants nothing."""
-    if needed.strip().lower() not in _RANK:
-        raise ValueError(f"unknown permission {needed!r}; choose from {', '.join(PERMISSIONS)}")
-    have = _RANK.get((actual or "none").strip().lower(), 0)
-    return have >= _RANK[needed.strip().lower()]
-
-
-def effective_permission(permission: str | None, role_name: str | None = None) -> str:
-    """The higher of the endpoint's `permission` and `role_name`, since only `role_name` says maintain
-    or triage; a custom role name is ignored (its base role is in `permission`)."""
-    known = [name.strip().lower() for name in (permission, role_name) if name]
-    known = [name for name in known if name in _RANK]
-    best = max(known, key=_RANK.__getitem__, default="none")
-    return {"pull": "read", "push": "write"}.get(best, best)
 
 
 def expiry_seconds(value: str | int) -> int:
@@ -133,6 +113,30 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
     return re.compile("".join(out) + "(?:/.*)?", re.IGNORECASE | re.DOTALL)
 
 
+DEFAULT_DOCS_PATHS = ("docs/**", "**/*.md", "**/*.rst", "**/*.txt", "mkdocs.yml", "docs/conf.py")
+
+
+class DocsConfig(BaseModel):
+    """`docs:`: what `/beam docs` may write."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="DocsConfig")
+
+    paths: list[str] = Field(
+        default=list(DEFAULT_DOCS_PATHS),
+        min_length=1,
+        description="Globs (from the repository root; `**` spans directories) `/beam docs` may write; "
+        "every other path is refused.",
+    )
+
+    @field_validator("paths", mode="after")
+    @classmethod
+    def _check_globs(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip().strip("/") or "\x00" in pattern:
+                raise ValueError(f"{_short(pattern)} is not a path glob")
+        return value
+
+
 class RepoConfig(BaseModel):
     """Version 1 of `.github/beam.yml`; every field has a default, so an absent file is valid."""
 
@@ -158,6 +162,10 @@ class RepoConfig(BaseModel):
         "not change.",
     )
     expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
+    docs: DocsConfig = Field(default_factory=DocsConfig, description="Settings of `/beam docs`.")
+    auto_review: AutoReviewConfig = Field(
+        default_factory=AutoReviewConfig, description="Automatic reviews of pull requests (optional)."
+    )
 
     @field_validator("skills", mode="after")
     @classmethod
@@ -188,8 +196,13 @@ class RepoConfig(BaseModel):
 
     def blocked(self, path: str) -> bool:
         """True when the author skill may not change `path` (repository-relative, `/`-separated)."""
-        clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
-        return any(_glob_regex(pattern).fullmatch(clean) for pattern in self.blocked_paths)
+        return matches_any(self.blocked_paths, path)
+
+
+def matches_any(patterns: list[str], path: str) -> bool:
+    """Whether a repository path matches one of the globs (the rules of `blocked_paths`)."""
+    clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
+    return any(_glob_regex(pattern).fullmatch(clean) for pattern in patterns)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +212,8 @@ class ConfigResult:
     config: RepoConfig = field(default_factory=RepoConfig)
     errors: list[str] = field(default_factory=list)
     found: bool = False
+    # The 1-based line each error is about, where it has one (for `--check`'s FILE:LINE: output).
+    lines: list[int | None] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -213,9 +228,10 @@ def parse_repo_config(text: str | None) -> ConfigResult:
     if size > MAX_CONFIG_BYTES:
         return _invalid(f"{CONFIG_PATH} is {size:,} bytes; the limit is {MAX_CONFIG_BYTES:,} bytes")
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=StrictLoader)  # noqa: S506 - a SafeLoader that refuses duplicate keys
     except yaml.MarkedYAMLError as exc:
-        return _invalid(_yaml_message(exc))
+        mark = exc.problem_mark or exc.context_mark
+        return _invalid(_yaml_message(exc), lines=[mark.line + 1 if mark else None])
     except yaml.YAMLError as exc:
         return _invalid(f"YAML syntax error: {exc}")
     except RecursionError:
@@ -226,14 +242,18 @@ def parse_repo_config(text: str | None) -> ConfigResult:
         return _invalid(f"the top level must be a mapping of settings (key: value), got {_short(data)}")
     if _node_count(data, MAX_CONFIG_NODES) > MAX_CONFIG_NODES:
         return _invalid(f"{CONFIG_PATH} expands to more than {MAX_CONFIG_NODES:,} values (YAML aliases?)")
+    lines = key_lines(text)
     version = data.get("version", 1)
     if type(version) is not int or version != 1:
         # Other messages would describe version 1's rules, which a newer file may not follow.
-        return _invalid(f"version: unsupported version {_short(version)}; this beam-bot reads version 1")
+        message = f"version: unsupported version {_short(version)}; this beam-bot reads version 1"
+        return _invalid(message, lines=[lines.get(("version",))])
     try:
         return ConfigResult(config=RepoConfig.model_validate(data), found=True)
     except ValidationError as exc:
-        return _invalid(*(_error_message(error) for error in exc.errors(include_url=False)))
+        errors = exc.errors(include_url=False)
+        where = [line_of(lines, tuple(error["loc"])) for error in errors]
+        return _invalid(*(_error_message(error) for error in errors), lines=where)
 
 
 async def load_repo_config(
@@ -254,24 +274,6 @@ async def load_repo_config(
     return parse_repo_config(text)
 
 
-def render_config_errors(errors: list[str], branch: str | None = None) -> str:
-    """Markdown for a PR comment. The messages quote the file, so they go in a code block where no
-    mention, link or HTML in them takes effect."""
-    where = f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
-    shown = [line.replace("\n", " ") for line in errors[:MAX_SHOWN_ERRORS]]
-    if len(errors) > MAX_SHOWN_ERRORS:
-        shown.append(f"... and {len(errors) - MAX_SHOWN_ERRORS} more")
-    body = "\n".join(f"- {line}" for line in shown)
-    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
-    return (
-        f"⚠️ **beam-bot: `{CONFIG_PATH}` is invalid**, so the default settings apply until it is fixed "
-        f"on {where}.\n\n"
-        f"{fence}text\n{body}\n{fence}\n\n"
-        f"The file is read from the default branch only, never from a pull request. "
-        f"Its format is described by `schema/beam-config.schema.json` in the beam-bot repository."
-    )
-
-
 def config_json_schema() -> dict[str, Any]:
     """The JSON schema of `.github/beam.yml`, for editors and for the shipped schema file."""
     schema = RepoConfig.model_json_schema()
@@ -285,8 +287,8 @@ def config_json_schema_text() -> str:
     return json.dumps(config_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
-def _invalid(*errors: str) -> ConfigResult:
-    return ConfigResult(errors=list(errors), found=True)
+def _invalid(*errors: str, lines: list[int | None] | None = None) -> ConfigResult:
+    return ConfigResult(errors=list(errors), found=True, lines=lines or [None] * len(errors))
 
 
 def _short(value: Any) -> str:
@@ -336,6 +338,7 @@ _TYPE_WORDS = {
     "bool_type": "expected true or false",
     "int_type": "expected a whole number",
     "string_type": "expected a string",
+    "model_type": "expected a mapping of settings (key: value)",
 }
 
 
@@ -348,9 +351,14 @@ def _error_message(error: Any) -> str:
     path = _path(loc)
     if kind == "extra_forbidden":
         key = str(loc[-1])
-        close = difflib.get_close_matches(key, list(RepoConfig.model_fields), n=1)
+        section = RepoConfig.model_fields.get(str(loc[0])) if len(loc) == 2 else None
+        model = section.annotation if section is not None else RepoConfig
+        names = list(
+            (model if isinstance(model, type) and issubclass(model, BaseModel) else RepoConfig).model_fields
+        )
+        close = difflib.get_close_matches(key, names, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
-        return f"{path}: unknown setting; {hint}valid settings are {_setting_names()}"
+        return f"{path}: unknown setting; {hint}valid settings are {', '.join(names)}"
     if kind == "literal_error" and loc[0] == "skills":
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):
@@ -366,25 +374,3 @@ def _error_message(error: Any) -> str:
     if kind == "value_error":
         return f"{path}: {error['ctx']['error']}"
     return f"{path}: {error['msg']} (got {_short(value)})"
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.app.repo_config", description=__doc__)
-    group = parser.add_mutually_exclusive_group(required=True)
-    group.add_argument("--schema", action="store_true", help="print the JSON schema of .github/beam.yml")
-    group.add_argument("--check", metavar="FILE", help="validate a beam.yml file and list its problems")
-    args = parser.parse_args(argv)
-    if args.schema:
-        sys.stdout.write(config_json_schema_text())
-        return 0
-    with open(args.check, encoding="utf-8") as handle:
-        result = parse_repo_config(handle.read())
-    for line in result.errors:
-        print(f"{args.check}: {line}")
-    if result.ok:
-        print(f"{args.check}: valid")
-    return 0 if result.ok else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

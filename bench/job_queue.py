@@ -1,0 +1,311 @@
+"""Benchmark of the job queue: claim cost against backlog size, and no-op job throughput.
+
+Three measurements, each printed with its ratio against a baseline measured in the same run:
+
+1. Claim cost at 50,000 queued against 100 queued (target <= 1.5x), on SQLite and, with `--postgres`
+   (or BEAM_TEST_POSTGRES_URL), on PostgreSQL. Each size is a fresh database filled in bulk; claims
+   (`JobQueue.claim` as workers call it, then `complete`) alternate between the two sizes.
+2. No-op jobs per second on SQLite, one process, the worker pool as `serve` runs it (concurrency 2),
+   against the target of 1,000 jobs/s.
+3. On PostgreSQL, two worker processes against one, draining the same backlog (target >= 1.5x).
+
+    .venv/bin/python bench/job_queue.py [--postgres URL] [--claims 300] [--jobs 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import anyio
+from sqlalchemy import create_engine, insert
+from sqlalchemy.engine import make_url
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from bot.app.jobs.queue import Job, JobQueue  # noqa: E402
+from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs  # noqa: E402
+from bot.app.jobs.store import Store  # noqa: E402
+from bot.app.jobs.workers import WorkerPool  # noqa: E402
+
+SMALL, LARGE = 100, 50_000
+
+
+def fill(url: str, count: int, *, keyed: bool = True) -> None:
+    """`count` queued jobs, each for its own pull request, inserted in bulk with a sync engine."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        anyio.run(_fill_async, url, count, keyed)
+        return
+    engine = create_engine(parsed.set(drivername="sqlite"))
+    with engine.begin() as conn:
+        conn.execute(insert(jobs), _rows(count, keyed))
+    engine.dispose()
+
+
+async def _fill_async(url: str, count: int, keyed: bool) -> None:
+    store = await Store.open(url)
+    try:
+        async with store.write() as conn:
+            for start in range(0, count, 5000):
+                await conn.execute(insert(jobs), _rows(min(5000, count - start), keyed, start))
+    finally:
+        await store.close()
+
+
+def _rows(count: int, keyed: bool, start: int = 0) -> list[dict[str, Any]]:
+    now = time.time() - 1
+    return [
+        {
+            "kind": "noop",
+            "key": f"o/r#{start + i}" if keyed else None,
+            "state": "queued",
+            "attempts": 0,
+            "max_attempts": DEFAULT_MAX_ATTEMPTS,
+            "run_after": now,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for i in range(count)
+    ]
+
+
+# -- 1. claim cost against backlog size -------------------------------------------------------------
+
+
+async def claim_costs(urls: dict[int, str], claims: int, rounds: int) -> dict[int, list[float]]:
+    stores = {size: await Store.open(url) for size, url in urls.items()}
+    per_claim: dict[int, list[float]] = {size: [] for size in urls}
+    try:
+        queues = {size: JobQueue(store) for size, store in stores.items()}
+        for queue in queues.values():  # warm-up: connections, statement caches
+            await _claims(queue, 20)
+        for _ in range(rounds):
+            for size, queue in queues.items():
+                per_claim[size].extend(await _claims(queue, claims // rounds))
+    finally:
+        for store in stores.values():
+            await store.close()
+    return per_claim
+
+
+async def _claims(queue: JobQueue, count: int) -> list[float]:
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        job = await queue.claim("bench", 60)
+        times.append(time.perf_counter() - started)
+        if job is None:
+            raise SystemExit("the backlog ran out: fill more jobs")
+        await queue.complete(job)
+    return times
+
+
+def claim_scaling(label: str, make_url_for: Any, claims: int) -> float:
+    urls = {size: make_url_for(size) for size in (SMALL, LARGE)}
+    for size, url in urls.items():
+        anyio.run(_create, url)
+        fill(url, size + claims + 40)
+    per_claim = anyio.run(claim_costs, urls, claims, 4)
+    small, large = (statistics.median(per_claim[s]) * 1e3 for s in (SMALL, LARGE))
+    ratio = large / small
+    print(
+        f"  {label:10s} claim+index probe at {SMALL:>6,} queued {small:6.3f} ms, at {LARGE:,} queued "
+        f"{large:6.3f} ms: ratio {ratio:.2f}x (target <= 1.5x)"
+    )
+    return ratio
+
+
+async def _create(url: str) -> None:
+    store = await Store.open(url)
+    await store.close()
+
+
+# -- 2. no-op throughput ----------------------------------------------------------------------------
+
+
+async def drain(url: str, total: int, concurrency: int) -> float:
+    """Run a worker pool with a no-op handler until `total` jobs are done; return jobs/s."""
+    store = await Store.open(url)
+    done = 0
+    finished = anyio.Event()
+
+    async def handler(job: Job) -> None:
+        nonlocal done
+        done += 1
+        if done >= total:
+            finished.set()
+
+    try:
+        pool = WorkerPool(JobQueue(store), handler, concurrency=concurrency, poll_interval=0.05)
+        started = time.perf_counter()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(pool.run)
+            with anyio.fail_after(300):
+                await finished.wait()
+            pool.stop()
+        elapsed = time.perf_counter() - started
+    finally:
+        await store.close()
+    return total / elapsed
+
+
+def sqlite_throughput(tmp: Path, total: int) -> float:
+    rates = []
+    for run in range(2):
+        url = f"sqlite+aiosqlite:///{tmp / f'throughput-{run}.db'}"
+        anyio.run(_create, url)
+        fill(url, total, keyed=True)
+        rates.append(anyio.run(drain, url, total, 2))
+    rate = statistics.median(rates)
+    print(
+        f"  sqlite     no-op jobs, one process, concurrency 2: {rate:7.0f} jobs/s "
+        f"({rate / 1000:.2f}x the target of 1,000)"
+    )
+    return rate
+
+
+# -- 3. PostgreSQL: two worker processes against one ------------------------------------------------
+
+
+def worker_process(url: str, seconds: float) -> None:
+    """Child: drain no-op jobs for at most `seconds`, print how many this process finished."""
+
+    async def main() -> None:
+        store = await Store.open(url)
+        count = 0
+
+        async def handler(job: Job) -> None:
+            nonlocal count
+            count += 1
+
+        pool = WorkerPool(JobQueue(store), handler, concurrency=2, poll_interval=0.05)
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(pool.run)
+                # Stop once the queue stays empty (the other process may still be finishing).
+                idle_since: float | None = None
+                deadline = time.monotonic() + seconds
+                while time.monotonic() < deadline:
+                    await anyio.sleep(0.05)
+                    if pool.stats.in_flight == 0 and await _queued(store) == 0:
+                        idle_since = idle_since or time.monotonic()
+                        if time.monotonic() - idle_since > 0.2:
+                            break
+                    else:
+                        idle_since = None
+                pool.stop()
+        finally:
+            await store.close()
+        print(count, flush=True)
+
+    anyio.run(main)
+
+
+async def _queued(store: Store) -> int:
+    stats = await store.stats()
+    return int(stats["jobs"]["queued"])
+
+
+def pg_processes(make_url_for: Any, total: int) -> float:
+    rates: dict[int, list[float]] = {1: [], 2: []}
+    for run in range(2):
+        for processes in (1, 2):
+            url = make_url_for(f"proc{processes}-{run}")
+            anyio.run(_create, url)
+            fill(url, total)
+            started = time.perf_counter()
+            children = [
+                subprocess.Popen(
+                    [sys.executable, __file__, "--worker", url],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    cwd=ROOT,
+                )
+                for _ in range(processes)
+            ]
+            counts = [int((child.communicate(timeout=600)[0] or "0").split()[-1]) for child in children]
+            elapsed = time.perf_counter() - started
+            if sum(counts) != total:
+                raise SystemExit(f"{processes} processes finished {sum(counts)} of {total} jobs")
+            rates[processes].append(total / elapsed)
+    one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    print(
+        f"  postgresql no-op jobs, 1 process {one:6.0f} jobs/s, 2 processes {two:6.0f} jobs/s: "
+        f"ratio {two / one:.2f}x (target >= 1.5x; includes process start-up)"
+    )
+    return two / one
+
+
+class PgDatabases:
+    """Throwaway PostgreSQL databases on the given server, dropped at the end."""
+
+    def __init__(self, base: str) -> None:
+        self.base = make_url(base)
+        self.names: list[str] = []
+
+    def __call__(self, tag: object) -> str:
+        name = f"beam_bench_{tag}_{uuid.uuid4().hex[:8]}".replace("-", "_")
+        asyncio.run(self._execute(f'CREATE DATABASE "{name}"'))
+        self.names.append(name)
+        return self.base.set(drivername="postgresql+asyncpg", database=name).render_as_string(
+            hide_password=False
+        )
+
+    def drop_all(self) -> None:
+        for name in self.names:
+            asyncio.run(self._execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+    async def _execute(self, statement: str) -> None:
+        import asyncpg  # type: ignore[import-untyped]
+
+        dsn = self.base.set(drivername="postgresql").render_as_string(hide_password=False)
+        conn = await asyncpg.connect(dsn)
+        try:
+            await conn.execute(statement)
+        finally:
+            await conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--postgres", default=os.environ.get("BEAM_TEST_POSTGRES_URL"))
+    parser.add_argument("--claims", type=int, default=400)
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--worker")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if args.worker:
+        worker_process(args.worker, 300)
+        return
+    print(f"job queue, cpu count {os.cpu_count()}")
+    with tempfile.TemporaryDirectory(prefix="beam-bench-queue-") as tmp:
+        tmp_path = Path(tmp)
+        claim_scaling(
+            "sqlite", lambda size: f"sqlite+aiosqlite:///{tmp_path / f'claims-{size}.db'}", args.claims
+        )
+        sqlite_throughput(tmp_path, args.jobs)
+    if not args.postgres:
+        print("  postgresql skipped: pass --postgres URL or set BEAM_TEST_POSTGRES_URL")
+        return
+    databases = PgDatabases(args.postgres)
+    try:
+        claim_scaling("postgresql", databases, args.claims)
+        pg_processes(databases, args.jobs)
+    finally:
+        databases.drop_all()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The database plumbing under `Store`: engines, write and read transactions, and compare-and-set.
+
+One code path serves SQLite (default, one machine) and PostgreSQL (several processes and machines);
+`bot.app.jobs.database` sets the engines up, `bot.app.jobs.schema` holds the tables. Write transactions
+go through `write()`: on SQLite they begin with `BEGIN IMMEDIATE` and, within one process, queue on an
+async lock, so writers wait in order instead of sleeping in SQLite's busy handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Self, TypeVar
+
+import anyio
+from sqlalchemy import Engine, Table, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from bot.app.jobs.database import BEGIN_MODE, create_engines, normalize_url
+from bot.app.jobs.fastpath import HotConnection, sqlite_transaction
+from bot.app.jobs.schema import jobs, pending_pushes, upgrade_schema
+
+Clock = Callable[[], float]
+T = TypeVar("T")
+
+_STATE_TABLES = {t.name: t for t in (jobs, pending_pushes)}
+
+
+@dataclass(slots=True)
+class Transactions:
+    """Engines and transactions; `Store` adds the app's queries on top. Open with `await Store.open(url)`."""
+
+    engine: AsyncEngine
+    clock: Clock = time.time
+    sync_engine: Engine | None = None  # SQLite only: the webhook path's engine
+    _write_lock: anyio.Lock | None = None
+
+    @classmethod
+    async def open(cls, url: str, *, clock: Clock = time.time) -> Self:
+        """Connect, then create or upgrade the schema (see `bot.app.jobs.schema`)."""
+        parsed = make_url(normalize_url(url))
+        if parsed.get_backend_name() == "sqlite" and parsed.database:
+            await anyio.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine, sync_engine = create_engines(url)
+        store = cls(engine, clock, sync_engine, anyio.Lock() if sync_engine is not None else None)
+        try:
+            async with store.write() as conn:
+                await upgrade_schema(conn, clock())
+        except BaseException:
+            await store.close()
+            raise
+        return store
+
+    async def close(self) -> None:
+        await self.engine.dispose()
+        if self.sync_engine is not None:
+            await anyio.to_thread.run_sync(self.sync_engine.dispose)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction that will write: committed on exit, rolled back on error.
+
+        Do not call other writing Store methods inside it: on SQLite they wait for this one's lock.
+        """
+        lock = self._write_lock if self._write_lock is not None else contextlib.nullcontext()
+        async with lock, self.engine.connect() as conn:
+            if self._write_lock is not None:
+                await conn.execution_options(**{BEGIN_MODE: "immediate"})
+            async with conn.begin():
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only transaction: one consistent snapshot, no write lock."""
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    async def run_hot(self, work: Callable[[HotConnection], T]) -> T:
+        """Run `work` as one write transaction of the hot path (see `bot.app.jobs.fastpath`).
+
+        On SQLite it runs whole in one worker thread on the raw sqlite3 connection (one hop, where
+        the async adapter pays one per cursor operation); on PostgreSQL on SQLAlchemy's connection.
+        """
+        if self.sync_engine is None or self._write_lock is None:
+            async with self.write() as conn:
+                return await conn.run_sync(work)
+        async with self._write_lock:
+            return await anyio.to_thread.run_sync(sqlite_transaction, self.sync_engine, work)
+
+    def insert_ignore(self, table: Table) -> Any:
+        """`INSERT ... ON CONFLICT DO NOTHING` in this database's dialect."""
+        dialect = sqlite if self.is_sqlite else postgresql
+        return dialect.insert(table).on_conflict_do_nothing()
+
+    async def transition(
+        self, table: str | Table, id: object, from_states: Iterable[str], to_state: str, **values: Any
+    ) -> bool:
+        """Move one row from any of `from_states` to `to_state`; True only for the caller that did it.
+
+        This is the compare-and-set every state machine uses: two callers racing on the same row
+        both send the UPDATE, the database applies one, and the other sees 0 rows changed.
+        """
+        target = _STATE_TABLES.get(table if isinstance(table, str) else table.name)
+        if target is None:
+            raise ValueError(f"transition() works on tables with a state column: {sorted(_STATE_TABLES)}")
+        check_columns(target, values)
+        if "updated_at" in target.c and "updated_at" not in values:
+            values["updated_at"] = self.clock()
+        stmt = (
+            update(target)
+            .where(target.c.id == id, target.c.state.in_(list(from_states)))
+            .values(state=to_state, **values)
+        )
+        async with self.write() as conn:
+            return (await conn.execute(stmt)).rowcount == 1
+
+
+def check_columns(table: Table, values: dict[str, Any]) -> None:
+    unknown = sorted(set(values) - set(table.c.keys()))
+    if unknown:
+        raise ValueError(f"unknown {table.name} columns: {', '.join(unknown)}")

@@ -1,0 +1,201 @@
+"""One automatic review on a checkout of the head: the review skill, read-only, posting at most one
+review of the findings that are new and on lines that changed since the last reviewed head.
+
+The run watches its pull request's generation (reviews/state.py): when a newer push or `closed`
+moved it on, the run stops at its next step (a frame of the agent, or the watcher's next look) and
+posts nothing. The checkout reads files only; nothing from the pull request is run, so a fork is safe.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import anyio.lowlevel
+
+from bot.app.github.client import InlineComment, InstallationClient, PullRequest
+from bot.app.reviews import render
+from bot.app.reviews.findings import fresh_findings, known_keys
+from bot.app.reviews.prompt import build_review_prompt
+from bot.app.reviews.scope import Scope
+from bot.app.reviews.state import Entry
+from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.run import RUN_NAMESPACE, RunDeps
+from bot.beam.hub import RiverBeam
+from bot.beam.runner import RigAgentRunner
+from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.sandbox_tools import sandbox_tools
+from bot.beam.types import ContentPart, InvokeRequest, StreamChunk
+
+WATCH_INTERVAL = 1.0  # seconds between the watcher's looks at the generation
+
+Current = Callable[[], Awaitable[bool]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The pull request a review job is for, as the trigger stored it in the job's payload."""
+
+    repo: str
+    number: int
+    installation_id: int
+    clone_url: str
+    default_branch: str
+    html_url: str
+
+    @property
+    def owner(self) -> str:
+        return self.repo.split("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.repo.split("/", 1)[1]
+
+    def payload(self) -> dict[str, Any]:
+        return {
+            "repo": self.repo,
+            "number": self.number,
+            "installation_id": self.installation_id,
+            "clone_url": self.clone_url,
+            "default_branch": self.default_branch,
+            "html_url": self.html_url,
+        }
+
+    @classmethod
+    def of(cls, payload: dict[str, Any]) -> Target:
+        return cls(
+            str(payload["repo"]),
+            int(payload["number"]),
+            int(payload["installation_id"]),
+            str(payload["clone_url"]),
+            str(payload["default_branch"]),
+            str(payload.get("html_url", "")),
+        )
+
+
+@dataclass
+class AgentOutcome:
+    kind: Literal["reviewed", "no_findings", "stopped"]
+    url: str | None = None
+    findings: int = 0
+    truncated: list[str] = field(default_factory=list)
+
+
+@dataclass
+class AgentReview:
+    deps: RunDeps
+    gh: InstallationClient
+    target: Target
+    pull: PullRequest
+    scope: Scope
+    changed: dict[str, set[int]] | None  # lines changed since the last review; None: full review
+    since: str | None
+    current: Current  # still the newest generation?
+    bot_login: str
+
+    async def run(self, generation: int) -> AgentOutcome:
+        head = self.pull.head.sha
+        run_id = str(
+            uuid.uuid5(RUN_NAMESPACE, f"auto-review:{self.target.repo}#{self.target.number}:{generation}")
+        )
+        token = await self.deps.installation_token(self.target.installation_id)
+        branch = self.target.default_branch
+        refs = [f"refs/heads/{branch}:refs/heads/{branch}"]
+        refs.append(f"refs/pull/{self.pull.number}/head:refs/pull/{self.pull.number}/head")
+        checkouts = self.deps.checkouts
+        await checkouts.update_mirror(self.target.repo, self.target.clone_url, token, refs)
+        await checkouts.discard_leftover(self.target.repo, run_id)
+        local = f"beam/pr-{self.pull.number}/auto-review-{run_id[:8]}"
+        run_tree = await checkouts.create_run_tree(self.target.repo, run_id, head, local)
+        outcome = AgentOutcome("stopped")
+        error: Exception | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                async with anyio.create_task_group() as group:
+                    group.start_soon(self._watch, scope)
+                    try:
+                        with anyio.fail_after(self.deps.run_timeout):
+                            outcome = await self._agent(run_tree.path, run_id, scope)
+                    except Exception as exc:  # re-raised below, outside the task group
+                        error = exc
+                    group.cancel_scope.cancel()
+            if scope.cancelled_caught:
+                return AgentOutcome("stopped")
+            if error is not None:
+                raise error
+            return outcome
+        finally:
+            with anyio.CancelScope(shield=True):
+                await run_tree.remove()
+
+    async def _watch(self, scope: anyio.CancelScope) -> None:
+        while True:
+            await anyio.sleep(WATCH_INTERVAL)
+            if not await self.current():
+                scope.cancel()
+                return
+
+    async def _agent(self, path: Any, run_id: str, scope: anyio.CancelScope) -> AgentOutcome:
+        head = self.pull.head.sha
+        protected = sorted({"main", "master", self.target.default_branch, self.pull.base.ref})
+        tree = WorkingTree(SandboxRoot(path), protected, allowed_push_branches=set())
+        ledger = RunLedger()
+        existing = await self.gh.list_review_comments(
+            self.target.owner, self.target.name, self.pull.number, limit=3000
+        )
+        seen = known_keys(existing, self.bot_login)
+        result = AgentOutcome("no_findings")
+        span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
+
+        async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
+            if not await self.current():
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
+            kept = fresh_findings(comments, self.changed, seen)
+            if not kept:
+                return None
+            fields = InlineComment.model_fields
+            inline = [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in kept]
+            review = await self.gh.create_review(
+                self.target.owner,
+                self.target.name,
+                self.pull.number,
+                commit_id=head,
+                body=render.review_body(body, span, self.changed is None),
+                comments=inline,
+            )
+            result.kind, result.url, result.findings = "reviewed", review.html_url, len(inline)
+            return review.id
+
+        blob_base = f"{self.target.html_url}/blob/{head}"
+        diff = DiffMap.from_files((f.filename, f.patch) for f in self.scope.files)
+        tools = sandbox_tools(tree) + host_tools(
+            tree.sandbox,
+            ledger,
+            diff=diff,
+            post_review=post,
+            blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
+            fold_outside=False,
+        )
+        hub = RiverBeam()
+        hub.register_agent(RigAgentRunner.for_skill("review", self.deps.llm, tools))
+        text = build_review_prompt(self.target.repo, self.pull, self.scope, self.changed, self.since)
+
+        async def on_frame(frame: StreamChunk) -> None:
+            if not await self.current():
+                scope.cancel()
+
+        request = InvokeRequest(
+            agent_name="review",
+            content=[ContentPart.text_part(text)],
+            session_id=uuid.UUID(run_id),
+            request_id=uuid.UUID(run_id),
+            metadata={"repository": self.target.repo, "number": self.pull.number},
+        )
+        await hub.invoke(request, on_frame=on_frame)
+        result.truncated = ledger.truncated
+        return result

@@ -1,0 +1,73 @@
+"""The two things an automatic review shows besides the review itself: the summary comment (one per
+pull request, edited, never posted twice) and the `beam / review` check run (always neutral)."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+
+from bot.app.github.api import GitHubError
+from bot.app.github.client import InstallationClient
+from bot.app.reviews import render
+from bot.app.reviews.state import Entry, ReviewState, ReviewStates
+
+log = logging.getLogger("beam.reviews")
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+async def start_check(gh: InstallationClient, repo: str, check_id: int) -> None:
+    owner, name = repo.split("/", 1)
+    await gh.update_check_run(owner, name, check_id, status="in_progress", started_at=_now())
+
+
+async def finish_check(
+    gh: InstallationClient, repo: str, check_id: int | None, entry: Entry, *, quiet: bool = False
+) -> None:
+    """Complete a check run, conclusion neutral: the bot advises, it never gates a merge."""
+    if check_id is None:
+        return
+    owner, name = repo.split("/", 1)
+    fields: dict[str, object] = {
+        "status": "completed",
+        "conclusion": "neutral",
+        "completed_at": _now(),
+        "output": render.check_output(entry),
+    }
+    if entry.url:
+        fields["details_url"] = entry.url
+    try:
+        await gh.update_check_run(owner, name, check_id, **fields)
+    except GitHubError as error:
+        if not quiet:
+            raise
+        log.warning("%s: could not complete check run %s: %s", repo, check_id, error)
+
+
+async def publish_summary(
+    gh: InstallationClient, states: ReviewStates, state: ReviewState, bot_login: str
+) -> None:
+    """Edit the pull request's summary comment to list `state.entries`; create it the first time."""
+    owner, name = state.repo.split("/", 1)
+    body = render.summary(state.entries)
+    comment_id = state.summary_comment_id
+    if comment_id is None:
+        # An earlier attempt may have posted it and died before recording its id: adopt that one.
+        for comment in await gh.list_comments(owner, name, state.number):
+            author = comment.user.login.lower() if comment.user else ""
+            if author == bot_login.lower() and render.SUMMARY_MARKER in (comment.body or ""):
+                comment_id = comment.id
+                await states.set_summary_comment(state.repo, state.number, comment_id)
+                break
+    if comment_id is not None:
+        try:
+            await gh.update_comment(owner, name, comment_id, body)
+            return
+        except GitHubError as error:
+            if error.status != 404:
+                raise
+            log.info("%s#%s: the summary comment was deleted; posting it again", state.repo, state.number)
+    comment = await gh.create_comment(owner, name, state.number, body)
+    await states.set_summary_comment(state.repo, state.number, comment.id)

@@ -1,0 +1,126 @@
+"""Every text of automatic reviews: the summary comment, the check run's output, the review body's
+footer and the answers in review threads.
+
+The summary comment is the bot's one comment per pull request about automatic reviews: it is edited
+as ranges are reviewed and never posted twice (the hidden marker finds it again after a crash).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from bot.app.reviews.state import Entry
+
+SUMMARY_MARKER = "<!-- beam-review-summary -->"
+CHECK_NAME = "beam / review"
+MAX_NAMED_FILES = 20
+
+
+def short(sha: str | None) -> str:
+    return (sha or "")[:7]
+
+
+def commit_range(entry: Entry) -> str:
+    return f"{short(entry.since)}..{short(entry.head)}" if entry.since else short(entry.head)
+
+
+def _files(names: Sequence[str]) -> str:
+    shown = ", ".join(f"`{name}`" for name in names[:MAX_NAMED_FILES])
+    more = len(names) - MAX_NAMED_FILES
+    return shown + (f" and {more} more" if more > 0 else "")
+
+
+def entry_line(entry: Entry) -> str:
+    span = f"`{commit_range(entry)}`"
+    scope = "full review" if entry.full else "new commits"
+    if entry.kind == "reviewed":
+        noun = "finding" if entry.findings == 1 else "findings"
+        line = f"- {span} ({scope}): [{entry.findings} {noun}]({entry.url})"
+    elif entry.kind == "no_findings":
+        line = f"- {span} ({scope}): no findings in {span}"
+    elif entry.kind == "unchanged":
+        line = (
+            f"- {span}: no review; the push only merged or rebased the base branch, the pull "
+            "request's own changes are the same"
+        )
+    elif entry.kind == "too_large":
+        line = f"- {span}: skipped; {entry.note}"
+    elif entry.kind == "superseded":
+        line = f"- {span}: stopped, superseded by a newer push"
+    elif entry.kind == "cancelled":
+        line = f"- {span}: cancelled; {entry.note}"
+    elif entry.kind == "failed":
+        line = f"- {span}: the review failed ({entry.note}); the next push tries again"
+    else:
+        line = f"- {span}: skipped ({entry.note})"
+    if entry.skipped_files:
+        line += f"\n  - not reviewed: {_files(entry.skipped_files)}"
+    return line
+
+
+def summary(entries: Sequence[Entry]) -> str:
+    lines = [
+        SUMMARY_MARKER,
+        "### beam-bot automatic review",
+        "",
+        "Reviewed commit ranges, oldest first. New pushes are reviewed incrementally: only lines they "
+        "change get comments, and a finding already made is not repeated.",
+        "",
+        *(entry_line(entry) for entry in entries),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def too_large(changed: int, limit: int) -> str:
+    return (
+        f"{changed:,} changed lines is more than `auto_review.max_changed_lines` ({limit:,}); "
+        "ask for one with `/beam review`"
+    )
+
+
+def coverage(scope_total: int, reviewed: int, unread: Sequence[str], ignored: Sequence[str]) -> list[str]:
+    """The files a review did not read, named (binary, too large, past the file limit, ignored)."""
+    names = [*unread, *(f"{name} (ignore_paths)" for name in ignored)]
+    if scope_total > reviewed + len(names):
+        names.append(f"{scope_total - reviewed - len(names)} files GitHub did not list")
+    return names
+
+
+def review_body(body: str, entry_range: str, full: bool) -> str:
+    scope = "the whole pull request" if full else f"the commits `{entry_range}`"
+    return f"{body.strip()}\n\n<sub>Automatic review of {scope} by beam-bot.</sub>"
+
+
+def check_output(entry: Entry) -> dict[str, str]:
+    """The check run's title and summary for how a range ended (the conclusion is always neutral)."""
+    span = f"`{commit_range(entry)}`"
+    titles = {
+        "reviewed": f"{entry.findings} finding{'s' if entry.findings != 1 else ''}",
+        "no_findings": "No findings",
+        "unchanged": "No review: only the base changed",
+        "too_large": "Skipped: too large",
+        "superseded": "Superseded by a newer push",
+        "cancelled": "Cancelled",
+        "failed": "The review failed",
+        "skipped": "Skipped",
+    }
+    text = entry_line(entry).removeprefix("- ")
+    if entry.kind == "reviewed":
+        text += f"\n\nThe review: {entry.url}"
+    return {"title": titles[entry.kind], "summary": f"Range {span}.\n\n{text}"}
+
+
+QUEUED_SUPERSEDED = Entry(kind="superseded", head="")
+CLOSED = "the pull request was closed"
+
+
+def thread_marker(comment_id: int) -> str:
+    return f"<!-- beam-thread-reply:{comment_id} -->"
+
+
+def thread_reply(answer: str, comment_id: int) -> str:
+    return f"{answer.strip() or 'I have no answer to add.'}\n\n{thread_marker(comment_id)}"
+
+
+def thread_failed(comment_id: int) -> str:
+    return thread_reply("Sorry, I could not answer this time; mention me again to retry.", comment_id)

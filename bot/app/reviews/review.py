@@ -1,0 +1,194 @@
+"""The automatic review job (kind `auto_review`, one per pull request): wait out the debounce, decide
+what to review, run the agent, and record the range in the summary comment and the check run.
+
+The job runs under its own queue key (`owner/repo#N/review`), so deliveries for the same pull request
+(a newer push, `closed`) are handled while it runs; they move the pull request's generation on, and
+the job stops at its next step. A job woken before its pull request's `due_at` (a newer push moved
+the debounce) queues itself again for then, as the same row, without holding a worker.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+
+from bot.app.github.api import GitHubError
+from bot.app.github.client import GitHubApp, InstallationClient, PullRequest
+from bot.app.jobs.queue import Job
+from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
+from bot.app.repo_config import load_repo_config, matches_any
+from bot.app.review_config import AutoReviewConfig
+from bot.app.reviews import render
+from bot.app.reviews.agent import AgentReview, Target
+from bot.app.reviews.publish import finish_check, publish_summary, start_check
+from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
+from bot.app.reviews.state import Entry, ReviewState, ReviewStates
+from bot.app.runs.run import RunDeps
+from bot.beam.errors import BeamError
+
+log = logging.getLogger("beam.reviews")
+
+KIND = "auto_review"
+
+
+def job_key(repo: str, number: int) -> str:
+    return f"{repo}#{number}/review"
+
+
+class ReviewJob:
+    def __init__(
+        self, github: GitHubApp, deps: RunDeps, states: ReviewStates, *, enabled_by_default: bool
+    ) -> None:
+        self.github = github
+        self.deps = deps
+        self.states = states
+        self.enabled_by_default = enabled_by_default
+
+    async def bot_login(self) -> str:
+        login = await self.deps.identity.login()
+        if login is None:
+            raise RetryableError("the App's login is unknown for now")
+        return login
+
+    async def __call__(self, job: Job) -> None:
+        if job.payload is None:
+            raise PermanentError(f"job {job.id} has no pull request")
+        target = Target.of(job.payload)
+        state = await self.states.get(target.repo, target.number)
+        if state is None or state.closed:
+            return
+        if state.due_at > self.states.store.clock():
+            raise Reschedule(state.due_at)
+        gh = InstallationClient(self.github, target.installation_id)
+        try:
+            await self._review(gh, target, state)
+        except GitHubError as error:
+            if error.transient:
+                raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
+            raise PermanentError(str(error)) from error
+
+    async def _review(self, gh: InstallationClient, target: Target, state: ReviewState) -> None:
+        pull = await gh.get_pull(target.owner, target.name, target.number)
+        head = pull.head.sha
+        if pull.state != "open" or head == state.reviewed_head:
+            return
+        check_id = await self.states.take_check(target.repo, target.number, head)
+        run = _Range(self, gh, target, state, pull, check_id)
+        config_result = await load_repo_config(gh.get_file, target.owner, target.name, target.default_branch)
+        config = config_result.config.auto_review
+        if not config.is_enabled(self.enabled_by_default):
+            await run.conclude(Entry("skipped", head, note="automatic reviews are off"), show=False)
+            return
+        reason = skip_reason(pull, config)
+        if reason is not None:
+            await run.conclude(Entry("skipped", head, note=reason), show=state.summary_comment_id is not None)
+            return
+        files = await gh.list_pull_files(target.owner, target.name, target.number)
+        scope = scope_of(files, max(len(files), pull.changed_files or 0), config)
+        if not touches_paths(scope, config):
+            note = "no changed file matches `auto_review.paths`"
+            await run.conclude(Entry("skipped", head, note=note), show=state.summary_comment_id is not None)
+            return
+        if scope.changed_lines > config.max_changed_lines:
+            note = render.too_large(scope.changed_lines, config.max_changed_lines)
+            await run.conclude(Entry("too_large", head, since=pull.base.sha, note=note))
+            return
+        await run.review(scope, config)
+
+
+class _Range:
+    """One head of one pull request, from the decision to the summary line."""
+
+    def __init__(
+        self,
+        job: ReviewJob,
+        gh: InstallationClient,
+        target: Target,
+        state: ReviewState,
+        pull: PullRequest,
+        check_id: int | None,
+    ) -> None:
+        self.job, self.gh, self.target, self.state, self.pull, self.check_id = (
+            job,
+            gh,
+            target,
+            state,
+            pull,
+            check_id,
+        )
+
+    async def current(self) -> bool:
+        now = await self.job.states.get(self.target.repo, self.target.number)
+        return now is not None and now.generation == self.state.generation and not now.closed
+
+    async def conclude(
+        self, entry: Entry, *, show: bool = True, reviewed: bool = False, digest: str | None = None
+    ) -> None:
+        repo, number = self.target.repo, self.target.number
+        if show:
+            head = entry.head if reviewed else None
+            state = await self.job.states.record(repo, number, entry, reviewed_head=head, diff_digest=digest)
+            await publish_summary(self.gh, self.job.states, state, await self.job.bot_login())
+        await finish_check(self.gh, repo, self.check_id, entry)
+
+    async def review(self, scope: Scope, config: AutoReviewConfig) -> None:
+        pull, state, head = self.pull, self.state, self.pull.head.sha
+        digest = diff_digest(scope.files)
+        since, changed = pull.base.sha, None
+        if state.reviewed_head is not None:
+            if digest == state.diff_digest:
+                entry = Entry("unchanged", head, since=state.reviewed_head, full=False)
+                await self.conclude(entry, reviewed=True, digest=digest)
+                return
+            comparison = await self.gh.compare(self.target.owner, self.target.name, state.reviewed_head, head)
+            if comparison is not None and comparison.status == "ahead":
+                since = state.reviewed_head
+                kept = [f for f in comparison.files if not matches_any(config.ignore_paths, f.filename)]
+                changed = changed_since(kept)
+        if self.check_id is None:
+            check = await self.gh.create_check_run(
+                self.target.owner, self.target.name, render.CHECK_NAME, head
+            )
+            self.check_id = check.id
+        await start_check(self.gh, self.target.repo, self.check_id)
+        skipped = render.coverage(scope.total, len(scope.files), scope.unread, scope.ignored)
+        base = Entry("no_findings", head, since=since, full=changed is None, skipped_files=skipped)
+        agent = AgentReview(
+            self.job.deps,
+            self.gh,
+            self.target,
+            pull,
+            scope,
+            changed,
+            since,
+            self.current,
+            await self.job.bot_login(),
+        )
+        try:
+            outcome = await agent.run(state.generation)
+        except (BeamError, TimeoutError) as error:
+            note = f"{error.code}: {error.message}" if isinstance(error, BeamError) else "it took too long"
+            await self.conclude(replace(base, kind="failed", note=note))
+            return
+        except GitHubError as error:
+            # Say so before the job is retried (or given up): a check run is never left in progress.
+            await finish_check(
+                self.gh,
+                self.target.repo,
+                self.check_id,
+                replace(base, kind="failed", note=str(error)),
+                quiet=True,
+            )
+            raise
+        if outcome.kind == "stopped":
+            latest = await self.job.states.get(self.target.repo, self.target.number)
+            if latest is not None and latest.closed:
+                await self.conclude(replace(base, kind="cancelled", note=render.CLOSED))
+            else:
+                await self.conclude(replace(base, kind="superseded"))
+            return
+        if outcome.kind == "reviewed":
+            entry = replace(base, kind="reviewed", url=outcome.url, findings=outcome.findings)
+        else:
+            entry = base
+        await self.conclude(entry, reviewed=True, digest=digest)

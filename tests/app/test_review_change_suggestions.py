@@ -1,0 +1,95 @@
+"""`review_change` with `start_line` and `suggestion` on a real checkout folder: a suggestion that
+applies becomes GitHub's committable block over exactly `start_line..line`; any other is plain text."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.suggestions import apply_suggestion
+from bot.beam.sandbox import SandboxRoot
+from bot.beam.tools import Tool
+from bot.beam.types import AgentInput
+
+pytestmark = pytest.mark.anyio
+INPUT = AgentInput(content=[], session_id=uuid.uuid4(), run_id=uuid.uuid4())
+SOURCE = "def add(a, b):\n    total = a - b\n    return total\n\n\ndef keep():\n    pass\n"
+PATCH = "@@ -1,3 +1,3 @@\n def add(a, b):\n-    total = a + b\n+    total = a - b\n     return total\n"
+
+
+def review_tool(tmp_path: Path, posted: list[list[dict[str, Any]]], *, fold: bool = True) -> Tool:
+    (tmp_path / "calc.py").write_text(SOURCE)
+
+    async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
+        posted.append(comments)
+        return 7 if comments else None
+
+    tools = host_tools(
+        SandboxRoot(tmp_path),
+        RunLedger(),
+        diff=DiffMap.from_files([("calc.py", PATCH)]),
+        post_review=post,
+        blob_url=lambda p, a, b: "",
+        fold_outside=fold,
+    )
+    return next(t for t in tools if t.spec().name == "review_change")
+
+
+async def test_a_multi_line_suggestion_that_applies_is_a_committable_block(tmp_path: Path) -> None:
+    posted: list[list[dict[str, Any]]] = []
+    args = {
+        "body": "Review.",
+        "comments": [
+            {
+                "path": "calc.py",
+                "start_line": 2,
+                "line": 3,
+                "body": "Add, and return directly.",
+                "suggestion": "    return a + b\n",
+            }
+        ],
+    }
+    assert (await review_tool(tmp_path, posted).invoke(args, INPUT))["posted"] is True
+    [comment] = posted[0]
+    assert comment["start_line"] == 2 and comment["start_side"] == "RIGHT" and comment["line"] == 3
+    assert comment["body"] == "Add, and return directly.\n\n```suggestion\n    return a + b\n```"
+    assert comment["line_text"] == "    return total"
+    # Applied as GitHub applies it, the block gives the intended file.
+    lines = SOURCE.split("\n")[:-1]
+    assert apply_suggestion(lines, 2, 3, "    return a + b\n")[:2] == ["def add(a, b):", "    return a + b"]
+
+
+@pytest.mark.parametrize(
+    ("comment", "reason"),
+    [
+        ({"start_line": 1, "line": 6, "suggestion": "x"}, None),  # line 6 is outside the diff: dropped
+        ({"line": 2, "suggestion": "    total = a - b"}, "it would not change the lines"),
+        ({"start_line": 1, "line": 2, "suggestion": "x", "path": "gone.py"}, None),
+    ],
+)
+async def test_a_suggestion_that_does_not_apply_is_plain_text(
+    tmp_path: Path, comment: dict[str, Any], reason: str | None
+) -> None:
+    posted: list[list[dict[str, Any]]] = []
+    item = {"path": "calc.py", "body": "Finding.", **comment}
+    result = await review_tool(tmp_path, posted, fold=False).invoke({"body": "R", "comments": [item]}, INPUT)
+    if reason is None:
+        assert result == {"posted": False, "inline_comments": 0, "dropped_comments": 1}
+        return
+    [posted_comment] = posted[0]
+    assert "```suggestion" not in posted_comment["body"]
+    assert f"Suggested code (not offered as a suggestion: {reason}):\n```\n" in posted_comment["body"]
+
+
+async def test_a_range_over_context_lines_of_the_hunk_is_valid(tmp_path: Path) -> None:
+    posted: list[list[dict[str, Any]]] = []
+    item = {"path": "calc.py", "start_line": 1, "line": 2, "body": "F.", "suggestion": "x\n"}
+    await review_tool(tmp_path, posted).invoke({"body": "R", "comments": [item]}, INPUT)
+    [comment] = posted[0]
+    # Line 1 is context in the diff, so the range is valid; the suggestion changes it, so it applies.
+    assert comment["start_line"] == 1 and "```suggestion\nx\n```" in comment["body"]
