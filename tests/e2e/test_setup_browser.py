@@ -86,7 +86,6 @@ class SetupBot:
 
     def stored_deliveries(self) -> list[str]:
         with sqlite3.connect(self.work_dir / "beam.db") as db:
-            # Every signed delivery is stored; only those triage keeps get a job (a thank-you does not).
             return [row[0] for row in db.execute("SELECT delivery_id FROM deliveries ORDER BY received_at")]
 
 

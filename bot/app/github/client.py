@@ -39,6 +39,7 @@ from bot.app.github.models import (
     ReviewComment,
     ReviewEvent,
 )
+from bot.app.github.payloads import CommentEvent, PullRequestEvent
 from bot.app.logs import log_context
 
 MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
@@ -72,6 +73,18 @@ async def convert_manifest(api: GitHubApi, code: str) -> ManifestConversion:
     """Trades the code GitHub hands back after the App-manifest flow for the new App's credentials."""
     response = await api.request("POST", f"/app-manifests/{_seg(code)}/conversions")
     return ManifestConversion.model_validate(response.json())
+
+
+async def event_client(
+    app: GitHubApp, event: CommentEvent | PullRequestEvent
+) -> tuple[InstallationClient, int]:
+    """The client of the installation a delivery came from (asked of GitHub when the payload lacks it)."""
+    if event.installation is not None:
+        installation_id = event.installation.id
+    else:
+        repo = event.repository
+        installation_id = (await app.installation_for_repo(repo.owner.login, repo.name)).id
+    return InstallationClient(app, installation_id), installation_id
 
 
 class InstallationClient:

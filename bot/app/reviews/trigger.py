@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 
 from bot.app.github.api import GitHubError
-from bot.app.github.client import GitHubApp, InstallationClient
+from bot.app.github.client import GitHubApp, event_client
 from bot.app.github.payloads import PullRequestEvent
 from bot.app.jobs.queue import JobQueue
 from bot.app.repo_config import load_repo_config
@@ -35,20 +35,12 @@ class ReviewTrigger:
         self.states = states
         self.enabled_by_default = enabled_by_default
 
-    async def _client(self, event: PullRequestEvent) -> tuple[InstallationClient, int]:
-        if event.installation is not None:
-            installation_id = event.installation.id
-        else:
-            repo = event.repository
-            installation_id = (await self.github.installation_for_repo(repo.owner.login, repo.name)).id
-        return InstallationClient(self.github, installation_id), installation_id
-
     async def on_pull_event(self, event: PullRequestEvent) -> None:
         """opened, reopened, ready_for_review, synchronize, labeled, unlabeled."""
         pull, repo = event.pull_request, event.repository
         if pull.state != "open":
             return
-        gh, installation_id = await self._client(event)
+        gh, installation_id = await event_client(self.github, event)
         config = (
             await load_repo_config(gh.get_file, repo.owner.login, repo.name, repo.default_branch)
         ).config
@@ -99,7 +91,7 @@ class ReviewTrigger:
             return
         check_id = await self.states.close(repo.full_name, event.pull_request.number)
         if check_id is not None:
-            gh, _ = await self._client(event)
+            gh, _ = await event_client(self.github, event)
             entry = Entry("cancelled", event.pull_request.head.sha, note=render.CLOSED)
             try:
                 await finish_check(gh, repo.full_name, check_id, entry)

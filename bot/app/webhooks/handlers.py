@@ -19,7 +19,7 @@ from bot.app.approvals.flow import Approvals
 from bot.app.approvals.update import Updates
 from bot.app.commands import SKILL_COMMANDS, Command
 from bot.app.github.api import GitHubError
-from bot.app.github.client import GitHubApp, InstallationClient
+from bot.app.github.client import GitHubApp, InstallationClient, event_client
 from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
@@ -100,7 +100,7 @@ class Webhooks:
             log.info("delivery %s ignored: %s", job.delivery_id, decision.reason)
             return
         try:
-            gh, installation_id = await self._client(event)
+            gh, installation_id = await event_client(self.github, event)
             if isinstance(decision, Reply):  # exactly once, through the effects journal (issue 8)
                 repo = event.repository
                 key = f"{run_id_for(job)}:reply-1"
@@ -145,20 +145,12 @@ class Webhooks:
             login = await self.deps.identity.login()
             if login is not None and is_thread_question(event, login):
                 try:
-                    gh, _ = await self._client(event)
+                    gh, _ = await event_client(self.github, event)
                     if await self.threads.answer(gh, event, login):
                         return
                 except GitHubError as error:
                     raise job_failure(error) from error
         await self.on_comment(job, data)
-
-    async def _client(self, event: CommentEvent) -> tuple[InstallationClient, int]:
-        if event.installation is not None:
-            installation_id = event.installation.id
-        else:
-            repo = event.repository
-            installation_id = (await self.github.installation_for_repo(repo.owner.login, repo.name)).id
-        return InstallationClient(self.github, installation_id), installation_id
 
     async def _command(
         self, job: Job, event: CommentEvent, command: Command, gh: InstallationClient, installation_id: int
