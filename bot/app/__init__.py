@@ -1,7 +1,7 @@
 """The GitHub App on top of the `bot.beam` framework; its packages are layered, top to bottom.
 
 web (HTTP) · assembly (wires the parts; cli hands it to web) · webhooks · approvals · runs ·
-{github, git, jobs, limits} (adapters, the queue, what runs may use) · root modules usable by all:
-commands, repo_config, permissions, settings. An import may only point down this list;
-tests/app/test_layers.py checks it.
+effects (the journal of GitHub writes) · {github, git, jobs, limits} (adapters, the queue, what
+runs may use) · root modules usable by all: commands, repo_config, permissions, settings. An import
+may only point down this list; tests/app/test_layers.py checks it.
 """

@@ -6,16 +6,18 @@ restart), so nothing here runs in setup mode.
 
 from __future__ import annotations
 
+import os
 from typing import Protocol
 
 import httpx
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
+from bot.app.effects.crash import CrashPoints
 from bot.app.git.checkout import Checkouts
 from bot.app.github.api import GitHubStats
 from bot.app.github.client import GitHubApi, GitHubApp
 from bot.app.github.identity import BotIdentity
-from bot.app.jobs.queue import JobQueue
+from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store
 from bot.app.jobs.workers import Handler
 from bot.app.limits.ledger import RUN_KIND
@@ -26,6 +28,7 @@ from bot.app.reviews.state import ReviewStates
 from bot.app.reviews.threads import ThreadReplies
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs.run import RunDeps
+from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.settings import AppCredentials, Settings
 from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
 from bot.app.webhooks.handlers import Webhooks
@@ -75,6 +78,10 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     async def installation_token(installation_id: int) -> str:
         return (await github.installation_token(installation_id)).get_secret_value()
 
+    async def refresh_token(installation_id: int) -> str:
+        github.invalidate_token(installation_id)  # git was refused the cached one (a 401)
+        return await installation_token(installation_id)
+
     deps = RunDeps(
         store=runtime.store,
         checkouts=Checkouts(settings.work_dir, settings.runs_dir),
@@ -84,6 +91,8 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
         policy=Policy.from_settings(settings),
         observe=runtime.metrics.observe_skill_run,
+        crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
+        refresh_token=refresh_token,
     )
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
@@ -100,5 +109,25 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     )
 
 
+class JobHandlers:
+    """The job handler the worker pool calls, with the pool's two hooks (issue 8): `gave_up` when a
+    job ends failed or dead, and `periodic`, the sweep that finishes tracking comments left open."""
+
+    def __init__(self, dispatcher: JobDispatcher, deps: RunDeps, github: GitHubApp) -> None:
+        self.dispatcher = dispatcher
+        self.deps = deps
+        self.github = github
+
+    async def __call__(self, job: Job) -> None:
+        await self.dispatcher.handle_job(job)
+
+    async def gave_up(self, job: Job, error: str) -> None:
+        await finish_abandoned_runs(self.deps, self.github, job.id)
+
+    async def periodic(self) -> None:
+        await finish_abandoned_runs(self.deps, self.github)
+
+
 def build_handler(runtime: Resources) -> Handler:
-    return build_dispatcher(runtime).handle_job
+    dispatcher = build_dispatcher(runtime)
+    return JobHandlers(dispatcher, dispatcher.webhooks.deps, dispatcher.webhooks.github)

@@ -60,7 +60,11 @@ class Settings(BaseSettings):
     - WEBHOOK_PROXY_URL: a smee.io-style channel to receive deliveries from (local use); SETUP_TOKEN:
       the setup page's token (default: a fresh one per start, logged).
     - APP_MANIFEST: a custom app.yml for setup mode. HOST (127.0.0.1), PORT (8080): `serve` binds.
-    - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (120),
+    - CONCURRENCY (2 jobs at a time per process), JOB_TIMEOUT (1800 s per job), LEASE_SECONDS (30;
+      heartbeats renew it), SHUTDOWN_GRACE (25 s for in-flight jobs on SIGTERM), SWEEP_INTERVAL
+      (60 s between sweeps that finish tracking comments left open by jobs that gave up),
+      MAX_UNVERIFIED_BYTES (64 MiB of webhook bodies not yet verified, all requests together),
+      HEADER_TIMEOUT (10 s), BODY_TIMEOUT (30 s), MAX_CONNECTIONS (1000; more get 503),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
@@ -99,7 +103,17 @@ class Settings(BaseSettings):
     port: int = Field(default=8080, ge=1, le=65535)
     concurrency: int = Field(default=2, ge=1, le=64)
     job_timeout: float = Field(default=1800.0, gt=0)
-    lease_seconds: float = Field(default=120.0, gt=0)
+    lease_seconds: float = Field(default=30.0, gt=0)
+    # Issue 8: on SIGTERM, in-flight jobs get this long to finish (match it: README "Deploys").
+    shutdown_grace: float = Field(default=25.0, ge=0)
+    # Issue 8: how often a worker process looks for tracking comments left non-final.
+    sweep_interval: float = Field(default=60.0, gt=0)
+    # Issue 8, intake under abuse: bytes of unverified webhook bodies held at once (all requests),
+    # seconds to read a request head and a body, and open connections (more get 503).
+    max_unverified_bytes: int = Field(default=64 * 1024 * 1024, ge=1024 * 1024)
+    header_timeout: float = Field(default=10.0, gt=0)
+    body_timeout: float = Field(default=30.0, gt=0)
+    max_connections: int = Field(default=1000, ge=1)
     queue_poll_interval: float = Field(default=2.0, gt=0)
     poll_interval: float = Field(default=30.0, gt=0)
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.

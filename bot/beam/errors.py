@@ -116,6 +116,9 @@ _ENTRIES = [
     _e(336, 500, "Could not fetch from the remote."),
     _e(337, 403, "The .git directory is out of reach of sandbox tools."),
     _e(338, 403, "Path is outside the paths this run may write."),
+    # beam-bot: how a job that could not finish ends its tracking comment (never silent).
+    _e(339, 503, "The job was given up: the process running it was lost on its last attempt."),
+    _e(340, 500, "The job failed and will not be retried."),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

@@ -5,9 +5,16 @@ chunk, done), at most 8 completion rounds (BEM-088), BEM-089 for an unknown tool
 the run, and approval of `confirm_required` tools through an interrupted result. Better than the
 original: in a batch of tool calls the ones that need no approval run and only the others wait; a
 resume runs only `submitted` envelopes (the hub puts the stored action in their payload); real
-token usage, `model_used` and latency are reported; frames go to `emit` as they happen. A host may
-pass `should_stop`, asked before every model call and tool call: when it gives a reason, the run ends
-there with what it has (text so far, tool records, usage) and `metadata={"stopped": reason}`.
+token usage, `model_used` and latency are reported; frames go to `emit` as they happen.
+
+Two options a host may turn on (the defaults keep the original's behaviour): a `checkpoint` that
+keeps the conversation after every finished tool round, so a run started again continues from there;
+and `recoverable_errors`, BEM codes that go back to the model as the tool's result (`{"error": ...}`
+with the code) instead of ending the run.
+
+A host may also pass `should_stop`, asked before every model call and tool call: when it gives a
+reason, the run ends there with what it has (text so far, tool records, usage) and
+`metadata={"stopped": reason}`.
 """
 
 from __future__ import annotations
@@ -15,8 +22,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from typing import Any, Protocol
 
 from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
 from bot.beam.completion import CompletionClient, PendingToolCall, completion_call
@@ -52,6 +59,14 @@ _OPENAI_ROLES = {
 }
 
 
+class Checkpoint(Protocol):
+    """Where a host keeps a run's conversation: (rounds done, OpenAI-format messages)."""
+
+    async def load(self) -> tuple[int, list[dict[str, Any]]] | None: ...
+
+    async def save(self, rounds: int, messages: list[dict[str, Any]]) -> None: ...
+
+
 def compact_json(value: Any) -> str:
     """JSON as the original writes it into strings: no spaces, non-ASCII kept."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -71,12 +86,16 @@ class RigAgentRunner(Agent):
         tools: Sequence[Tool],
         skill: Skill,
         *,
+        checkpoint: Checkpoint | None = None,
+        recoverable_errors: Collection[str] = (),
         should_stop: StopCheck | None = None,
     ) -> None:
         self.name = name
         self.client = client
         self._complete = completion_call(client)  # a seed-style client has only `complete`
         self.skill = skill
+        self.checkpoint = checkpoint
+        self.recoverable_errors = frozenset(recoverable_errors)
         self.should_stop = should_stop
         self._tools: dict[str, Tool] = {}
         for tool in tools:
@@ -103,6 +122,8 @@ class RigAgentRunner(Agent):
         client: CompletionClient,
         tools: Sequence[Tool],
         *,
+        checkpoint: Checkpoint | None = None,
+        recoverable_errors: Collection[str] = (),
         should_stop: StopCheck | None = None,
     ) -> RigAgentRunner:
         """The tools in the skill's allowlist, in the order given; named after the skill.
@@ -113,8 +134,15 @@ class RigAgentRunner(Agent):
         if skill is None:
             skill = Skill(skill_name, "", tuple(tool.spec().name for tool in tools))
         allowed = set(skill.tools)
-        chosen = [t for t in tools if t.spec().name in allowed]
-        return cls(skill.name, client, chosen, skill, should_stop=should_stop)
+        return cls(
+            skill.name,
+            client,
+            [t for t in tools if t.spec().name in allowed],
+            skill,
+            checkpoint=checkpoint,
+            recoverable_errors=recoverable_errors,
+            should_stop=should_stop,
+        )
 
     @property
     def tool_specs(self) -> list[ToolSpec]:
@@ -159,6 +187,11 @@ class RigAgentRunner(Agent):
         await log.push(message_frame(StreamChunkType.PLACEHOLDER, PROGRESS_TEXT, headers))
         await log.push(message_frame(StreamChunkType.THINKING, PROGRESS_TEXT, headers))
         messages = self.messages(input, context)
+        first_round = 0
+        if self.checkpoint is not None:
+            saved = await self.checkpoint.load()
+            if saved is not None:  # a run started again: continue after its last finished round
+                first_round, messages = saved
         skip_approval = input.meta("confirm") is True
         records: list[ToolCallRecord] = []
         usage = TokenUsage()
@@ -174,7 +207,7 @@ class RigAgentRunner(Agent):
             await log.push(done_frame(result, headers))
             return True
 
-        for _ in range(MAX_ROUNDS):
+        for round_number in range(first_round, MAX_ROUNDS):
             if await stopped():
                 return
             completion = await self._complete(input, messages, self._specs)
@@ -208,6 +241,8 @@ class RigAgentRunner(Agent):
                 )
                 await log.push(done_frame(result, headers))
                 return
+            if self.checkpoint is not None:
+                await self.checkpoint.save(round_number + 1, messages)
         raise BeamError("BEM-088")
 
     async def _call_tool(
@@ -226,7 +261,13 @@ class RigAgentRunner(Agent):
         await log.push(frame)
         if tool is None:
             raise BeamError("BEM-089", call.name)
-        result_text = compact_json(await tool.invoke(call.args, input))
+        try:
+            value = await tool.invoke(call.args, input)
+        except BeamError as error:
+            if error.code not in self.recoverable_errors:
+                raise
+            value = {"error": error.to_json()}  # the model is told, with the code, and carries on
+        result_text = compact_json(value)
         function = {"name": call.name, "arguments": compact_json(call.args)}
         messages.append(
             {"role": "assistant", "tool_calls": [{"id": call.id, "type": "function", "function": function}]}

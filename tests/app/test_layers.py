@@ -23,6 +23,7 @@ RANK = {
     "approvals": 3,
     "reviews": 3,
     "runs": 2,
+    "effects": 1.5,  # issue 8: the journal of GitHub writes, over github and jobs
     "github": 1,
     "git": 1,
     "jobs": 1,

@@ -121,6 +121,9 @@ class FakeGitHub(FakeHandlers):
         self.violations: list[Violation] = []
         self.injections: list[Injection] = []
         self.not_modified = 0
+        # Called with each call GitHub has acted on, before its answer is sent (crash tests kill the
+        # bot here: the write happened, the bot never reads the answer).
+        self.on_answered: list[Callable[[Call], None]] = []
         self.rate_limit = RateLimit(reset=clock() + 3600)
         methods = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
         self.app = Starlette(routes=[Route("/{anything:path}", self._endpoint, methods=methods)])
@@ -193,6 +196,8 @@ class FakeGitHub(FakeHandlers):
         self.calls.append(call)
         response = await self._answer(request, call, checked.operation is not None, problems, checked, query)
         call.status = response.status_code
+        for hook in list(self.on_answered):
+            hook(call)
         return response
 
     def _header_problems(self, request: Request) -> list[str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from tests.support.fake_github_handlers import Answer, Ctx, FakeHandlers, Reply, operation, paginate
 from tests.support.fake_github_state import iso
 
@@ -102,6 +104,9 @@ def list_comments(fake: FakeHandlers, ctx: Ctx) -> Reply:
     if ctx.params["issue_number"] not in repo.issues:
         raise Answer(404, "Not Found")
     comments = fake.comments_on(repo.full_name, ctx.params["issue_number"])
+    if "since" in ctx.query:  # "only comments updated at or after this time"
+        since = datetime.strptime(ctx.query["since"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC).timestamp()
+        comments = [c for c in comments if c.updated_at >= since]
     return paginate(ctx, [ctx.render.comment(c) for c in comments])
 
 

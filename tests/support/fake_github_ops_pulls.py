@@ -162,3 +162,29 @@ def reply_to_review_comment(fake: FakeHandlers, ctx: Ctx) -> Reply:
     )
     reply.in_reply_to, reply.review_id = root, parent.review_id
     return Reply(201, ctx.render.review_comment(reply))
+
+
+# --- listings a retried job reads to find what an earlier attempt wrote ---------------------------
+
+
+@operation("pulls/list")
+def list_pulls(fake: FakeHandlers, ctx: Ctx) -> Reply:
+    repo = fake.visible_repo(ctx)
+    state = ctx.query.get("state", "open")
+    head = ctx.query.get("head")
+    found = []
+    for pull in fake.pulls_of(repo.full_name):
+        if state != "all" and pull.state != state:
+            continue
+        if head is not None and head.split(":", 1)[-1] != pull.head_ref:
+            continue
+        found.append(ctx.render.pull(repo, pull))
+    return paginate(ctx, found)
+
+
+@operation("pulls/list-reviews")
+def list_reviews(fake: FakeHandlers, ctx: Ctx) -> Reply:
+    repo = fake.visible_repo(ctx)
+    pull = fake.pull_of(ctx, repo)
+    reviews = sorted(fake.reviews_on(repo.full_name, pull.number), key=lambda r: r.id)
+    return paginate(ctx, [ctx.render.review(repo, r) for r in reviews])

@@ -4,7 +4,9 @@ Deciding is `rules.decide`; this module gathers its inputs (reactions, commands,
 permissions) and acts on the verdict through the state verbs of `pushes.Pushes`. Pushing happens
 only in the `push_watch` job of that push (one job at a time per key), through `resume.push_held`,
 so two answers, two workers or a retry after a crash can never push twice; a crashed push is
-finished by the same job's retry, the same way.
+finished by the same job's retry, the same way. The approval comment, the push and the pull request
+go through the effects journal (issue 8): a push that landed before its pull request was opened is
+finished by its watch job.
 """
 
 from __future__ import annotations
@@ -185,8 +187,11 @@ class Approvals:
             diffstat=summary.diffstat,
         )
         body = render_push.approval_request(push, summary.patch, summary.message)
-        comment = await ctx.gh.create_comment(push.owner, push.name, number, body)
-        push = replace(push, approval_comment_id=comment.id, approval_body_sha256=sha256(body))
+        comment = await ctx.effects.comment(
+            f"{run_id}:approval", push.owner, push.name, number, body, kind="approval"
+        )
+        # The posted body carries the effect's marker: the comment is unedited while it hashes the same.
+        push = replace(push, approval_comment_id=comment.id, approval_body_sha256=sha256(comment.body))
         await self.pushes.create(push)
         await self._schedule(push, now + self.timing.minimum)
         return push, comment.html_url
@@ -305,8 +310,8 @@ class Approvals:
         if push is None:
             return
         gh = InstallationClient(self.github, push.context.installation_id)
-        if push.state in ("approved", "pushing"):
-            await self._complete(gh, push.id)
+        if push.state in ("approved", "pushing") or (push.state == "pushed" and "pull" not in push.result):
+            await self._complete(gh, push.id)  # issue 8: also a push whose pull request is not open yet
             return
         if push.state != "pending":
             return
@@ -330,11 +335,18 @@ class Approvals:
 
     async def _complete(self, gh: InstallationClient, push_id: str) -> None:
         push = await self.pushes.get(push_id)
-        if push is None or push.state not in ("approved", "pushing"):
+        if push is None or push.state not in ("approved", "pushing", "pushed"):
             return
-        token = await self.deps.installation_token(push.context.installation_id)
+        if push.state == "pushed":  # issue 8: an attempt died after the push, before the pull request
+            if "pull" not in push.result:
+                await self._announce(gh, push, self.clock())
+            return
+        installation_id = push.context.installation_id
+        token = await self.deps.installation_token(installation_id)
         try:
-            await push_held(self.pushes, self.deps.checkouts, push, token)
+            effects = self.deps.effects(gh)
+            refresh = self.deps.refresher(installation_id)
+            await push_held(self.pushes, self.deps.checkouts, push, token, effects, refresh)
         except BeamError as error:
             if error.code == "BEM-066":
                 return
@@ -346,6 +358,10 @@ class Approvals:
         now = self.clock()
         if not await self.pushes.mark_pushed(push.id, now):
             return
+        await self._announce(gh, push, now)
+
+    async def _announce(self, gh: InstallationClient, push: HeldPush, now: float) -> None:
+        """Open the pull request of a pushed commit and say so on the approval comment."""
         link, note = await self._open_pull(gh, push)
         await self.pushes.update(push.id, result={**push.result, "pull": link})
         await self._edit(
@@ -366,7 +382,8 @@ class Approvals:
             return None, render_push.from_fork(f"{web}/{target.head_repo}/compare/{target.head_ref}...{head}")
         base = (target.head_ref if target.on_pull_request else None) or target.default_branch
         try:
-            pull = await gh.create_pull(
+            pull = await self.deps.effects(gh).pull(
+                f"push:{push.id}:pull",
                 push.owner,
                 push.name,
                 title=render_push.pull_title(target.instructions),
@@ -383,7 +400,7 @@ class Approvals:
         if push.approval_comment_id is None:
             return
         try:
-            await gh.update_comment(push.owner, push.name, push.approval_comment_id, body)
+            await self.deps.effects(gh).edit(None, push.owner, push.name, push.approval_comment_id, body)
         except GitHubError as error:
             log.warning("push %s: could not edit the approval comment: %s", push.id, error)
 

@@ -4,14 +4,19 @@ After approval the run is resumed through the framework's own resume path, with 
 backed by the push row: the claim is the row's compare-and-set (`Pushes.claim`), and the only tool
 bound is one that pushes exactly the pinned commit to the run's own branch, whatever arguments
 anyone sends. A watch job that finds its own earlier attempt died mid-push resumes the same way.
+With an effects journal (issue 8) the push is recorded before and after, and a retry first reads the
+branch tip on the remote, so an attempt that died after git pushed does not push again; git gets a
+fresh token after a 401 when `refresh` is given.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.app.approvals.pushes import HeldPush, Pushes
+from bot.app.effects.writer import GitHubEffects
 from bot.app.git.checkout import Checkouts
 from bot.beam.actions import ActionStatus, PendingAction
 from bot.beam.completion import EchoClient
@@ -20,6 +25,8 @@ from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
 from bot.beam.tools import Tool, ToolSpec, json_params
 from bot.beam.types import ActionResponseEnvelope, AgentInput, AgentResult, InvokeRequest
+
+Refresh = Callable[[], Awaitable[str]]  # a fresh installation token, after git got a 401
 
 
 class PushActionStore:
@@ -64,10 +71,19 @@ class PushActionStore:
 class HeldPushTool(Tool):
     """`git_push` for a resumed run: pushes the pinned commit to the run's branch and nothing else."""
 
-    def __init__(self, checkouts: Checkouts, push: HeldPush, token: str) -> None:
+    def __init__(
+        self,
+        checkouts: Checkouts,
+        push: HeldPush,
+        token: str,
+        effects: GitHubEffects | None = None,
+        refresh: Refresh | None = None,
+    ) -> None:
         self.checkouts = checkouts
         self.push = push
         self._token = token
+        self.effects = effects
+        self.refresh = refresh
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -78,20 +94,38 @@ class HeldPushTool(Tool):
         )
 
     async def invoke(self, args: Any, input: AgentInput) -> Any:
-        push = self.push
-        await self.checkouts.push_from_mirror(
-            push.repo,
-            push.context.clone_url,
-            self._token,
-            push.pending_ref,
-            push.branch,
-            expected_sha=push.commit_sha,
-            expected_remote=push.context.expected_tip,
-        )
+        push, token, url = self.push, self._token, self.push.context.clone_url
+
+        async def send() -> None:
+            await self.checkouts.push_from_mirror(
+                push.repo,
+                url,
+                token,
+                push.pending_ref,
+                push.branch,
+                expected_sha=push.commit_sha,
+                expected_remote=push.context.expected_tip,
+                refresh=self.refresh,
+            )
+
+        async def tip() -> str | None:
+            return await self.checkouts.remote_tip(push.repo, url, token, push.branch)
+
+        if self.effects is None:
+            await send()
+        else:
+            await self.effects.push(f"push:{push.id}:push", push.commit_sha, tip, send)
         return {"pushed": push.branch, "commit": push.commit_sha}
 
 
-async def push_held(pushes: Pushes, checkouts: Checkouts, push: HeldPush, token: str) -> AgentResult:
+async def push_held(
+    pushes: Pushes,
+    checkouts: Checkouts,
+    push: HeldPush,
+    token: str,
+    effects: GitHubEffects | None = None,
+    refresh: Refresh | None = None,
+) -> AgentResult:
     """Resume the author run with its stored action; BEM-066 if it is not this caller's to push.
 
     `push` is the row as the caller loaded it: `approved` claims it, `pushing` (the watch job's own
@@ -101,7 +135,9 @@ async def push_held(pushes: Pushes, checkouts: Checkouts, push: HeldPush, token:
     store = PushActionStore(pushes, push, resuming=push.state == "pushing")
     hub = RiverBeam(action_store=store)
     hub.register_agent(
-        RigAgentRunner.for_skill("author", EchoClient(), [HeldPushTool(checkouts, push, token)])
+        RigAgentRunner.for_skill(
+            "author", EchoClient(), [HeldPushTool(checkouts, push, token, effects, refresh)]
+        )
     )
     request = InvokeRequest(
         agent_name="author",

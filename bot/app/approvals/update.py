@@ -105,7 +105,8 @@ class Updates:
             await ctx.reply(render_push.UPDATE_NEEDS_OWN_PULL)
             return
         try:
-            await gh.add_reaction(
+            await ctx.effects.react(  # through the effects journal, as every write of a job
+                f"{run_id}:eyes",
                 repo.owner.login,
                 repo.name,
                 ctx.event.comment.id,
@@ -149,7 +150,8 @@ class Updates:
         repo, checkouts = ctx.repository, self.deps.checkouts
         token = await self.deps.installation_token(ctx.installation_id)
         refs = [f"refs/heads/{name}:refs/heads/{name}" for name in dict.fromkeys((base, branch))]
-        await checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs)
+        refresh = self.deps.refresher(ctx.installation_id)
+        await checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs, refresh=refresh)
         tip, base_sha = await self._tips(repo.full_name, branch, base)
         await checkouts.discard_leftover(repo.full_name, run_id)
         run_tree = await checkouts.create_run_tree(repo.full_name, run_id, tip, branch)

@@ -1,8 +1,7 @@
-"""Per-repository mirror cache and per-run working trees; credentials only in memory.
+"""Per-run working trees over the mirror cache (`mirrors.py`), pinned commits and pushes; credentials
+only in memory.
 
-Each repository gets one bare mirror, `work_dir/mirrors/<owner>/<repo>.git`, updated with the git
-command line (much faster than libgit2 for fetches, ARCHITECTURE.md section 9) and only for the refs a
-run needs. Each run gets its own repository under `runs_dir/<owner>/<repo>/<run_id>` whose
+Each run gets its own repository under `runs_dir/<owner>/<repo>/<run_id>` whose
 `objects/info/alternates` borrows the mirror's objects, so a checkout costs only the files it writes and
 the run's commits land in its own object store. `runs_dir` should sit on a fast filesystem when there
 is one (e.g. `/dev/shm`): creating files dominates a big checkout.
@@ -14,24 +13,23 @@ The installation token reaches git only in one process's environment as an `http
 from __future__ import annotations
 
 import functools
-import os
 import re
 import shutil
 import time
-import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TypeVar
 
 import anyio
 import anyio.to_thread
 import pygit2
 
+from bot.app.git.mirrors import Mirrors
 from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
 from bot.app.git.plumbing import (
     CheckoutError,
+    auth_refused,
     check_branch,
     check_sha,
     check_url,
@@ -39,12 +37,10 @@ from bot.app.git.plumbing import (
     copy_missing,
     delete_ref,
     explain,
-    fetch_refspec,
-    file_lock,
     hold_commit,
     make_run_dir,
     mirror_dirs,
-    origin_url,
+    remote_ref,
     remove_dir,
     rmdir_if_empty,
     run_git,
@@ -53,7 +49,6 @@ from bot.app.git.plumbing import (
 
 __all__ = ["PENDING_PREFIX", "RUNS_PREFIX", "CheckoutError", "Checkouts", "RunTree"]
 
-T = TypeVar("T")
 
 PENDING_PREFIX = "refs/beam/pending/"
 _RUN_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
@@ -89,66 +84,16 @@ def moved(branch: str, expected: str) -> str:
     )
 
 
-class Checkouts:
-    """The mirror cache and run trees of one worker machine (safe across tasks and processes)."""
-
-    def __init__(
-        self, work_dir: Path, runs_dir: Path | None = None, *, git: str = "git", timeout: float = 600.0
-    ) -> None:
-        self.work_dir = Path(work_dir)
-        self.mirrors_dir = self.work_dir / "mirrors"
-        self.runs_dir = Path(runs_dir) if runs_dir is not None else self.work_dir / "runs"
-        self._git = git
-        self._timeout = timeout
-        self._locks: dict[str, anyio.Lock] = {}
+class Checkouts(Mirrors):
+    """Run trees, pinned commits and pushes over the mirror cache (safe across tasks and processes)."""
 
     # -- paths ----------------------------------------------------------------------------------
-
-    def mirror_path(self, repo_full_name: str) -> Path:
-        owner, repo = split_repo(repo_full_name)
-        return self.mirrors_dir / owner / f"{repo}.git"
 
     def run_path(self, repo_full_name: str, run_id: str) -> Path:
         owner, repo = split_repo(repo_full_name)
         if not _RUN_ID.fullmatch(run_id):
             raise CheckoutError(f"Invalid run id {run_id!r}.")
         return self.runs_dir / owner / repo / run_id
-
-    # -- mirror upkeep ----------------------------------------------------------------------------
-
-    async def update_mirror(self, repo_full_name: str, clone_url: str, token: str, refs: list[str]) -> None:
-        """Create the mirror if needed and fetch exactly `refs` (`src:dst` refspecs) into it."""
-        mirror = self.mirror_path(repo_full_name)
-        check_url(clone_url)
-        specs = [fetch_refspec(spec) for spec in refs]
-        if not specs:
-            raise CheckoutError("No refs to fetch.")
-
-        def work() -> None:
-            if not mirror.exists():
-                self._create_mirror(mirror)
-            repo = pygit2.Repository(str(mirror))
-            if origin_url(repo) != clone_url:
-                repo.config["remote.origin.url"] = clone_url
-            args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
-            result = run_git(
-                self._git, self._timeout, [*args, "--", clone_url, *specs], cwd=mirror, token=token
-            )
-            if result.returncode != 0:
-                raise CheckoutError(explain("fetch", repo_full_name, result, token))
-
-        await self._locked(repo_full_name, work)
-
-    def _create_mirror(self, mirror: Path) -> None:
-        mirror.parent.mkdir(parents=True, exist_ok=True)
-        staging = mirror.with_name(f"{mirror.name}.tmp-{uuid.uuid4().hex[:8]}")
-        repo = pygit2.init_repository(str(staging), bare=True)
-        shutil.rmtree(staging / "hooks", ignore_errors=True)
-        # gc runs inside our lock rather than detached, and never while a run tree relies on it
-        # (each run tree's base commit is pinned under refs/beam/runs/).
-        repo.config["gc.autoDetach"] = False
-        repo.config["core.logAllRefUpdates"] = False
-        os.rename(staging, mirror)
 
     # -- run trees --------------------------------------------------------------------------------
 
@@ -253,6 +198,7 @@ class Checkouts:
         *,
         expected_sha: str | None = None,
         expected_remote: str | None = None,
+        refresh: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         """Push the commit at `source_ref` in the mirror to `refs/heads/<target_branch>`, never forced.
 
@@ -260,6 +206,7 @@ class Checkouts:
         With `expected_remote` (a follow-up on an existing branch), the commit must descend from it and
         the push goes through only while the remote branch is still there (git's lease): fast-forward
         only, and nothing moves if someone pushed to the branch in between.
+        When GitHub refuses the token and `refresh` is given, one fresh token is fetched and tried.
         """
         check_url(clone_url)
         check_branch(target_branch)
@@ -267,7 +214,7 @@ class Checkouts:
             raise CheckoutError(f"The bot pushes only to its own beam/... branches, not {target_branch!r}.")
         mirror = self.mirror_path(repo_full_name)
 
-        def work() -> None:
+        def work(token: str) -> None:
             repo = pygit2.Repository(str(mirror))
             try:
                 sha = str(repo.revparse_single(source_ref).peel(pygit2.Commit).id)
@@ -280,7 +227,8 @@ class Checkouts:
                 check_sha(expected_remote)
                 if sha != expected_remote and not _descends(repo, sha, expected_remote):
                     raise CheckoutError(f"{sha[:12]} does not build on {expected_remote[:12]}.")
-                remote = self._remote_tip(mirror, clone_url, token, target_branch)
+                ref = f"refs/heads/{target_branch}"
+                remote = remote_ref(self._git, self._timeout, mirror, clone_url, token, ref)
                 if remote == sha:
                     return  # an earlier attempt of this push landed
                 if remote != expected_remote:
@@ -293,25 +241,22 @@ class Checkouts:
             if result.returncode != 0:
                 if expected_remote is not None and "stale info" in (result.stderr or "").lower():
                     raise CheckoutError(moved(target_branch, expected_remote))
-                raise CheckoutError(explain("push", f"{sha[:12]} to {target_branch}", result, token))
+                what = f"{sha[:12]} to {target_branch}"
+                raise CheckoutError(explain("push", what, result, token), auth=auth_refused(result))
 
         if not mirror.exists():
             raise CheckoutError(f"There is no mirror of {repo_full_name}.")
-        await self._locked(repo_full_name, work)
+        await self._with_fresh_token(repo_full_name, work, token, refresh)
 
-    def _remote_tip(self, mirror: Path, clone_url: str, token: str, branch: str) -> str | None:
-        """Where `branch` is on the remote now (blocking), or None when it does not exist."""
-        ref = f"refs/heads/{branch}"
-        result = run_git(
-            self._git, self._timeout, ["ls-remote", "--", clone_url, ref], cwd=mirror, token=token
+    async def remote_tip(self, repo_full_name: str, clone_url: str, token: str, branch: str) -> str | None:
+        """The commit `refs/heads/<branch>` holds on the remote now, or None (how a retried push
+        finds out whether an earlier attempt's push landed)."""
+        check_url(clone_url)
+        check_branch(branch)
+        mirror = self.mirror_path(repo_full_name)
+        return await anyio.to_thread.run_sync(
+            lambda: remote_ref(self._git, self._timeout, mirror, clone_url, token, f"refs/heads/{branch}")
         )
-        if result.returncode != 0:
-            raise CheckoutError(explain("ls-remote", branch, result, token))
-        for line in (result.stdout or "").splitlines():
-            sha, _, name = line.partition("\t")
-            if name.strip() == ref:
-                return sha.strip()
-        return None
 
     async def drop_pin(self, repo_full_name: str, ref_name: str) -> None:
         """Forget a pending ref once its push is done, rejected or expired."""
@@ -355,17 +300,3 @@ class Checkouts:
         for ref in [r for r in repo.references if r.startswith(RUNS_PREFIX)]:
             if not self.run_path(name, ref[len(RUNS_PREFIX) :]).exists():
                 repo.references.delete(ref)
-
-    # -- plumbing ---------------------------------------------------------------------------------
-
-    async def _locked(self, repo_full_name: str, fn: Callable[[], T]) -> T:
-        """Run `fn` in a thread holding the mirror's task lock and its file lock (other processes)."""
-        lock = self._locks.setdefault(repo_full_name, anyio.Lock())
-        lock_file = self.mirror_path(repo_full_name).with_suffix(".lock")
-
-        def locked() -> T:
-            with file_lock(lock_file):
-                return fn()
-
-        async with lock:
-            return await anyio.to_thread.run_sync(locked)

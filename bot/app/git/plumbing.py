@@ -17,6 +17,8 @@ from urllib.parse import urlsplit
 
 import pygit2
 
+from bot.app.git.hygiene import hide_paths
+
 RUNS_PREFIX = "refs/beam/runs/"
 _PART = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _SHA = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
@@ -27,9 +29,10 @@ _STDERR_LIMIT = 600
 class CheckoutError(Exception):
     """What the checkout could not do, worded for a pull-request comment; it never holds a token."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, auth: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.auth = auth  # GitHub refused the token: a fresh one may succeed (issue 8)
 
 
 def run_git(
@@ -79,11 +82,17 @@ def basic_auth(token: str) -> str:
 
 
 def scrub(text: str, token: str | None) -> str:
-    """Text without the token, its header form, or credentials in any URL."""
+    """Text without the token, its header form, credentials in any URL, or the server's paths."""
     if token:
         text = text.replace(basic_auth(token).removeprefix("Basic "), "***").replace(token, "***")
     text = re.sub(r"(?i)authorization:[^\n]*", "Authorization: ***", text)
-    return re.sub(r"://[^/@\s]+@", "://***@", text)
+    return hide_paths(re.sub(r"://[^/@\s]+@", "://***@", text))
+
+
+def auth_refused(result: subprocess.CompletedProcess[str]) -> bool:
+    """Whether git failed because the server refused the credentials (401/403)."""
+    low = ((result.stderr or "") + (result.stdout or "")).lower()
+    return bool(re.search(r"\b40[13]\b|authentication failed|could not read username", low))
 
 
 def explain(action: str, what: str, result: subprocess.CompletedProcess[str], token: str | None) -> str:
@@ -104,6 +113,18 @@ def explain(action: str, what: str, result: subprocess.CompletedProcess[str], to
     if len(detail) > _STDERR_LIMIT:
         detail = "..." + detail[-_STDERR_LIMIT:]
     return f"{lead}\ngit said: {detail}" if detail else lead
+
+
+def remote_ref(git: str, timeout: float, cwd: Path, url: str, token: str, ref: str) -> str | None:
+    """The sha `ref` holds on the remote (`git ls-remote`), or None when it has no such ref."""
+    result = run_git(git, timeout, ["ls-remote", "--", url, ref], cwd=cwd, token=token)
+    if result.returncode != 0:
+        raise CheckoutError(explain("ls-remote", ref, result, token), auth=auth_refused(result))
+    for line in result.stdout.splitlines():
+        sha, _, name = line.partition("\t")
+        if name.strip() == ref:
+            return sha.strip()
+    return None
 
 
 def split_repo(full_name: str) -> tuple[str, str]:

@@ -3,9 +3,11 @@
 Retries follow GitHub's guidance (https://docs.github.com/rest/using-the-rest-api/best-practices-
 for-using-the-rest-api): on a primary rate limit (403/429 with `x-ratelimit-remaining: 0`) wait until
 `x-ratelimit-reset`; on a secondary limit wait `Retry-After` seconds, or at least a minute growing
-exponentially; retry 5xx with exponential backoff. Attempts are bounded and a wait longer than
-`max_wait` is not slept: the error carries `retry_at` so the job queue can come back later instead
-of holding a worker. The sleep and the clock are injectable so tests assert on the waits, not time.
+exponentially; retry 5xx of idempotent methods with exponential backoff (a POST that got a 5xx may
+have been done: the job retries it through the effects journal, which reads GitHub first). Attempts
+are bounded and a wait longer than `max_wait` is not slept: the error carries `retry_at` so the job
+queue can come back later instead of holding a worker. The sleep and the clock are injectable so
+tests assert on the waits, not time.
 """
 
 from __future__ import annotations
@@ -181,6 +183,10 @@ class GitHubApi:
                 return response
             self.stats.errors[status] = self.stats.errors.get(status, 0) + 1
             wait = self._retry_wait(response, attempt)
+            if status >= 500 and method not in IDEMPOTENT:
+                # The write may have happened before GitHub failed: the job's retry first reads
+                # GitHub through the effects journal instead of writing blindly again (issue 8).
+                wait = None
             if wait is None or attempt >= self.retry.max_attempts or wait > self.retry.max_wait:
                 retry_at = self.clock() + wait if wait is not None and status in (403, 429) else None
                 raise self._error(response, method, path, retry_at)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -57,6 +58,11 @@ def _file_text(body: Any) -> str | None:
 def _seg(value: str | int) -> str:
     """One path segment, escaped: owner, repo and user names come from webhook payloads."""
     return quote(str(value), safe="")
+
+
+def _iso(moment: float) -> str:
+    """An ISO 8601 UTC timestamp, as GitHub's `since` parameters take it."""
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _repo(owner: str, repo: str) -> str:
@@ -198,8 +204,12 @@ class InstallationClient:
     async def get_issue(self, owner: str, repo: str, number: int) -> Issue:
         return Issue.model_validate((await self._call("GET", f"{_repo(owner, repo)}/issues/{number}")).json())
 
-    async def list_comments(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Comment]:
-        items = await self._pages(f"{_repo(owner, repo)}/issues/{number}/comments", {}, limit)
+    async def list_comments(
+        self, owner: str, repo: str, number: int, *, limit: int = 1000, since: float | None = None
+    ) -> list[Comment]:
+        """Comments on an issue; with `since` (epoch seconds), only those updated since then."""
+        params = {} if since is None else {"since": _iso(since)}
+        items = await self._pages(f"{_repo(owner, repo)}/issues/{number}/comments", params, limit)
         return [Comment.model_validate(item) for item in items]
 
     async def create_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:
@@ -327,6 +337,17 @@ class InstallationClient:
         """PATCH a check run: status, conclusion, started_at, completed_at, output, details_url."""
         path = f"{_repo(owner, repo)}/check-runs/{check_run_id}"
         return CheckRun.model_validate((await self._call("PATCH", path, json=fields)).json())
+
+    # --- listings: how a retried job finds what an earlier attempt wrote (bot/app/effects) -------
+
+    async def list_reviews(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Review]:
+        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/reviews", {}, limit)
+        return [Review.model_validate(item) for item in items]
+
+    async def list_open_pulls(self, owner: str, repo: str, head: str) -> list[PullRequest]:
+        """Open pull requests whose head is `head` (`owner:branch`)."""
+        items = await self._pages(f"{_repo(owner, repo)}/pulls", {"state": "open", "head": head}, 100)
+        return [PullRequest.model_validate(item) for item in items]
 
 
 __all__ = [

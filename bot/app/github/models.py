@@ -180,6 +180,7 @@ class Review(GitHubModel):
     html_url: str
     state: str
     commit_id: str | None = None
+    body: str | None = None
 
 
 class InlineComment(GitHubModel):

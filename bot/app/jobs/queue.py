@@ -280,6 +280,17 @@ class JobQueue:
             lease_expires_at=None,
         )
 
+    async def reclaim(self, owner_prefix: str) -> int:
+        """Make the running jobs leased to `owner_prefix...` claimable now (issue 8): a restarted
+        process takes back its previous incarnation's jobs at once instead of after their lease."""
+        now = self.store.clock()
+        held = and_(jobs.c.state == "running", jobs.c.lease_owner.startswith(owner_prefix, autoescape=True))
+        async with self.store.write() as conn:
+            result = await conn.execute(
+                update(jobs).where(held).values(lease_expires_at=now - 1, updated_at=now)
+            )
+            return int(result.rowcount)
+
     async def reschedule(self, job: Job, at: float) -> bool:
         """Queue this job again for `at` as the same row, this attempt not counted (periodic jobs)."""
         return await self._finish(

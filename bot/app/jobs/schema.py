@@ -39,7 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -231,6 +231,29 @@ auto_reviews = Table(
     Column("updated_at", Double, nullable=False),
 )
 
+# Issue 8: the effects journal (bot/app/effects). One row per write a job makes on GitHub, keyed by
+# run id + step: `intent` is recorded before the call, `done` with what GitHub answered after it.
+effects = Table(
+    "effects",
+    metadata,
+    Column("key", Text, primary_key=True),
+    Column("kind", Text, nullable=False),
+    Column("state", Text, nullable=False),
+    Column("result", _Json),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
+# A run's conversation after its last finished tool round, so a retried run continues from there.
+run_checkpoints = Table(
+    "run_checkpoints",
+    metadata,
+    Column("run_id", Text, primary_key=True),
+    Column("rounds", Integer, nullable=False),
+    Column("messages", _Json, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
 
 def _add_auto_reviews(conn: Connection) -> None:
     """v2: per pull request state of automatic reviews."""
@@ -242,11 +265,17 @@ def _claim_index(conn: Connection) -> None:
     jobs_state_id.create(conn, checkfirst=True)
 
 
-MIGRATIONS: dict[int, Migration] = {2: _add_auto_reviews, 3: _claim_index}
+def _add_effects_tables(conn: Connection) -> None:
+    """v4: the effects journal and run checkpoints (issue 8)."""
+    effects.create(conn, checkfirst=True)
+    run_checkpoints.create(conn, checkfirst=True)
+
+
+MIGRATIONS: dict[int, Migration] = {2: _add_auto_reviews, 3: _claim_index, 4: _add_effects_tables}
 
 
 def _costs_and_limits(conn: Connection) -> None:
-    """v4: installation on jobs and runs, token columns, fairness turns, usage counters.
+    """v5: installation on jobs and runs, token columns, fairness turns, usage counters.
 
     Each step checks first (as version 2's does), so a database that has some of them already is
     brought to the same end."""
@@ -279,7 +308,7 @@ def _costs_and_limits(conn: Connection) -> None:
         conn.execute(insert(installation_turns).values(installation_id=0, last_turn=0))
 
 
-MIGRATIONS[4] = _costs_and_limits
+MIGRATIONS[5] = _costs_and_limits
 
 
 class SchemaError(RuntimeError):

@@ -9,6 +9,11 @@ heals and a persistent one ends as `dead` with its error). A timeout counts as a
 Idle loops sleep `poll_interval` between claims; `notify()` (called by intake after it stored a job)
 wakes them at once, so latency is low without polling the database hard.
 
+Issue 8: `run()` first takes back the jobs a previous incarnation of this `worker_id` held (a stable
+id from the work directory makes a restart resume its work at once); `on_gave_up` is told of every job
+that ends `failed` or `dead`, and `periodic` runs every `periodic_interval` seconds (the sweep that
+finishes tracking comments left non-final).
+
 `run()` runs until cancelled or until `stop` is set. On a stop, loops take no new job and in-flight
 jobs get `shutdown_grace` seconds to finish; a job still running after that, or when `run()` is
 cancelled, is handed back to the queue (`release`) so another worker starts it at once instead of
@@ -40,6 +45,8 @@ __all__ = ["Handler", "Job", "WorkerPool", "WorkerStats"]
 log = logging.getLogger("beam.workers")
 
 Handler = Callable[[Job], Awaitable[None]]
+GaveUp = Callable[[Job, str], Awaitable[None]]
+Periodic = Callable[[], Awaitable[None]]
 Observer = Callable[[float, str], None]
 
 DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
@@ -140,6 +147,9 @@ class WorkerPool:
         heartbeat_interval: float | None = None,
         shutdown_grace: float = 10.0,
         observer: Observer | None = None,
+        on_gave_up: GaveUp | None = None,
+        periodic: Periodic | None = None,
+        periodic_interval: float = 30.0,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -154,6 +164,9 @@ class WorkerPool:
         self.heartbeat_interval = heartbeat_interval or lease_seconds / 3
         self.shutdown_grace = shutdown_grace
         self.observer = observer
+        self.on_gave_up = on_gave_up
+        self.periodic = periodic
+        self.periodic_interval = periodic_interval
         self.stats = WorkerStats()
         self._wake = anyio.Event()
         self._stopping = anyio.Event()
@@ -169,9 +182,12 @@ class WorkerPool:
         self._wake.set()
 
     async def run(self, stop: anyio.Event | None = None) -> None:
+        await self._reclaim()
         async with anyio.create_task_group() as tg:
             if stop is not None:
                 tg.start_soon(self._stop_when, stop)
+            if self.periodic is not None:
+                tg.start_soon(self._run_periodic, self.periodic)
             async with anyio.create_task_group() as loops:
                 for index in range(self.concurrency):
                     loops.start_soon(self._loop, f"{self.worker_id}/{index}")
@@ -192,6 +208,24 @@ class WorkerPool:
         self.stop()
         tg, self._tg = self._tg, None
         return await tg.__aexit__(exc_type, exc, tb)
+
+    async def _reclaim(self) -> None:
+        try:
+            taken = await self.queue.reclaim(f"{self.worker_id}/")
+        except Exception:
+            log.exception("worker %s could not take back its earlier jobs", self.worker_id)
+            return
+        if taken:
+            log.info("worker %s takes back %d job(s) its previous incarnation held", self.worker_id, taken)
+
+    async def _run_periodic(self, periodic: Periodic) -> None:
+        while not self._stopping.is_set():
+            try:
+                await periodic()
+            except Exception:
+                log.exception("the periodic task of worker %s failed", self.worker_id)
+            with anyio.move_on_after(self.periodic_interval):
+                await self._stopping.wait()
 
     async def _stop_when(self, stop: anyio.Event) -> None:
         await stop.wait()
@@ -305,6 +339,11 @@ class WorkerPool:
             log.info("job %s attempt %s: %s (%s)", job.id, job.attempts, attempt.error, attempt.outcome)
         counter = _OUTCOME_COUNTERS[attempt.outcome]
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
+        if attempt.outcome in ("failed", "dead") and self.on_gave_up is not None:
+            try:  # never silent: the job's tracking comment is made final now
+                await self.on_gave_up(job, attempt.error)
+            except Exception:
+                log.exception("job %s: could not report its end (the sweep will)", job.id)
         if attempt.outcome == "lease_lost":
             log.warning("job %s: lease lost, another worker owns it now", job.id)
 

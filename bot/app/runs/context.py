@@ -2,18 +2,22 @@
 
 It is frozen and whole before any handler runs: the job, the comment event and its command, the
 installation and its client, and the repository config the command runs under. A skill run,
-`/beam author`, `/beam approve` and `/beam reject` each take it as it is.
+`/beam author`, `/beam approve` and `/beam reject` each take it as it is. Its replies go through the
+job's effects journal (issue 8), numbered per job, so a retried job never posts one twice.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 
 from bot.app.commands import Command
+from bot.app.effects.writer import GitHubEffects
 from bot.app.github.client import InstallationClient
 from bot.app.github.payloads import CommentEvent, Repository
 from bot.app.jobs.queue import Job
 from bot.app.repo_config import ConfigResult, RepoConfig
+from bot.app.runs.deps import run_id_for
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,9 @@ class JobContext:
     gh: InstallationClient
     installation_id: int
     config_result: ConfigResult
+    effects: GitHubEffects
+    # Numbers this job's replies: the step of their effects-journal keys (`<run id>:reply-<n>`).
+    replies: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     @property
     def config(self) -> RepoConfig:
@@ -39,6 +46,7 @@ class JobContext:
         return self.event.comment.user.login
 
     async def reply(self, text: str) -> None:
-        """A comment on the issue or pull request the command came from."""
+        """A comment on the issue or pull request the command came from, exactly once."""
         repo = self.event.repository
-        await self.gh.create_comment(repo.owner.login, repo.name, self.event.number, text)
+        key = f"{run_id_for(self.job)}:reply-{next(self.replies)}"
+        await self.effects.comment(key, repo.owner.login, repo.name, self.event.number, text, kind="reply")

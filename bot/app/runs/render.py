@@ -62,6 +62,14 @@ def _steps(progress: Progress, limit: int = 30) -> str:
     return "\n".join(lines)
 
 
+def review_posted(url: str, answer: str = "") -> str:
+    """The tracking comment's answer for a review run: where the review is, then the model's words."""
+    text = "Posted a review on this pull request."
+    if url:
+        text += f" ([the review]({url}))"
+    return f"{text}\n\n{answer}" if answer else text
+
+
 def working(progress: Progress) -> str:
     steps = _steps(progress)
     body = f"⏳ Working on `{progress.command}` (run `{progress.run_id[:8]}`)…"
@@ -276,10 +284,6 @@ def suggestion_as_text(text: str, reason: str) -> str:
     body = text[:-1] if text.endswith("\n") else text
     fence = _fence(body)
     return f"Suggested code (not offered as a suggestion: {reason}):\n{fence}\n{body}\n{fence}"
-
-
-def review_posted(answer: str) -> str:
-    return f"Posted a review on this pull request.\n\n{answer}"
 
 
 def not_read_note(

@@ -1,8 +1,12 @@
 """One skill run on a pull request: 👀, a tracking comment, a sandboxed checkout, the agent, the answer.
 
 The run id is derived from the delivery, so a job retried after a crash finds its run row and its
-tracking comment and edits them instead of posting twice. Whatever happens, the tracking comment ends
-in a final state (answer or failure with the run id): a silent failure is a bug.
+tracking comment and edits them instead of posting twice. Every GitHub write goes through the effects
+journal (bot/app/effects) under `<run id>:<step>`: a retry adopts the 👀, the tracking comment and the
+review an earlier attempt made; a recorded final state is only written again; a posted review means
+the run is complete. Read-only skills keep their conversation after each tool round, so a retry
+continues there. Whatever happens, the tracking comment ends in a final state (answer or failure with
+the run id): a silent failure is a bug.
 """
 
 from __future__ import annotations
@@ -11,31 +15,36 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import pygit2
 
-from bot.app.git.checkout import CheckoutError, Checkouts, RunTree
+from bot.app.effects.conversation import RunConversation
+from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InlineComment, PullFile, PullRequest
-from bot.app.github.identity import BotIdentity
-from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import RetryableError, seconds_until
-from bot.app.jobs.store import Store
-from bot.app.limits.policy import Policy
 from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
+from bot.app.runs.deps import (
+    MAX_KNOWN_PATHS,
+    MAX_PULL_FILES,
+    RECOVERABLE_TOOL_ERRORS,
+    RESUMABLE_SKILLS,
+    RUN_NAMESPACE,
+    Outcome,
+    RunDeps,
+    run_id_for,
+)
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.memory import RunMemory
-from bot.app.runs.plan import FollowUp, RunPlan, with_refusals
+from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.prompt import build_prompt
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
-from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
@@ -45,40 +54,7 @@ from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 
 log = logging.getLogger("beam.runs")
 
-RUN_NAMESPACE = uuid.UUID("5b0e3a52-8f0d-4c55-9a57-4be2a7d1c0de")
-MAX_PULL_FILES = 300
-MAX_KNOWN_PATHS = 20_000
-
-
-def run_id_for(job: Job) -> str:
-    """Stable per delivery, so every attempt of one command is the same run."""
-    basis = f"delivery:{job.delivery_id}" if job.delivery_id else f"job:{job.id}"
-    return str(uuid.uuid5(RUN_NAMESPACE, basis))
-
-
-@dataclass(frozen=True)
-class RunDeps:
-    """What a run needs from the process; built once by the app's lifespan."""
-
-    store: Store
-    checkouts: Checkouts
-    llm: CompletionClient
-    installation_token: Callable[[int], Awaitable[str]]
-    identity: BotIdentity
-    run_timeout: float = 600.0
-    policy: Policy = field(default_factory=Policy)
-    # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
-    observe: Callable[[str, str, float, int, int], None] | None = None
-
-
-@dataclass
-class Outcome:
-    answer: str
-    notes: list[str] = field(default_factory=list)
-    result: AgentResult | None = None
-    held: bool = False  # the run ended by asking for approval (its status is `interrupted`)
-    cancelled_by: str | None = None  # `/beam cancel` stopped it (its status is `cancelled`)
-
+__all__ = ["MAX_PULL_FILES", "RUN_NAMESPACE", "Outcome", "RunDeps", "SkillRun", "run_id_for"]
 
 OnInterrupt = Callable[
     ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
@@ -114,23 +90,36 @@ class SkillRun:
         self.comment_id: int | None = None
         self.started = time.monotonic()
         self.usage = RunUsage.for_run(deps, self.run_id, ctx.installation_id, self.started)
+        self.effects = deps.effects(ctx.gh)
+
+    def key(self, step: str) -> str:
+        """The effects-journal key of one of this run's writes."""
+        return f"{self.run_id}:{step}"
 
     # -- the tracking comment -------------------------------------------------------------------
 
-    async def publish(self, body: str) -> None:
-        gh = self.ctx.gh
+    async def publish(self, body: str, *, kind: str = "edit") -> None:
         if self.comment_id is None:
-            comment = await gh.create_comment(self.owner, self.repo, self.number, body)
+            comment = await self.effects.comment(
+                self.key("tracking"), self.owner, self.repo, self.number, body
+            )
             self.comment_id = comment.id
             await self.deps.store.update_run(self.run_id, tracking_comment_id=comment.id)
         else:
-            await gh.update_comment(self.owner, self.repo, self.comment_id, body)
+            await self.effects.edit(
+                self.key("tracking"), self.owner, self.repo, self.comment_id, body, kind=kind
+            )
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.ctx.event
         try:
-            await self.ctx.gh.add_reaction(
-                self.owner, self.repo, event.comment.id, "eyes", review_comment=event.is_review_comment
+            await self.effects.react(
+                self.key("eyes"),
+                self.owner,
+                self.repo,
+                event.comment.id,
+                "eyes",
+                review_comment=event.is_review_comment,
             )
         except GitHubError as error:  # the 👀 is a courtesy; the tracking comment is what must land
             log.warning("run %s: could not react to the command: %s", self.run_id, error)
@@ -172,6 +161,8 @@ class SkillRun:
                 log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
                 await self._finish(recovered, None)
                 return
+            if await self._resume_finished():
+                return
         await self._start(existing)
         job = self.ctx.job
         outcome: Outcome | None = None
@@ -202,22 +193,57 @@ class SkillRun:
             failure = (render.INTERNAL_ERROR, None)
         await self._finish(outcome, failure)
 
-    async def _safe_publish(self, body: str) -> None:
+    async def _resume_finished(self) -> bool:
+        """An earlier attempt got past its point of no return: write its end again, and stop.
+
+        A recorded final state is published again as it was; a posted review (found in the journal, or
+        on GitHub by its marker) means the run is complete, so the model is not asked again.
+        """
+        final = await self.effects.journal.lookup(self.key("final"))
+        if final is not None:
+            log.info("run %s: its final state was recorded; writing it again", self.run_id)
+            await self._write_final(str(final.result.get("body", "")), dict(final.result.get("values") or {}))
+            return True
+        if self.skill != "review":
+            return False
+        key = self.key("review")
+        review = await self.effects.settle(
+            key, "review", lambda _since: self.effects.find_review(key, self.owner, self.repo, self.number)
+        )
+        if review is None:
+            return False
+        log.info("run %s: its review %s is already posted; the run is complete", self.run_id, review.id)
+        await self._finish(Outcome(answer=render.review_posted(review.html_url)), None)
+        return True
+
+    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
+        """Write the recorded final state; if GitHub refuses it for now, the job is retried (and
+        writes it again), so the run is not marked ended behind a comment that still says Working."""
+        if not await self._safe_publish(body, kind="final"):
+            raise RetryableError(f"run {self.run_id}: the final state could not be written yet")
+        await self.deps.store.update_run(self.run_id, **values)
+
+    async def _safe_publish(self, body: str, *, kind: str = "edit") -> bool:
+        """Publish; False only when GitHub failed for now (a later try may succeed)."""
         with anyio.CancelScope(shield=True):
             try:
-                await self.publish(body)
+                await self.publish(body, kind=kind)
             except GitHubError as error:
                 log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
+                return not error.transient
+        return True
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
+        """Record the final state, then write it: a retry that finds it recorded only writes it again."""
         latency = int((time.monotonic() - self.started) * 1000)
         values: dict[str, Any] = {"finished_at": time.time(), "latency_ms": latency}
         spent = self.usage.summary(len(self.progress.tools))
         if outcome is not None:
             by = outcome.cancelled_by
-            body = render.finished(self.progress, outcome.answer, outcome.notes, spent)
-            await self._safe_publish(
-                render.cancelled(self.progress, by, outcome.answer, spent) if by else body
+            body = (
+                render.cancelled(self.progress, by, outcome.answer, spent)
+                if by
+                else render.finished(self.progress, outcome.answer, outcome.notes, spent)
             )
             result = outcome.result
             held = outcome.held or (result is not None and result.interrupted)
@@ -228,9 +254,11 @@ class SkillRun:
                 values["usage"] = result.token_usage.to_json() if result.token_usage else None
         else:
             reason, code = failure or (render.NO_ANSWER, None)
-            await self._safe_publish(render.failed(self.progress, reason, code, spent))
+            body = render.failed(self.progress, reason, code, spent)
             values.update(status="failed", error_code=code, error_message=reason)
-        await self.deps.store.update_run(self.run_id, **values)
+        with anyio.CancelScope(shield=True):
+            await self.effects.journal.record(self.key("final"), "final", {"body": body, "values": values})
+        await self._write_final(body, values)
         await self.usage.record()
         if self.deps.observe is not None:
             usage = values.get("usage") or {}
@@ -272,7 +300,8 @@ class SkillRun:
             refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
         if pull is not None and pull.base.ref != repo.default_branch:
             refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
-        await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs)
+        refresh = self.deps.refresher(self.ctx.installation_id)
+        await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs, refresh=refresh)
         if follow_up is not None:
             head_sha = await self._branch_sha(follow_up.branch)
             branch = follow_up.branch
@@ -326,7 +355,7 @@ class SkillRun:
         files: list[PullFile],
         total: int,
     ) -> Outcome:
-        event, gh = self.ctx.event, self.ctx.gh
+        event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
@@ -337,8 +366,14 @@ class SkillRun:
                 InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
             ]
             body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
-            review = await gh.create_review(
-                self.owner, self.repo, self.number, commit_id=head_sha, body=body, comments=inline
+            review = await self.effects.review(
+                self.key("review"),
+                self.owner,
+                self.repo,
+                self.number,
+                commit_id=head_sha,
+                body=body,
+                comments=inline,
             )
             return review.id
 
@@ -347,14 +382,28 @@ class SkillRun:
 
         memory = RunMemory(self.deps.store, event.repository.full_name)
         tools = [
-            *with_refusals(sandbox_tools(tree), self.plan.refusals_for_model),
+            *sandbox_tools(tree),
             *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
         ]
         hub = RiverBeam(memory=memory)
         guard = await self.usage.arm(self.ctx.config.limits)
-        runner = RigAgentRunner.for_skill(self.skill, self.usage.meter, tools, should_stop=guard)
-        hub.register_agent(runner)
+        checkpoint = None
+        if self.skill in RESUMABLE_SKILLS:
+            checkpoint = RunConversation(self.effects.journal, self.run_id)
+        # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
+        # back to the model as the tool's result; the rest still end the run.
+        recoverable = RECOVERABLE_TOOL_ERRORS | self.plan.refusals_for_model
+        hub.register_agent(
+            RigAgentRunner.for_skill(
+                self.skill,
+                self.usage.meter,
+                tools,
+                checkpoint=checkpoint,
+                recoverable_errors=recoverable,
+                should_stop=guard,
+            )
+        )
         text, coverage = build_prompt(
             event,
             self.skill,
@@ -389,7 +438,8 @@ class SkillRun:
         if self.skill == "review" and pull is not None:
             if ledger.review_id is None:
                 ledger.review_id = await post_review(answer or render.EMPTY_REVIEW, [])
-            answer = render.review_posted(answer)
+            posted = await self.effects.done(self.key("review"))
+            answer = render.review_posted(posted.html_url if posted else "", answer)
         notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         return Outcome(answer=answer, notes=notes, result=result)
 

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from bot.app.jobs.identity import WorkerIdentity, claim_identity
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.retention import prune_periodically
 from bot.app.jobs.store import Store, build_url
@@ -69,12 +70,18 @@ class AppRuntime:
             raise ValueError("pass handler or handler_factory, not both")
         self.settings = settings
         self.metrics = metrics or Metrics()
-        self.intake = WebhookIntake(self.metrics, public_url=settings.public_url)
+        self.intake = WebhookIntake(
+            self.metrics,
+            public_url=settings.public_url,
+            max_unverified=settings.max_unverified_bytes,
+            body_timeout=settings.body_timeout,
+        )
         self.setup = SetupFlow(settings, {}, self.activate)
         self.credentials: AppCredentials | None = None
         self.store: Store | None = None
         self.github: httpx.AsyncClient | None = None
         self.workers: WorkerPool | None = None
+        self.identity: WorkerIdentity | None = None
         self._handler = handler
         self._handler_factory = handler_factory
         self._github_transport = github_transport
@@ -143,6 +150,9 @@ class AppRuntime:
             self._task_group = None
             self.github = None
             self.workers = None
+            if self.identity is not None:
+                self.identity.release()
+                self.identity = None
             store, self.store = self.store, None
             await store.close()
 
@@ -159,6 +169,8 @@ class AppRuntime:
             handler = self._handler_factory(self)
         if handler is None or self._task_group is None or self.store is None:
             return
+        # Issue 8: a stable identity from the work directory, so a restart takes its jobs back at once.
+        self.identity = await anyio.to_thread.run_sync(claim_identity, self.settings.work_dir)
         cap = self.settings.max_concurrency_per_installation or None
         self.workers = WorkerPool(
             JobQueue(self.store, max_per_installation=cap, capped_kinds=frozenset({RUN_KIND, AUTO_REVIEW})),
@@ -168,6 +180,11 @@ class AppRuntime:
             job_timeout=self.settings.job_timeout,
             poll_interval=self.settings.queue_poll_interval,
             observer=self.metrics.observe_run,
+            worker_id=self.identity.id,
+            shutdown_grace=self.settings.shutdown_grace,
+            on_gave_up=getattr(handler, "gave_up", None),
+            periodic=getattr(handler, "periodic", None),
+            periodic_interval=self.settings.sweep_interval,
         )
         self.intake.notify = self.workers.notify
         self._task_group.start_soon(self._run_workers, self.workers)

@@ -16,6 +16,9 @@ Decisions:
   counters in /metrics count every outcome. Refusals and store errors stay visible at INFO and above.
 - Only `application/json` deliveries are accepted: a hook configured for form encoding gets 415 with
   a message that says how to fix it.
+- Issue 8, abuse: bytes of bodies not yet verified are capped in total (`limits.ByteBudget`; the
+  excess waits, then gets 503 with Retry-After); the body read times out (408); the fields stored as
+  columns are made storable on PostgreSQL (U+0000 becomes U+FFFD there; the payload is kept exact).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
+from bot.app.web.limits import ByteBudget
 from bot.app.web.metrics import Metrics
 from bot.app.webhooks.triage import can_lead_to_work
 
@@ -45,6 +49,9 @@ _OFF_LOOP = 1024 * 1024
 _EVENT_RE = re.compile(r"^[a-z_]{1,64}$")
 _DELIVERY_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _SIG_RE = re.compile(r"^sha256=[0-9a-fA-F]{64}$")
+MAX_UNVERIFIED = 64 * 1024 * 1024  # bytes of unverified bodies held at once, all requests together
+BUDGET_WAIT = 5.0  # seconds a body waits for room in that budget before 503
+BODY_TIMEOUT = 30.0  # seconds to read one body
 
 
 class DeliveryStore(Protocol):
@@ -65,11 +72,12 @@ class DeliveryStore(Protocol):
 
 
 class _Rejected(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.retry_after = retry_after
 
 
 def signature_for(secret: bytes, body: bytes) -> str:
@@ -114,10 +122,22 @@ class WebhookIntake:
     `secret is None` means setup mode: deliveries are refused with 503 until the App is registered.
     """
 
-    def __init__(self, metrics: Metrics, *, public_url: str | None = None, max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self,
+        metrics: Metrics,
+        *,
+        public_url: str | None = None,
+        max_body: int = MAX_BODY,
+        max_unverified: int = MAX_UNVERIFIED,
+        budget_wait: float = BUDGET_WAIT,
+        body_timeout: float = BODY_TIMEOUT,
+    ) -> None:
         self.metrics = metrics
         self.public_url = public_url
         self.max_body = max_body
+        self.budget = ByteBudget(max_unverified)
+        self.budget_wait = budget_wait
+        self.body_timeout = body_timeout
         self.store: DeliveryStore | None = None
         self.secret: bytes | None = None
         self.notify: Callable[[], None] | None = None
@@ -132,7 +152,9 @@ class WebhookIntake:
         except _Rejected as rej:
             self.metrics.rejection(rej.reason)
             self._log(event, action, delivery, rej.status, rej.reason, started)
-            return JSONResponse({"error": rej.reason, "message": rej.message}, status_code=rej.status)
+            headers = {"Retry-After": str(rej.retry_after)} if rej.retry_after is not None else None
+            body = {"error": rej.reason, "message": rej.message}
+            return JSONResponse(body, status_code=rej.status, headers=headers)
         self.metrics.delivery(outcome)
         self._log(event, action, delivery, status, outcome, started)
         if outcome == "pong":
@@ -164,17 +186,21 @@ class WebhookIntake:
                 "beam-bot accepts webhook deliveries as application/json only: set the hook's "
                 "content type to application/json in the GitHub App settings",
             )
-        body = await self._read_body(request)
-        header = request.headers.get("x-hub-signature-256")
-        if len(body) > _OFF_LOOP:
-            ok = await anyio.to_thread.run_sync(signature_matches, secret, body, header)
-        else:
-            ok = signature_matches(secret, body, header)
+        reserved = [0]
+        try:
+            body = await self._read_body(request, reserved)
+            header = request.headers.get("x-hub-signature-256")
+            if len(body) > _OFF_LOOP:
+                ok = await anyio.to_thread.run_sync(signature_matches, secret, body, header)
+            else:
+                ok = signature_matches(secret, body, header)
+        finally:
+            self.budget.release(reserved[0])  # verified (or refused): no longer an unverified body
         if not ok:
             raise _Rejected(401, "signature", "X-Hub-Signature-256 is missing or does not match the body")
         payload = await self._parse(body)
         action = payload.get("action")
-        action = action if isinstance(action, str) else None
+        action = _storable(action) if isinstance(action, str) else None
         if event == "ping":
             return 200, "pong", action
         work = can_lead_to_work(event, payload)
@@ -184,7 +210,7 @@ class WebhookIntake:
                 event,
                 action,
                 body,
-                job_key_for(payload),
+                _storable(job_key_for(payload)),
                 with_job=work,
                 installation_id=installation_of(payload),
             )
@@ -212,17 +238,35 @@ class WebhookIntake:
         if length > self.max_body:
             raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
 
-    async def _read_body(self, request: Request) -> bytes:
+    async def _reserve(self, size: int, reserved: list[int]) -> None:
+        if not await self.budget.reserve(size, self.budget_wait):
+            raise _Rejected(
+                503, "busy", "too many webhook bodies are being received; try again", retry_after=5
+            )
+        reserved[0] += min(size, self.budget.capacity)
+
+    async def _read_body(self, request: Request, reserved: list[int]) -> bytes:
         # Read through the stream with a cap: a chunked upload without Content-Length cannot make
-        # us buffer more than max_body.
+        # us buffer more than max_body. Its bytes are reserved in the budget of unverified bodies
+        # before they are read: all of a declared length at once, else chunk by chunk.
+        declared = request.headers.get("content-length")
+        if declared is not None:
+            await self._reserve(int(declared), reserved)
         chunks: list[bytes] = []
         size = 0
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self.max_body:
-                    raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
-                chunks.append(chunk)
+            with anyio.fail_after(self.body_timeout):
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_body:
+                        raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
+                    if declared is None or size > reserved[0]:
+                        await self._reserve(len(chunk), reserved)
+                    chunks.append(chunk)
+        except TimeoutError:
+            raise _Rejected(
+                408, "body_timeout", f"the body took longer than {self.body_timeout:g} s"
+            ) from None
         except ClientDisconnect:
             raise _Rejected(
                 400, "disconnected", "the client went away before sending the whole body"
@@ -263,6 +307,11 @@ class WebhookIntake:
             outcome,
             ms,
         )
+
+
+def _storable(text: str) -> str:
+    """A string PostgreSQL can keep in a text column (it refuses U+0000; SQLite does not)."""
+    return text.replace("\x00", "\ufffd")
 
 
 def _loads(body: bytes) -> Any:

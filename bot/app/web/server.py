@@ -29,6 +29,7 @@ from bot.app.preflight import (
 )
 from bot.app.settings import Settings, SettingsError, load_credentials
 from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
+from bot.app.web.limits import header_timeout_protocol
 
 __all__ = ["configure_logging", "run_worker", "serve"]
 
@@ -84,9 +85,12 @@ def serve(
         log_config=None,
         lifespan="on",
         loop="uvloop",
-        http="httptools",
         proxy_headers=False,
         server_header=False,
+        # httptools (h11 only when it is missing), and issue 8: a slow client cannot hold a connection
+        # without sending a request head, and the number of connections is bounded (more get 503).
+        http=header_timeout_protocol(settings.header_timeout),
+        limit_concurrency=settings.max_connections,
     )
     server = uvicorn.Server(config)
     _describe(settings)

@@ -10,6 +10,7 @@ flow, every other skill to a plain `SkillRun`.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -32,7 +33,7 @@ from bot.app.reviews.threads import ThreadReplies, is_thread_question
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
-from bot.app.runs.run import RunDeps, SkillRun
+from bot.app.runs.run import RunDeps, SkillRun, run_id_for
 from bot.app.webhooks.config_fetch import load_config_and_permission
 from bot.app.webhooks.gate import Gate
 from bot.app.webhooks.routing import Ignore, Reply, decide, parse_comment_event, parse_pull_request_event
@@ -40,6 +41,7 @@ from bot.app.webhooks.triage import REVIEW_ACTIONS, can_lead_to_work
 
 log = logging.getLogger("beam.jobs")
 
+RUN_REPLY_STEPS = 1001  # a run job's replies are `<run id>:reply-1001`, ... (triage's start at 1)
 READ_ONLY_PR_SKILLS = frozenset({"review", "summarize", "commit-notes"})
 ANSWERS = frozenset({"approve", "reject"})  # answers to a held push: authorised by the approvals flow
 
@@ -107,9 +109,13 @@ class Webhooks:
             return
         try:
             gh, installation_id = await event_client(self.github, event)
-            if isinstance(decision, Reply):
+            if isinstance(decision, Reply):  # exactly once, through the effects journal (issue 8)
                 repo = event.repository
-                await gh.create_comment(repo.owner.login, repo.name, event.number, decision.text)
+                key = f"{run_id_for(job)}:reply-1"
+                effects = self.deps.effects(gh)
+                await effects.comment(
+                    key, repo.owner.login, repo.name, event.number, decision.text, kind="reply"
+                )
                 return
             await self._command(job, event, decision.command, gh, installation_id)
         except GitHubError as error:
@@ -161,7 +167,7 @@ class Webhooks:
         config, permission = await load_config_and_permission(
             gh, repo.owner.login, repo.name, repo.default_branch, event.comment.user.login
         )
-        ctx = JobContext(job, event, command, gh, installation_id, config)
+        ctx = JobContext(job, event, command, gh, installation_id, config, self.deps.effects(gh))
         if command.name in ANSWERS:
             await self.approvals.answer(ctx)
             return
@@ -194,7 +200,9 @@ class Webhooks:
             gh, installation_id = await event_client(self.github, event)
             repo = event.repository
             config = await load_repo_config(gh.get_file, repo.owner.login, repo.name, repo.default_branch)
-            ctx = JobContext(job, event, parsed, gh, installation_id, config)
+            # Replies of the run job number apart from its delivery's (one run id, one journal).
+            replies = itertools.count(RUN_REPLY_STEPS)
+            ctx = JobContext(job, event, parsed, gh, installation_id, config, self.deps.effects(gh), replies)
             await self.commands.get(parsed.name, self.run_skill)(ctx)
         except GitHubError as error:
             raise job_failure(error) from error

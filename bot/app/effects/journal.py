@@ -1,0 +1,91 @@
+"""The effects journal: one row per GitHub write, `intent` before the call and `done` after it.
+
+A write whose row is `done` is never made again: its stored result (the object's id and URL) is
+returned. A row left at `intent` means an earlier attempt died somewhere between deciding to write and
+recording the answer; the caller then reads GitHub (hidden markers, branch tips, open pull requests)
+to find out whether the write happened, because GitHub itself has no idempotency keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from sqlalchemy import select, update
+
+from bot.app.jobs.schema import effects, run_checkpoints
+from bot.app.jobs.store import Store
+
+EffectState = Literal["intent", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    key: str
+    kind: str
+    state: EffectState
+    result: dict[str, Any]
+    created_at: float
+
+
+class Journal:
+    """The `effects` table (`lookup`, `intend`, `record`) and the runs' conversation checkpoints."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    async def lookup(self, key: str) -> Entry | None:
+        async with self.store.read() as conn:
+            row = (await conn.execute(select(effects).where(effects.c.key == key))).first()
+        if row is None:
+            return None
+        return Entry(row.key, row.kind, row.state, dict(row.result or {}), float(row.created_at))
+
+    async def intend(self, key: str, kind: str) -> None:
+        """Record that the write `key` is about to be made (kept as is when already recorded)."""
+        now = self.store.clock()
+        row = {
+            "key": key,
+            "kind": kind,
+            "state": "intent",
+            "result": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+        async with self.store.write() as conn:
+            await conn.execute(self.store.insert_ignore(effects).values(row))
+
+    async def record(self, key: str, kind: str, result: dict[str, Any]) -> None:
+        """Record what GitHub answered: the write `key` is done for good."""
+        now = self.store.clock()
+        async with self.store.write() as conn:
+            changed = await conn.execute(
+                update(effects)
+                .where(effects.c.key == key)
+                .values(state="done", result=result, updated_at=now)
+            )
+            if changed.rowcount == 0:
+                row = {"key": key, "kind": kind, "state": "done", "result": result}
+                await conn.execute(
+                    self.store.insert_ignore(effects).values(created_at=now, updated_at=now, **row)
+                )
+
+    # -- conversation checkpoints -----------------------------------------------------------------
+
+    async def load_conversation(self, run_id: str) -> tuple[int, list[dict[str, Any]]] | None:
+        query = select(run_checkpoints).where(run_checkpoints.c.run_id == run_id)
+        async with self.store.read() as conn:
+            row = (await conn.execute(query)).first()
+        return None if row is None else (int(row.rounds), list(row.messages))
+
+    async def save_conversation(self, run_id: str, rounds: int, messages: list[dict[str, Any]]) -> None:
+        now = self.store.clock()
+        async with self.store.write() as conn:
+            changed = await conn.execute(
+                update(run_checkpoints)
+                .where(run_checkpoints.c.run_id == run_id)
+                .values(rounds=rounds, messages=messages, updated_at=now)
+            )
+            if changed.rowcount == 0:
+                row = {"run_id": run_id, "rounds": rounds, "messages": messages, "updated_at": now}
+                await conn.execute(self.store.insert_ignore(run_checkpoints).values(row))

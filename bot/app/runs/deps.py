@@ -1,0 +1,77 @@
+"""What a run is given and what it comes to: its deps (built once per process), its
+outcome, and the run id, derived from the delivery so every attempt of one command is the same run."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from bot.app.effects.crash import NO_CRASH, CrashPoints
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import GitHubEffects
+from bot.app.git.checkout import Checkouts
+from bot.app.github.client import InstallationClient
+from bot.app.github.identity import BotIdentity
+from bot.app.jobs.queue import Job
+from bot.app.jobs.store import Store
+from bot.app.limits.policy import Policy
+from bot.beam.completion import CompletionClient
+from bot.beam.types import AgentResult
+
+RUN_NAMESPACE = uuid.UUID("5b0e3a52-8f0d-4c55-9a57-4be2a7d1c0de")
+MAX_PULL_FILES = 300
+MAX_KNOWN_PATHS = 20_000
+# Skills that never change the tree: a retry may continue their conversation on a fresh checkout.
+RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
+# Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
+# ending the run; jail escapes, protected refs and blocked paths still end it.
+RECOVERABLE_TOOL_ERRORS = frozenset({"BEM-306", "BEM-307", "BEM-319"})
+
+
+def run_id_for(job: Job) -> str:
+    """Stable per delivery, so every attempt of one command is the same run."""
+    basis = f"delivery:{job.delivery_id}" if job.delivery_id else f"job:{job.id}"
+    return str(uuid.uuid5(RUN_NAMESPACE, basis))
+
+
+@dataclass(frozen=True)
+class RunDeps:
+    """What a run needs from the process; built once by the app's lifespan."""
+
+    store: Store
+    checkouts: Checkouts
+    llm: CompletionClient
+    installation_token: Callable[[int], Awaitable[str]]
+    identity: BotIdentity
+    run_timeout: float = 600.0
+    policy: Policy = field(default_factory=Policy)  # costs and limits (issue 11)
+    # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
+    observe: Callable[[str, str, float, int, int], None] | None = None
+    crash: CrashPoints = NO_CRASH
+    # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
+    refresh_token: Callable[[int], Awaitable[str]] | None = None
+
+    def effects(self, gh: InstallationClient) -> GitHubEffects:
+        """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
+        return GitHubEffects(gh, Journal(self.store), self.crash)
+
+    def refresher(self, installation_id: int) -> Callable[[], Awaitable[str]] | None:
+        """How git gets a fresh token for this installation after a 401, if the process can."""
+        refresh = self.refresh_token
+        if refresh is None:
+            return None
+
+        async def fresh() -> str:
+            return await refresh(installation_id)
+
+        return fresh
+
+
+@dataclass
+class Outcome:
+    answer: str
+    notes: list[str] = field(default_factory=list)
+    result: AgentResult | None = None
+    held: bool = False  # the run ended by asking for approval (its status is `interrupted`)
+    cancelled_by: str | None = None  # `/beam cancel` stopped it (its status is `cancelled`)

@@ -1,0 +1,137 @@
+"""Issue 8: intake under abuse. U+0000 in signed deliveries is stored on both databases; the bytes of
+unverified bodies in flight are capped (the excess waits, then gets 503 with Retry-After); a body
+that is read too slowly gets 408."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from bot.app.settings import Settings
+from tests.support.db import db_url_fixture, pg_database_url_fixture  # noqa: F401 - fixtures
+from tests.support.fake_github import shared_app_key
+from tests.support.web_app import job_rows, running_app, runtime_of, store_of
+from tests.support.webhooks import delivery, raw_payload
+
+SECRET = "it's a secret to everybody"
+PR_COMMENT = raw_payload("issue_comment.created.pull_request.json")
+MIB = 1024 * 1024
+
+pytestmark = pytest.mark.anyio
+
+
+def settings_for(tmp_path: Path, **values: object) -> Settings:
+    return Settings(
+        _env_file=None,
+        work_dir=tmp_path / "work",
+        app_id=4242,
+        private_key=shared_app_key().private_pem,
+        webhook_secret=SECRET,
+        **values,  # type: ignore[arg-type]
+    )
+
+
+@pytest.fixture
+async def small_budget(tmp_path: Path) -> AsyncIterator[tuple[Starlette, httpx.AsyncClient]]:
+    async with running_app(settings_for(tmp_path, max_unverified_bytes=MIB, body_timeout=0.5)) as pair:
+        yield pair
+
+
+async def test_u0000_in_strings_is_stored_on_both_databases(tmp_path: Path, db_url: str) -> None:
+    payload = json.loads(PR_COMMENT)
+    payload["action"] = "created\u0000"
+    payload["comment"]["body"] = "/beam review\u0000 please"
+    payload["repository"]["full_name"] = "octo\u0000org/hello"
+    body = json.dumps(payload).encode()
+    assert b"\\u0000" in body
+    delivery_id = f"nul-{uuid.uuid4().hex}"
+    async with running_app(settings_for(tmp_path, database_url=db_url)) as (app, client):
+        sent = delivery("issue_comment", body, SECRET, delivery_id=delivery_id)
+        response = await client.post("/webhooks", content=body, headers=sent.headers)
+        assert response.status_code == 202, response.text
+        stored = await store_of(app).get_delivery(delivery_id)
+        assert stored is not None and stored.payload == body  # exactly as GitHub signed it
+        assert json.loads(stored.payload)["comment"]["body"] == "/beam review\u0000 please"
+        # Triage (can_lead_to_work) makes no job for an action it does not know; a `created` one
+        # with the same NUL strings elsewhere gets its job, under a storable key.
+        assert not [j for j in await job_rows(app) if j["delivery_id"] == delivery_id]
+        payload["action"] = "created"
+        body = json.dumps(payload).encode()
+        sent = delivery("issue_comment", body, SECRET, delivery_id=f"{delivery_id}-created")
+        response = await client.post("/webhooks", content=body, headers=sent.headers)
+        assert response.status_code == 202, response.text
+        [job] = [j for j in await job_rows(app) if j["delivery_id"] == f"{delivery_id}-created"]
+        assert job["key"] is not None and job["key"].startswith("octo")
+
+
+async def _slow_body(size: int, release: anyio.Event) -> AsyncIterator[bytes]:
+    yield b"{" + b" " * (size // 2)
+    await release.wait()
+    yield b" " * (size - size // 2 - 2) + b"}"
+
+
+async def test_unverified_bytes_in_flight_are_capped(
+    small_budget: tuple[Starlette, httpx.AsyncClient],
+) -> None:
+    app, client = small_budget
+    intake = runtime_of(app).intake
+    intake.budget_wait = 0.2
+    release = anyio.Event()
+    statuses: dict[str, int] = {}
+
+    async def slow() -> None:
+        headers = {"content-type": "application/json", "content-length": str(MIB)}
+        headers |= {"x-github-event": "issue_comment", "x-github-delivery": "slow-1"}
+        response = await client.post("/webhooks", content=_slow_body(MIB, release), headers=headers)
+        statuses["slow"] = response.status_code
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(slow)
+        with anyio.fail_after(10):
+            while intake.budget.used < MIB:
+                await anyio.sleep(0.01)
+        # The budget is spent by a body nobody has verified yet: the next one is turned away.
+        busy = await client.post(
+            "/webhooks", content=PR_COMMENT, headers=delivery("issue_comment", PR_COMMENT, SECRET).headers
+        )
+        assert busy.status_code == 503 and busy.headers["retry-after"] == "5"
+        # One that may wait gets in as soon as the slow body is done.
+        intake.budget_wait = 10
+
+        async def waiting() -> None:
+            sent = delivery("issue_comment", PR_COMMENT, SECRET, delivery_id="after-1")
+            statuses["waited"] = (
+                await client.post("/webhooks", content=PR_COMMENT, headers=sent.headers)
+            ).status_code
+
+        tg.start_soon(waiting)
+        await anyio.sleep(0.1)
+        assert "waited" not in statuses
+        release.set()
+    assert statuses == {"slow": 401, "waited": 202}  # the slow one was never signed
+    assert intake.budget.used == 0
+
+
+async def test_a_body_read_too_slowly_gets_408(small_budget: tuple[Starlette, httpx.AsyncClient]) -> None:
+    app, client = small_budget
+    headers = {"content-type": "application/json", "content-length": "1000"}
+    headers |= {"x-github-event": "issue_comment", "x-github-delivery": "stall-1"}
+    never = anyio.Event()
+
+    async def stalls() -> AsyncIterator[bytes]:
+        yield b"{"
+        with anyio.move_on_after(5):
+            await never.wait()
+        yield b" " * 998 + b"}"
+
+    response = await client.post("/webhooks", content=stalls(), headers=headers)
+    assert response.status_code == 408 and response.json()["error"] == "body_timeout"
+    assert runtime_of(app).intake.budget.used == 0
+    assert await job_rows(app) == []

@@ -1,0 +1,130 @@
+"""Issue 8: a bounded soak. A few hundred deliveries while bot processes are killed with SIGKILL at
+random and started again; then zero duplicates, zero orphans, zero non-final comments, every job done.
+
+SQLite: `beam-bot serve` alone is killed. PostgreSQL: serve and two `beam-bot worker` processes.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
+from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
+from tests.support.fake_github_state import PullFile
+from tests.support.fleet import Fleet, fresh_pg_database
+from tests.support.webhooks import delivery, issue_comment_payload
+
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(170)]
+REPO = "octo/soak"
+BOT = "beam-bot[bot]"
+PULLS = range(1, 9)
+HELPS = 200
+SUMMARIES = 40
+MARK = re.compile(r"<!-- beam-(?:effect|run):([^ ]+) -->")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
+    with bot_stack(tmp_path, BEAM_CONCURRENCY="2", BEAM_SWEEP_INTERVAL="1") as bot:
+        bot.llm.fallback_text = "A short summary."
+        main = bot.git.seed(REPO, {"README.md": "soak\n"})
+        bot.fake.add_repo(REPO)
+        bot.fake.add_collaborator(REPO, "maintainer", "write")
+        for number in PULLS:
+            head = bot.git.commit(REPO, {f"f{number}.txt": "x\n"}, branch=f"b{number}")
+            bot.git.create_pull_ref(REPO, number, head)
+            bot.fake.add_pull(
+                REPO,
+                number=number,
+                head_ref=f"b{number}",
+                head_sha=head,
+                base_sha=main,
+                files=[PullFile(f"f{number}.txt", patch="@@ -0,0 +1 @@\n+x\n")],
+            )
+        if request.param == "sqlite":
+            fleet = Fleet(bot)
+            yield fleet
+            fleet.stop()
+        else:
+            with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
+                fleet = Fleet(bot, workers=2, database_url=url)
+                try:
+                    yield fleet
+                finally:
+                    fleet.stop()
+
+
+def send_until_accepted(bot: BotProcess, body: str, number: int) -> str:
+    """Send one command's delivery as GitHub would: again until the bot acknowledges it."""
+    comment = bot.fake.add_comment(REPO, number, body, user="maintainer")
+    payload = issue_comment_payload(
+        body, repo=REPO, number=number, commenter="maintainer", comment_id=comment.id
+    )
+    payload["repository"]["default_branch"] = "main"
+    sent = delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if bot.send(sent).status_code == 202:
+                return sent.headers["X-GitHub-Delivery"]
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise AssertionError("a delivery was never accepted")
+
+
+def chaos(fleet: Fleet, stop: threading.Event, kills: list[str]) -> None:
+    """SIGKILL a random bot process every 1-2 s and start it again at once."""
+    rng = random.Random(8)
+    while not stop.wait(rng.uniform(1.0, 2.0)):
+        procs = [("serve", fleet.bot.proc), *((f"worker{i}", p) for i, p in enumerate(fleet.procs))]
+        name, proc = rng.choice(procs)
+        if proc is None or proc.poll() is not None:
+            continue
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        kills.append(name)
+        fleet.start(None)
+
+
+def test_soak_with_random_kills(fleet: Fleet) -> None:
+    bot = fleet.bot
+    fleet.start(None)
+    stop, kills = threading.Event(), []
+    monkey = threading.Thread(target=chaos, args=(fleet, stop, kills), daemon=True)
+    monkey.start()
+    try:
+        commands = [("/beam help", PULLS[i % len(PULLS)]) for i in range(HELPS)]
+        commands += [("/beam summarize", PULLS[i % len(PULLS)]) for i in range(SUMMARIES)]
+        random.Random(1).shuffle(commands)
+        for body, number in commands:
+            send_until_accepted(bot, body, number)
+    finally:
+        stop.set()
+        monkey.join(30)
+    fleet.start(None)
+    assert len(kills) >= 5, f"the soak killed too little: {kills}"
+    wait_for(fleet.jobs_done, timeout=90, what=f"every job done after {len(kills)} kills")
+
+    comments = [c for c in list(bot.fake.comments.values()) if c.user == BOT]
+    marks = [m for c in comments for m in MARK.findall(c.body)[:1]]
+    assert len(marks) == len(comments), "a bot comment without its marker (an orphan)"
+    doubled = [m for m, n in Counter(marks).items() if n > 1]
+    assert doubled == [], f"duplicates: {doubled}"
+    helps = [c for c in comments if "beam-effect:" in c.body and ":reply-" in c.body]
+    runs = [c for c in comments if "beam-run:" in c.body]
+    assert (len(helps), len(runs)) == (HELPS, SUMMARIES)
+    assert not [c.body for c in runs if "Working on" in c.body or "retrying" in c.body or "failed" in c.body]
+    eyes = Counter(r.comment_id for r in list(bot.fake.reactions.values()) if r.user == BOT)
+    assert len(eyes) == SUMMARIES and set(eyes.values()) == {1}
+    bot.fake.assert_no_violations()
