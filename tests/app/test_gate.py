@@ -6,6 +6,7 @@ stops a queued run, whose tracking comment says who cancelled it."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from itertools import count
@@ -38,6 +39,7 @@ REPO = "octo/limits"
 BOT = "beam-bot[bot]"
 INSTALLATION = 5
 DAY = 86400.0
+MARKER = re.compile(r"\n?<!-- beam-effect:[^>]*-->")
 
 
 @dataclass
@@ -69,7 +71,8 @@ class Rig:
         await self.webhooks.handle(job, "issue_comment", payload)
 
     def replies(self) -> list[str]:
-        return [c.body for c in self.fake.comments_on(REPO, 7) if c.user == BOT]
+        """The bot's comments, without the hidden marker of the effects journal."""
+        return [MARKER.sub("", c.body) for c in self.fake.comments_on(REPO, 7) if c.user == BOT]
 
     async def run_rows(self) -> list[dict[str, Any]]:
         async with self.store.read() as conn:
