@@ -158,7 +158,8 @@ class Fleet:
         return in_own_loop(read)
 
     def jobs_done(self) -> bool:
-        states = [row["state"] for row in self.rows(jobs) if row["kind"] == "delivery"]
+        # A command's delivery job, and the `run` job it admitted (issue 11).
+        states = [row["state"] for row in self.rows(jobs) if row["kind"] in ("delivery", "run")]
         return bool(states) and all(state == "done" for state in states)
 
     def run_rows(self) -> list[dict[str, Any]]:
