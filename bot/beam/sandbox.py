@@ -7,8 +7,9 @@ the architecture promises, so hosts import everything sandbox-related from one p
 from __future__ import annotations
 
 from bot.beam.jail import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_LIST_ENTRIES, SandboxRoot
+from bot.beam.push_callbacks import Credentials
 from bot.beam.sandbox_policy import BlockedPaths, is_git_name, is_protected, push_branch_name
-from bot.beam.worktree import DEFAULT_IDENTITY, ORIGIN, Credentials, WorkingTree
+from bot.beam.worktree import DEFAULT_IDENTITY, ORIGIN, WorkingTree
 
 __all__ = [
     "DEFAULT_IDENTITY",

@@ -10,22 +10,20 @@ Every method is blocking: async callers run them in a worker thread.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
-from urllib.parse import urlsplit
 
 import pygit2
-from pygit2.enums import CheckoutStrategy, CredentialType, RepositoryOpenFlag
+from pygit2.enums import CheckoutStrategy, RepositoryOpenFlag
 
 from bot.beam.errors import BeamError
 from bot.beam.jail import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_LIST_ENTRIES, SandboxRoot
+from bot.beam.push_callbacks import Credentials, PushCallbacks, has_userinfo
 from bot.beam.sandbox_policy import AllowedPaths, BlockedPaths, is_protected, push_branch_name, strip_heads
 
 DEFAULT_IDENTITY = ("beam-agent", "beam@localhost")
 ORIGIN = "origin"
 
-Credentials = Callable[[], tuple[str, str]]
 
 _GIT_ERRORS = (pygit2.GitError, KeyError, ValueError, OSError)
 
@@ -163,7 +161,7 @@ class WorkingTree:
 
     def add_origin(self, url: str) -> None:
         """Point `origin` at `url`. A URL carrying credentials is refused: tokens never go on disk."""
-        if _has_userinfo(url):
+        if has_userinfo(url):
             raise BeamError("BEM-331", "the origin URL must not contain credentials")
         with self._open() as repo:
             try:
@@ -294,7 +292,7 @@ class WorkingTree:
                 raise BeamError("BEM-329") from None
             if repo.references.get(full) is None:
                 raise BeamError("BEM-330", f"{branch}: no such local branch")
-            callbacks = _PushCallbacks(self._credentials)
+            callbacks = PushCallbacks(self._credentials)
             try:
                 remote.push([f"{full}:{full}"], callbacks=callbacks)
             except Exception as exc:
@@ -303,36 +301,6 @@ class WorkingTree:
                 refname, reason = callbacks.rejected[0]
                 raise BeamError("BEM-330", callbacks.scrub(f"{refname}: {reason}"))
         return branch
-
-
-class _PushCallbacks(pygit2.RemoteCallbacks):
-    """Hands the token to libgit2 in memory, once, and records per-ref rejections."""
-
-    def __init__(self, provider: Credentials | None) -> None:
-        super().__init__()
-        self._provider = provider
-        self._attempts = 0
-        self._secret: str | None = None
-        self.rejected: list[tuple[str, str]] = []
-
-    def credentials(self, url: str, username_from_url: str | None, allowed_types: CredentialType) -> Any:
-        if self._provider is None or not allowed_types & CredentialType.USERPASS_PLAINTEXT:
-            raise pygit2.GitError("the remote asks for credentials and none are configured")
-        self._attempts += 1
-        if self._attempts > 1:
-            # libgit2 asks again after a 401; answering again would loop forever.
-            raise pygit2.GitError("the remote refused the credentials")
-        username, password = self._provider()
-        self._secret = password
-        return pygit2.UserPass(username, password)
-
-    def push_update_reference(self, refname: str, message: str | None) -> None:
-        if message is not None:
-            self.rejected.append((refname, message))
-
-    def scrub(self, text: str) -> str:
-        """Never let the token into an error message."""
-        return text.replace(self._secret, "***") if self._secret else text
 
 
 def _current_branch(repo: pygit2.Repository) -> str:
@@ -371,16 +339,6 @@ def _summary(message: str) -> str:
             break
         lines.append(line.strip())
     return " ".join(lines)
-
-
-def _has_userinfo(url: str) -> bool:
-    if "://" not in url:
-        return False  # a local path or scp-like `host:path`: no place for a password
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return True
-    return "@" in parts.netloc
 
 
 def _blocked(rel: str) -> BeamError:

@@ -2,7 +2,7 @@
 
 Deciding is `rules.decide`; this module gathers its inputs (reactions, commands, current
 permissions) and acts on the verdict through the state verbs of `pushes.Pushes`. Pushing happens
-only in the `push_watch` job of that push (one job at a time per key), through `resume.push_held`,
+only in the `push_watch` job of that push (one job at a time per key), through `landing.Landing`,
 so two answers, two workers or a retry after a crash can never push twice; a crashed push is
 finished by the same job's retry, the same way. The approval comment, the push and the pull request
 go through the effects journal (issue 8): a push that landed before its pull request was opened is
@@ -29,11 +29,10 @@ from bot.app.approvals.held_push import (
     sha256,
     summarize_commit,
 )
+from bot.app.approvals.landing import Landing
 from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
-from bot.app.approvals.resume import push_held
 from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
-from bot.app.git.checkout import CheckoutError, RunTree
-from bot.app.github.api import GitHubError
+from bot.app.git.checkout import RunTree
 from bot.app.github.auth import GitHubApp
 from bot.app.github.client import InstallationClient, PullRequest
 from bot.app.github.payloads import PullRequestEvent
@@ -76,6 +75,7 @@ class Approvals:
         self.pushes = Pushes(deps.store)
         self.timing = timing or PollTiming()
         self.clock = clock
+        self.landing = Landing(self.pushes, deps, clock)
 
     # -- /beam author -------------------------------------------------------------------------------
 
@@ -199,7 +199,7 @@ class Approvals:
     async def _supersede(self, gh: InstallationClient, repo: str, number: int | None, reason: str) -> None:
         for old in await self.pushes.pending_for(repo, number):
             if await self.pushes.supersede(old.id, self.clock()):
-                await self._edit(gh, old, render_push.superseded(old, reason))
+                await self.landing.edit(gh, old, render_push.superseded(old, reason))
                 await self.deps.checkouts.drop_pin(old.repo, old.pending_ref)
 
     async def _schedule(self, push: HeldPush, at: float) -> None:
@@ -292,15 +292,15 @@ class Approvals:
         if verdict.outcome == "approve":
             if await self.pushes.approve(push.id, ",".join(verdict.approvers), now):
                 if in_watch_job:
-                    await self._complete(gh, push.id)
+                    await self.landing.complete(gh, push.id)
                 else:
                     await self._schedule(push, now)
         elif verdict.outcome == "reject" and verdict.rejected_by:
             if await self.pushes.reject(push.id, verdict.rejected_by, now):
-                await self._edit(gh, push, render_push.rejected(push, verdict.rejected_by, now))
+                await self.landing.edit(gh, push, render_push.rejected(push, verdict.rejected_by, now))
                 await self.deps.checkouts.drop_pin(push.repo, push.pending_ref)
         elif verdict.outcome == "expire" and await self.pushes.expire(push.id, now):
-            await self._edit(gh, push, render_push.expired(push))
+            await self.landing.edit(gh, push, render_push.expired(push))
             await self.deps.checkouts.drop_pin(push.repo, push.pending_ref)
 
     # -- the poller job -----------------------------------------------------------------------------
@@ -311,7 +311,9 @@ class Approvals:
             return
         gh = InstallationClient(self.github, push.context.installation_id)
         if push.state in ("approved", "pushing") or (push.state == "pushed" and "pull" not in push.result):
-            await self._complete(gh, push.id)  # issue 8: also a push whose pull request is not open yet
+            await self.landing.complete(
+                gh, push.id
+            )  # issue 8: also a push whose pull request is not open yet
             return
         if push.state != "pending":
             return
@@ -330,79 +332,6 @@ class Approvals:
             now - push.created_at, minimum=self.timing.minimum, maximum=self.timing.maximum
         )
         raise Reschedule(now + delay)  # the same job row polls again: a poll is not a new job
-
-    # -- the push -----------------------------------------------------------------------------------
-
-    async def _complete(self, gh: InstallationClient, push_id: str) -> None:
-        push = await self.pushes.get(push_id)
-        if push is None or push.state not in ("approved", "pushing", "pushed"):
-            return
-        if push.state == "pushed":  # issue 8: an attempt died after the push, before the pull request
-            if "pull" not in push.result:
-                await self._announce(gh, push, self.clock())
-            return
-        installation_id = push.context.installation_id
-        token = await self.deps.installation_token(installation_id)
-        try:
-            effects = self.deps.effects(gh)
-            refresh = self.deps.refresher(installation_id)
-            await push_held(self.pushes, self.deps.checkouts, push, token, effects, refresh)
-        except BeamError as error:
-            if error.code == "BEM-066":
-                return
-            await self._failed(gh, push, str(error))
-            return
-        except CheckoutError as error:
-            await self._failed(gh, push, error.message)
-            return
-        now = self.clock()
-        if not await self.pushes.mark_pushed(push.id, now):
-            return
-        await self._announce(gh, push, now)
-
-    async def _announce(self, gh: InstallationClient, push: HeldPush, now: float) -> None:
-        """Open the pull request of a pushed commit and say so on the approval comment."""
-        link, note = await self._open_pull(gh, push)
-        await self.pushes.update(push.id, result={**push.result, "pull": link})
-        await self._edit(
-            gh, push, render_push.pushed(push, push.approvers, push.decided_at or now, link, note)
-        )
-
-    async def _failed(self, gh: InstallationClient, push: HeldPush, reason: str) -> None:
-        if await self.pushes.fail(push.id, reason):
-            await self._edit(gh, push, render_push.push_failed(push, reason))
-
-    async def _open_pull(self, gh: InstallationClient, push: HeldPush) -> tuple[str | None, str]:
-        target = push.context
-        if target.expected_tip is not None:  # the bot's own branch already has its pull request
-            return None, render_push.SAME_PULL
-        if target.on_pull_request and target.from_fork:
-            web = target.html_url.rsplit("/", 2)[0]
-            head = f"{push.owner}:{push.name}:{push.branch}"
-            return None, render_push.from_fork(f"{web}/{target.head_repo}/compare/{target.head_ref}...{head}")
-        base = (target.head_ref if target.on_pull_request else None) or target.default_branch
-        try:
-            pull = await self.deps.effects(gh).pull(
-                f"push:{push.id}:pull",
-                push.owner,
-                push.name,
-                title=render_push.pull_title(target.instructions),
-                head=push.branch,
-                base=base,
-                body=render_push.pull_body(push),
-                draft=not target.on_pull_request,
-            )
-        except GitHubError as error:
-            return None, render_push.pull_not_opened(error.message)
-        return pull.html_url, ""
-
-    async def _edit(self, gh: InstallationClient, push: HeldPush, body: str) -> None:
-        if push.approval_comment_id is None:
-            return
-        try:
-            await self.deps.effects(gh).edit(None, push.owner, push.name, push.approval_comment_id, body)
-        except GitHubError as error:
-            log.warning("push %s: could not edit the approval comment: %s", push.id, error)
 
     async def pull_closed(self, event: PullRequestEvent) -> None:
         """A closed pull request supersedes its held pushes."""
