@@ -1,0 +1,90 @@
+"""A run's sandboxed checkout: the refs it fetches, its branch, its working tree and protected refs.
+
+`SkillRun` inherits this part so the rules about where a run may write (its own `beam/...` branch, a
+follow-up on the bot's own branch, never a protected ref) read in one place of their own.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+import pygit2
+
+from bot.app.git.checkout import RunTree
+from bot.app.github.client import PullRequest
+from bot.app.runs.context import JobContext
+from bot.app.runs.deps import RunDeps
+from bot.app.runs.plan import FollowUp, RunPlan
+from bot.beam.sandbox import SandboxRoot, WorkingTree
+
+log = logging.getLogger("beam.runs")
+
+
+class RunWorkspace:
+    """The checkout half of `SkillRun`; the attributes below are set by `SkillRun.__init__`."""
+
+    deps: RunDeps
+    ctx: JobContext
+    plan: RunPlan
+    follow_up: FollowUp | None
+    run_id: str
+    skill: str
+    number: int
+
+    async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
+        repo = self.ctx.event.repository
+        token = await self.deps.installation_token(self.ctx.installation_id)
+        refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]
+        follow_up = self.follow_up
+        if follow_up is not None:  # the bot's own branch: start at its tip as git has it now
+            refs.append(f"refs/heads/{follow_up.branch}:refs/heads/{follow_up.branch}")
+        elif pull is not None:
+            refs.append(f"refs/pull/{pull.number}/head:refs/pull/{pull.number}/head")
+        if pull is not None and pull.base.ref != repo.default_branch:
+            refs.append(f"refs/heads/{pull.base.ref}:refs/heads/{pull.base.ref}")
+        refresh = self.deps.refresher(self.ctx.installation_id)
+        await self.deps.checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs, refresh=refresh)
+        if follow_up is not None:
+            head_sha = await self._branch_sha(follow_up.branch)
+            branch = follow_up.branch
+        else:
+            head_sha = pull.head.sha if pull is not None else await self._branch_sha(repo.default_branch)
+            kind = "pr" if pull is not None else "issue"
+            branch = f"beam/{kind}-{self.number}/{self.plan.label or self.skill}-{self.run_id[:8]}"
+        # A retried run (the worker died mid-run) starts again from a clean tree.
+        if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
+            log.info("run %s: removed the tree of an earlier attempt", self.run_id)
+        run_tree = await self.deps.checkouts.create_run_tree(repo.full_name, self.run_id, head_sha, branch)
+        requester = self.ctx.event.comment.user
+        login = self.deps.identity.known or "beam-bot"
+        identity = (login, f"{login}@users.noreply.github.com")
+        tree = WorkingTree(
+            SandboxRoot(run_tree.path),
+            self.protected_refs(pull),
+            blocked_paths=tuple(self.ctx.config.blocked_paths),
+            allowed_paths=self.plan.allowed_paths,
+            allowed_push_branches={branch},
+            author=identity,
+            committer=identity,
+            commit_trailer=f"Co-authored-by: {requester.login} <{requester.noreply_email}>",
+        )
+        return tree, run_tree, head_sha
+
+    def protected_refs(self, pull: PullRequest | None) -> list[str]:
+        """main, master, the default branch, and the pull request's base and head branches; a follow-up
+        may move the head branch only when it is the bot's own (`self.follow_up`)."""
+        protected = {"main", "master", self.ctx.event.repository.default_branch}
+        if pull is not None:
+            protected.add(pull.base.ref)
+            if self.follow_up is None or self.follow_up.branch != pull.head.ref:
+                protected.add(pull.head.ref)
+        return sorted(protected)
+
+    async def _branch_sha(self, branch: str) -> str:
+        mirror = self.deps.checkouts.mirror_path(self.ctx.event.repository.full_name)
+
+        def resolve() -> str:
+            return str(pygit2.Repository(str(mirror)).revparse_single(f"refs/heads/{branch}").id)
+
+        return await anyio.to_thread.run_sync(resolve)
