@@ -21,6 +21,7 @@ def _check_run(fake: FakeHandlers, ctx: Ctx, repo: Repo, run: CheckRun) -> dict[
         id=run.id,
         name=run.name,
         head_sha=run.head_sha,
+        external_id=run.external_id,
         status=run.status,
         conclusion=run.conclusion,
         html_url=url,
@@ -65,7 +66,8 @@ def create_check_run(fake: FakeHandlers, ctx: Ctx) -> Reply:
     body = ctx.body
     run = CheckRun(fake.new_id(), repo.full_name, body["name"], body["head_sha"], "queued")
     run.history.append("queued")
-    _apply(run, {k: v for k, v in body.items() if k != "status" or v != "queued"})
+    run.external_id = body.get("external_id")
+    _apply(run, {k: v for k, v in body.items() if k != "external_id" and (k != "status" or v != "queued")})
     fake.check_runs[run.id] = run
     return Reply(201, _check_run(fake, ctx, repo, run))
 
@@ -78,6 +80,20 @@ def update_check_run(fake: FakeHandlers, ctx: Ctx) -> Reply:
         raise Answer(404, "Not Found")
     _apply(run, ctx.body)
     return Reply(200, _check_run(fake, ctx, repo, run))
+
+
+@operation("checks/list-for-ref")
+def list_check_runs_for_ref(fake: FakeHandlers, ctx: Ctx) -> Reply:
+    """The check runs of a commit (by sha), optionally of one `check_name`, newest first."""
+    repo = fake.visible_repo(ctx)
+    name = ctx.query.get("check_name")
+    found = [
+        _check_run(fake, ctx, repo, run)
+        for run in sorted(fake.check_runs.values(), key=lambda r: r.id, reverse=True)
+        if run.repo == repo.full_name and run.head_sha == ctx.params["ref"] and name in (None, run.name)
+    ]
+    per_page = min(int(ctx.query.get("per_page", 30)), 100)
+    return Reply(200, {"total_count": len(found), "check_runs": found[:per_page]})
 
 
 @operation("pulls/get-review-comment")

@@ -108,6 +108,7 @@ class CheckRun:
     output: dict[str, Any] | None = None
     details_url: str | None = None
     history: list[str] = field(default_factory=list)  # every status it went through, in order
+    external_id: str | None = None
 
 
 @dataclass

@@ -7,6 +7,7 @@ before, during or right after the call) first reads GitHub to find out whether i
 - comments, replies and reviews: every body we write ends with a hidden `beam-effect` marker holding
   the key, found by listing the issue's comments, the pull request's review comments or its reviews;
 - pull requests: the open pull requests of the head branch;
+- check runs: created with `external_id` = the key, found among the head commit's check runs;
 - pushes: the branch tip on the remote;
 - reactions: GitHub keeps one reaction per user and content, so making it again is harmless.
 
@@ -211,6 +212,23 @@ class GitHubEffects:
             return Written(made.id, made.html_url, text)
 
         return await self.once(key, "reply", find, make)
+
+    # -- check runs ---------------------------------------------------------------------------------
+
+    async def check_run(self, key: str, owner: str, repo: str, head_sha: str, name: str) -> Written:
+        """Create check run `name` on `head_sha` once (queued); its updates, by id, are idempotent."""
+
+        async def find(since: float) -> Written | None:
+            for found in await self.gh.list_check_runs(owner, repo, head_sha, name):
+                if found.external_id == key:
+                    return Written(found.id, found.html_url or "")
+            return None
+
+        async def make() -> Written:
+            made = await self.gh.create_check_run(owner, repo, name, head_sha, external_id=key)
+            return Written(made.id, made.html_url or "")
+
+        return await self.once(key, "check_run", find, make)
 
     # -- pull requests and pushes ---------------------------------------------------------------
 

@@ -328,8 +328,12 @@ class InstallationClient:
 
     # --- check runs -----------------------------------------------------------------------------
 
-    async def create_check_run(self, owner: str, repo: str, name: str, head_sha: str) -> CheckRun:
+    async def create_check_run(
+        self, owner: str, repo: str, name: str, head_sha: str, *, external_id: str | None = None
+    ) -> CheckRun:
         payload = {"name": name, "head_sha": head_sha, "status": "queued"}
+        if external_id is not None:
+            payload["external_id"] = external_id
         response = await self._call("POST", f"{_repo(owner, repo)}/check-runs", json=payload)
         return CheckRun.model_validate(response.json())
 
@@ -343,6 +347,13 @@ class InstallationClient:
     async def list_reviews(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Review]:
         items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/reviews", {}, limit)
         return [Review.model_validate(item) for item in items]
+
+    async def list_check_runs(self, owner: str, repo: str, ref: str, name: str) -> list[CheckRun]:
+        """The check runs named `name` of commit `ref` (the newest 100: a commit has few)."""
+        path = f"{_repo(owner, repo)}/commits/{_seg(ref)}/check-runs"
+        params: dict[str, str | int] = {"check_name": name, "filter": "all", "per_page": PER_PAGE}
+        runs = (await self._call("GET", path, params=params)).json().get("check_runs") or []
+        return [CheckRun.model_validate(item) for item in runs]
 
     async def list_open_pulls(self, owner: str, repo: str, head: str) -> list[PullRequest]:
         """Open pull requests whose head is `head` (`owner:branch`)."""

@@ -107,6 +107,7 @@ class CheckRun(GitHubModel):
     status: str
     conclusion: str | None = None
     html_url: str | None = None
+    external_id: str | None = None
 
 
 class Reaction(GitHubModel):

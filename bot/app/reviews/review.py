@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import GitHubEffects
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient, PullRequest
 from bot.app.jobs.queue import Job
@@ -33,6 +35,11 @@ KIND = "auto_review"
 
 def job_key(repo: str, number: int) -> str:
     return f"{repo}#{number}/review"
+
+
+def check_key(repo: str, number: int, generation: int, head: str, step: str) -> str:
+    """The effects-journal key of a `beam / review` check run: one per generation, head and step."""
+    return f"{job_key(repo, number)}:{generation}:{head}:{step}"
 
 
 class ReviewJob:
@@ -146,9 +153,10 @@ class _Range:
                 kept = [f for f in comparison.files if not matches_any(config.ignore_paths, f.filename)]
                 changed = changed_since(kept)
         if self.check_id is None:
-            check = await self.gh.create_check_run(
-                self.target.owner, self.target.name, render.CHECK_NAME, head
-            )
+            # Through the journal (issue 8): a retry adopts the check run an earlier attempt made.
+            effects = GitHubEffects(self.gh, Journal(self.job.states.store), self.job.deps.crash)
+            key = check_key(self.target.repo, self.target.number, state.generation, head, "check-job")
+            check = await effects.check_run(key, self.target.owner, self.target.name, head, render.CHECK_NAME)
             self.check_id = check.id
         await start_check(self.gh, self.target.repo, self.check_id)
         skipped = render.coverage(scope.total, len(scope.files), scope.unread, scope.ignored)

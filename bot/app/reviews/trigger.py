@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import GitHubEffects
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, event_client
 from bot.app.github.payloads import PullRequestEvent
@@ -17,7 +19,7 @@ from bot.app.repo_config import load_repo_config
 from bot.app.reviews import render
 from bot.app.reviews.agent import Target
 from bot.app.reviews.publish import finish_check
-from bot.app.reviews.review import KIND, job_key
+from bot.app.reviews.review import KIND, check_key, job_key
 from bot.app.reviews.scope import is_ignore_label, skip_reason
 from bot.app.reviews.state import Entry, ReviewStates
 
@@ -74,7 +76,10 @@ class ReviewTrigger:
             stale = Entry("superseded", state.target_head or "" if state else "")
             await finish_check(gh, repo.full_name, queued.stale_check, stale, quiet=True)
         if skipped is None:
-            check = await gh.create_check_run(repo.owner.login, repo.name, render.CHECK_NAME, head)
+            # Through the journal (issue 8): a redelivery adopts the check run an earlier one made.
+            effects = GitHubEffects(gh, Journal(self.states.store))
+            key = check_key(repo.full_name, pull.number, queued.generation, head, "check")
+            check = await effects.check_run(key, repo.owner.login, repo.name, head, render.CHECK_NAME)
             if not await self.states.set_check(
                 repo.full_name, pull.number, queued.generation, head, check.id
             ):

@@ -41,6 +41,8 @@ OPERATIONS = [
     # Automatic reviews (issue 10): the check run, the bot's earlier review comments, the new range.
     ("post", "/repos/{owner}/{repo}/check-runs"),
     ("patch", "/repos/{owner}/{repo}/check-runs/{check_run_id}"),
+    # Issue 8: a retried check run is found by its `external_id` among the head commit's check runs.
+    ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
     ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"),
     ("get", "/repos/{owner}/{repo}/compare/{basehead}"),
 ]
