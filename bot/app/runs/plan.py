@@ -11,12 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from bot.app.github.models import PullRequest
-from bot.beam.errors import BeamError
-from bot.beam.tools import Tool, ToolSpec
-from bot.beam.types import AgentInput
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,30 +46,3 @@ class RunPlan:
     default_task: str | None = None  # the request when the comment has no text
     follow_up: FindFollowUp | None = None
     refusals_for_model: frozenset[str] = field(default_factory=frozenset)  # BEM codes the model sees
-
-
-class RefusalAsResult(Tool):
-    """A tool whose refusals with the given codes come back to the model as a result it can act on.
-
-    The framework fails the run on a tool error; a `/beam docs` run instead tells the model that a path
-    is outside `docs.paths` (BEM-338), so it can write the documentation where it belongs.
-    """
-
-    def __init__(self, inner: Tool, codes: frozenset[str]) -> None:
-        self.inner = inner
-        self.codes = codes
-
-    def spec(self) -> ToolSpec:
-        return self.inner.spec()
-
-    async def invoke(self, args: Any, input: AgentInput) -> Any:
-        try:
-            return await self.inner.invoke(args, input)
-        except BeamError as error:
-            if error.code not in self.codes:
-                raise
-            return {"error": {"code": error.code, "message": error.message, "detail": error.detail}}
-
-
-def with_refusals(tools: list[Tool], codes: frozenset[str]) -> list[Tool]:
-    return [RefusalAsResult(tool, codes) for tool in tools] if codes else tools
