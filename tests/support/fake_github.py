@@ -21,8 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -32,7 +30,6 @@ from urllib.parse import parse_qsl
 
 import anyio
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -40,6 +37,7 @@ from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
 from tests.support import fake_github_ops_checks, fake_github_ops_issues, fake_github_ops_pulls
+from tests.support.asgi_server import serve_asgi
 from tests.support.fake_github_auth import AppKey, check_app_jwt, generate_app_key, shared_app_key
 from tests.support.fake_github_handlers import HANDLERS, Answer, Ctx, FakeHandlers, Reply
 from tests.support.fake_github_render import Render, Urls
@@ -335,27 +333,8 @@ class FakeGitHub(FakeHandlers):
 @contextmanager
 def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
     """Serves `fake` with uvicorn on 127.0.0.1 (random port) in a thread; yields the API base URL."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    # TCP_NODELAY, inherited by accepted connections (asyncio sets it too): a response written in
-    # two pieces must not wait for the client's delayed ACK.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(fake, log_level="warning", lifespan="off", ws="none", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake GitHub server did not start")
-            time.sleep(0.005)
-        yield f"http://127.0.0.1:{port}{fake.api_prefix}"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serve_asgi(fake, "fake GitHub server") as base:
+        yield f"{base}{fake.api_prefix}"
 
 
 @contextmanager

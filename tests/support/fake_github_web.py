@@ -15,21 +15,18 @@ import html
 import json
 import re
 import secrets
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from tests.support.asgi_server import serve_asgi
 from tests.support.fake_github import FakeGitHub
 
 MANIFEST_KEYS = frozenset(
@@ -159,21 +156,5 @@ def serve_fake_github_web(web: FakeGitHubWeb) -> Iterator[str]:
     """Serves GitHub's web pages and the fake API (at `/api/v3`, as GitHub Enterprise Server does) on
     127.0.0.1; yields the API URL, so that the bot's web URL is this server's root."""
     assert web.fake.api_prefix == "/api/v3", "the web pages sit at the root, the API under /api/v3"
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(web.app(), log_level="warning", lifespan="off", ws="none", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the fake GitHub web server did not start")
-            time.sleep(0.005)
-        yield f"http://127.0.0.1:{port}/api/v3"
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serve_asgi(web.app(), "fake GitHub web server") as base:
+        yield f"{base}/api/v3"

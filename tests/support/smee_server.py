@@ -13,19 +13,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+
+from tests.support.asgi_server import serve_asgi
 
 _DROP = object()
 
@@ -113,28 +112,5 @@ class SmeeChannels:
 def serve_smee(channels: SmeeChannels | None = None) -> Iterator[tuple[str, SmeeChannels]]:
     """Serves the channels on 127.0.0.1 (random port) in a thread; yields the base URL and the state."""
     channels = channels or SmeeChannels()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        channels.app(),
-        log_level="warning",
-        lifespan="off",
-        ws="none",
-        access_log=False,
-        timeout_graceful_shutdown=1,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        deadline = time.monotonic() + 10
-        while not server.started:
-            if not thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the smee server did not start")
-            time.sleep(0.005)
-        yield f"http://127.0.0.1:{port}", channels
-    finally:
-        server.should_exit = True
-        thread.join(10)
-        sock.close()
+    with serve_asgi(channels.app(), "smee server", timeout_graceful_shutdown=1) as base:
+        yield base, channels
