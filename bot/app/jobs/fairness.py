@@ -79,11 +79,19 @@ class FairStatements:
         cand, other = jobs.alias("fcand"), jobs.alias("fother")
         now: BindParameter[float] = bindparam("b_now", type_=Double())
         inst: BindParameter[int] = bindparam("b_inst", type_=BigInteger())
-        due = or_(
-            and_(cand.c.state == _QUEUED, cand.c.run_after <= now),
-            and_(cand.c.state == _RUNNING, cand.c.lease_expires_at < now),
+        mine = cand.c.installation_id == turns.c.installation_id
+
+        def first(*claimable: Any) -> Any:
+            # A correlated `LIMIT 1` scalar, not EXISTS: PostgreSQL may turn an EXISTS into a hashed
+            # subplan over every due job (12 ms per claim at 50,000 queued on a fresh table); a
+            # scalar with a LIMIT stays one probe of the (installation_id, state, id) index per
+            # installation, however many jobs are queued.
+            return select(cand.c.id).where(mine, *claimable).limit(1).scalar_subquery().is_not(None)
+
+        has_due = or_(
+            first(cand.c.state == _QUEUED, cand.c.run_after <= now),
+            first(cand.c.state == _RUNNING, cand.c.lease_expires_at < now),
         )
-        has_due = select(cand.c.id).where(cand.c.installation_id == turns.c.installation_id, due).exists()
         self.candidates = Prepared(
             select(turns.c.installation_id)
             .where(has_due)
