@@ -8,8 +8,10 @@ as ranges are reviewed and never posted twice (the hidden marker finds it again 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from bot.app.reviews.state import Entry
+from bot.app.runs import render as run_render
 
 SUMMARY_MARKER = "<!-- beam-review-summary -->"
 CHECK_NAME = "beam / review"
@@ -43,8 +45,13 @@ def entry_line(entry: Entry) -> str:
             f"- {span}: no review; the push only merged or rebased the base branch, the pull "
             "request's own changes are the same"
         )
-    elif entry.kind == "too_large":
+    elif entry.kind in ("too_large", "over_limit"):
         line = f"- {span}: skipped; {entry.note}"
+    elif entry.kind == "capped":
+        line = (
+            f"- {span} ({scope}): stopped at {entry.note} before it posted a review; the next push "
+            "reviews these commits again"
+        )
     elif entry.kind == "superseded":
         line = f"- {span}: stopped, superseded by a newer push"
     elif entry.kind == "cancelled":
@@ -78,6 +85,16 @@ def too_large(changed: int, limit: int) -> str:
     )
 
 
+def over_limit(author: str, limit: str, value: float, resets_at: datetime) -> str:
+    """Why a push was not reviewed, in a command's words; a per-user limit is the author's (the
+    pull request's author is who an automatic review counts against, README "Costs and limits")."""
+    return run_render.would_go_over(limit, value, resets_at, whose=f"@{author}'s")
+
+
+def capped(limit: str, value: float) -> str:
+    return run_render.limit_words(limit, value)
+
+
 def coverage(scope_total: int, reviewed: int, unread: Sequence[str], ignored: Sequence[str]) -> list[str]:
     """The files a review did not read, named (binary, too large, past the file limit, ignored)."""
     names = [*unread, *(f"{name} (ignore_paths)" for name in ignored)]
@@ -99,6 +116,8 @@ def check_output(entry: Entry) -> dict[str, str]:
         "no_findings": "No findings",
         "unchanged": "No review: only the base changed",
         "too_large": "Skipped: too large",
+        "over_limit": "Skipped: over a limit",
+        "capped": "Stopped at a limit",
         "superseded": "Superseded by a newer push",
         "cancelled": "Cancelled",
         "failed": "The review failed",

@@ -18,7 +18,16 @@ from bot.app.jobs.schema import auto_reviews
 from bot.app.jobs.store import Store
 
 EntryKind = Literal[
-    "reviewed", "no_findings", "unchanged", "skipped", "too_large", "superseded", "cancelled", "failed"
+    "reviewed",
+    "no_findings",
+    "unchanged",
+    "skipped",
+    "too_large",
+    "over_limit",  # refused by a daily limit or the monthly budget (issue 11): nothing ran
+    "capped",  # stopped by a per-run token or time cap before it posted a review
+    "superseded",
+    "cancelled",
+    "failed",
 ]
 MAX_ENTRIES = 50
 
