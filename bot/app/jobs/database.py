@@ -13,6 +13,7 @@ thread hop runs a whole transaction there, where the async adapter pays a hop pe
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -57,13 +58,31 @@ def _sqlite_connect_args() -> dict[str, Any]:
     return {"isolation_level": None, "timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
 
 
+def _switch_to_wal(cursor: Any) -> None:
+    """`PRAGMA journal_mode=WAL`, tried again while the file is locked, up to the busy timeout.
+
+    Switching a fresh file to WAL needs it alone. When another process opens the same fresh file at
+    that moment, SQLite can answer "database is locked" at once, without its busy handler (where
+    waiting could deadlock); two `serve` or `worker` processes started together failed that way.
+    """
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except Exception as error:  # sqlite3's, or the async adapter's copy of it
+            if "database is locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
 def _install_sqlite_hooks(engine: Engine) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor = dbapi_connection.cursor()
+        cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        _switch_to_wal(cursor)
         for pragma in (
-            f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}",
-            "PRAGMA journal_mode=WAL",
             # In WAL mode: durable across process crashes (not power loss), commits 8x cheaper.
             "PRAGMA synchronous=NORMAL",
             "PRAGMA foreign_keys=ON",
