@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
+from bot.app.runs.render import CONFIG_ERROR_CODE, config_error_block
 
 SUMMARY_MARKER = "<!-- beam-review-summary -->"
 CHECK_NAME = "beam / review"
@@ -51,6 +53,12 @@ def entry_line(entry: Entry) -> str:
         line = f"- {span}: cancelled; {entry.note}"
     elif entry.kind == "failed":
         line = f"- {span}: the review failed ({entry.note}); the next push tries again"
+    elif entry.kind == "invalid_config":
+        line = (
+            f"- {span}: no review; `{CONFIG_PATH}` on the default branch is invalid ({CONFIG_ERROR_CODE}), "
+            "so automatic reviews wait until it is fixed there:\n"
+            + config_error_block(entry.note.split("\n"), indent="  ")
+        )
     else:
         line = f"- {span}: skipped ({entry.note})"
     if entry.skipped_files:
@@ -78,6 +86,11 @@ def too_large(changed: int, limit: int) -> str:
     )
 
 
+def invalid_config(errors: Sequence[str]) -> str:
+    """An invalid-config entry's note: the validation messages, one a line."""
+    return "\n".join(error.replace("\n", " ") for error in errors)
+
+
 def coverage(scope_total: int, reviewed: int, unread: Sequence[str], ignored: Sequence[str]) -> list[str]:
     """The files a review did not read, named (binary, too large, past the file limit, ignored)."""
     names = [*unread, *(f"{name} (ignore_paths)" for name in ignored)]
@@ -103,6 +116,7 @@ def check_output(entry: Entry) -> dict[str, str]:
         "cancelled": "Cancelled",
         "failed": "The review failed",
         "skipped": "Skipped",
+        "invalid_config": "Skipped: invalid configuration",
     }
     text = entry_line(entry).removeprefix("- ")
     if entry.kind == "reviewed":
