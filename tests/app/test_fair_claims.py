@@ -160,13 +160,22 @@ async def test_the_fair_picks_probe_the_installation_index_without_sorting(store
         pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
     sql = fair_statements(False, RUN)
     async with store.read() as conn:
-        for pick in (*sql.queued.values(), *sql.expired.values(), sql.running):
+        for pick in (*sql.queued.values(), *sql.expired.values(), *sql.oldest.values(), sql.running):
             plan = await conn.exec_driver_sql(
                 f"EXPLAIN QUERY PLAN {pick.sql}", {**pick.defaults, "b_now": 0.0, "b_inst": 1}
             )
-            details = " | ".join(str(row[-1]) for row in plan)
-            assert "jobs_installation_state (installation_id=? AND state=?)" in details, details
-            assert "TEMP B-TREE" not in details, details
+            rows = [(row[1], str(row[-1])) for row in plan]
+            details = " | ".join(detail for _, detail in rows)
+            probes = {
+                parent
+                for parent, detail in rows
+                if "jobs_installation_state (installation_id=? AND" in detail
+            }
+            assert probes, details
+            # No sort beside a probe: every pick walks the index in id order and stops at its first
+            # row. (Merging the two picks sorts their at most two rows, one level up.)
+            sorts = {parent for parent, detail in rows if "TEMP B-TREE" in detail}
+            assert not probes & sorts, details
 
 
 async def test_choosing_an_installation_probes_its_index_on_postgresql(store: Store) -> None:

@@ -38,10 +38,11 @@ from sqlalchemy import (
     literal_column,
     or_,
     select,
+    union_all,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.sql.expression import BindParameter, ColumnClause
+from sqlalchemy.sql.expression import BindParameter, ColumnClause, Select
 
 from bot.app.jobs.fastpath import JOB_COLUMNS, ClaimStatements, HotConnection, Prepared
 from bot.app.jobs.schema import installation_turns, jobs
@@ -116,22 +117,28 @@ class FairStatements:
             .exists(),
         )
 
-        def pick(room: bool, *claimable: Any) -> Prepared:
+        def pick(room: bool, *claimable: Any) -> Select[Any]:
             stmt = select(cand.c.id, cand.c.kind).where(cand.c.installation_id == inst, *claimable, key_free)
             if not room and capped_kinds is not None:
                 stmt = stmt.where(and_(*(cand.c.kind != k for k in sorted(capped_kinds))))
             stmt = stmt.order_by(cand.c.id).limit(1)
-            return Prepared(stmt.with_for_update(skip_locked=True) if for_update else stmt)
+            return stmt.with_for_update(skip_locked=True) if for_update else stmt
 
         # As in fastpath: two picks, and `run_after + 0` so the index walk stays in id order.
-        self.expired = {
-            r: pick(r, cand.c.state == _RUNNING, cand.c.lease_expires_at < now) for r in (True, False)
-        }
-        self.queued = {
-            r: pick(r, cand.c.state == _QUEUED, cand.c.run_after + 0 <= now) for r in (True, False)
-        }
+        expired = {r: pick(r, cand.c.state == _RUNNING, cand.c.lease_expires_at < now) for r in (True, False)}
+        queued = {r: pick(r, cand.c.state == _QUEUED, cand.c.run_after + 0 <= now) for r in (True, False)}
+        self.expired = {r: Prepared(stmt) for r, stmt in expired.items()}
+        self.queued = {r: Prepared(stmt) for r, stmt in queued.items()}
+        # Both picks in one statement (one round trip): each keeps its own ordered index probe and
+        # row lock, and the older of the two wins.
+        self.oldest = {r: _oldest_of(expired[r], queued[r]) for r in (True, False)}
         latest = select(func.coalesce(func.max(later.c.last_turn), 0) + 1).scalar_subquery()
         self.served = Prepared(update(turns).where(turns.c.installation_id == inst).values(last_turn=latest))
+
+
+def _oldest_of(*picks: Select[Any]) -> Prepared:
+    both = union_all(*(select(pick.subquery()) for pick in picks)).subquery("picks")
+    return Prepared(select(both.c.id, both.c.kind).order_by(both.c.id).limit(1))
 
 
 @functools.lru_cache(maxsize=16)
@@ -186,12 +193,8 @@ class FairTurns:
         conn: HotConnection, sql: FairStatements, params: Mapping[str, Any], *, room: bool
     ) -> tuple[int, str] | None:
         """The oldest of the two picks (expired lease, due queued): (id, kind), or None."""
-        found = [
-            (int(row[0]), str(row[1]))
-            for pick in (sql.expired[room], sql.queued[room])
-            for row in pick.rows(conn, params)
-        ]
-        return min(found) if found else None
+        rows = sql.oldest[room].rows(conn, params)
+        return (int(rows[0][0]), str(rows[0][1])) if rows else None
 
     def _counts(self, installation: int, kind: str) -> bool:
         """Whether a job of `kind` counts against this installation's cap."""

@@ -13,9 +13,8 @@ Job states are SQL literals, so SQLite can use the partial unique index on runni
 
 from __future__ import annotations
 
-import contextlib
 import sqlite3
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -64,23 +63,6 @@ def sqlite_transaction(engine: Engine, work: Callable[[sqlite3.Connection], T]) 
         return result
     finally:
         pooled.close()
-
-
-@contextlib.contextmanager
-def savepoint(conn: HotConnection) -> Iterator[None]:
-    """A nested transaction: an error inside undoes only what was done inside."""
-    if not isinstance(conn, sqlite3.Connection):
-        with conn.begin_nested():
-            yield
-        return
-    conn.execute("SAVEPOINT hot")
-    try:
-        yield
-    except BaseException:
-        conn.execute("ROLLBACK TO hot")
-        conn.execute("RELEASE hot")
-        raise
-    conn.execute("RELEASE hot")
 
 
 class Prepared:

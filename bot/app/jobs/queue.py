@@ -42,7 +42,6 @@ from bot.app.jobs.fastpath import (
     SQLITE_STATEMENTS,
     ClaimStatements,
     HotConnection,
-    savepoint,
 )
 from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs
 from bot.app.jobs.store import Store
@@ -235,18 +234,27 @@ class JobQueue:
         now = self.store.clock()
         params = {"b_id": job.id, "b_owner": job.lease_owner, "b_attempts": job.attempts, "b_now": now}
 
-        def work(conn: HotConnection) -> tuple[bool, Job | None]:
+        def work(conn: HotConnection, claim: bool) -> tuple[bool, Job | None]:
             done = self._claims.complete.rowcount(conn, params) == 1
-            if lease_seconds is None:
+            if not claim:
                 return done, None
-            try:
-                with savepoint(conn):
-                    return done, self._claim_in(conn, now, job.lease_owner, lease_seconds)
-            except _INTEGRITY_ERRORS:
-                return done, None  # a racing claim took the key; the worker's own claim retries
+            return done, self._claim_in(conn, now, job.lease_owner, lease_seconds or 0.0)
 
-        with anyio.CancelScope(shield=True):  # bounded by one short transaction; see claim()
-            result = await self.store.run_hot(work)
+        claim = lease_seconds is not None
+        result: tuple[bool, Job | None] | None = None
+        for _ in range(_CLAIM_RACE_RETRIES):
+            try:
+                with anyio.CancelScope(shield=True):  # bounded by one short transaction; see claim()
+                    result = await self.store.run_hot(functools.partial(work, claim=claim))
+                break
+            except _INTEGRITY_ERRORS:
+                # A racing claim took the key (PostgreSQL): the whole transaction, completion
+                # included, was undone; run it again. No savepoint: it cost two round trips a job.
+                continue
+        if result is None:
+            with anyio.CancelScope(shield=True):
+                result = await self.store.run_hot(functools.partial(work, claim=False))
+        assert result is not None  # a shield scope is never cancelled, so it never swallows
         return result
 
     async def fail(
