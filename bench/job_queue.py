@@ -7,7 +7,10 @@ Three measurements, each printed with its ratio against a baseline measured in t
    (`JobQueue.claim` as workers call it, then `complete`) alternate between the two sizes.
 2. No-op jobs per second on SQLite, one process, the worker pool as `serve` runs it (concurrency 2),
    against the target of 1,000 jobs/s.
-3. On PostgreSQL, two worker processes against one, draining the same backlog (target >= 1.5x).
+3. On PostgreSQL, two worker processes against one, draining the same backlog (target >= 1.5x),
+   timed from a common start once every process is connected. It also prints how many cores one
+   process and its database keep busy: on a machine with C cores, no number of processes can pass
+   C / that, so on 2 cores the ratio says as much about the machine as about the queue.
 
     .venv/bin/python bench/job_queue.py [--postgres URL] [--claims 300] [--jobs 5000]
 """
@@ -223,6 +226,7 @@ async def _queued(store: Store) -> int:
 
 def pg_processes(make_url_for: Any, total: int) -> float:
     rates: dict[int, list[float]] = {1: [], 2: []}
+    busy: dict[int, list[float]] = {1: [], 2: []}
     for run in range(2):
         for processes in (1, 2):
             url = make_url_for(f"proc{processes}-{run}")
@@ -240,22 +244,34 @@ def pg_processes(make_url_for: Any, total: int) -> float:
             ]
             for child in children:  # start-up (imports, connecting) is not throughput
                 assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-            started = time.perf_counter()
+            started, cpu_before = time.perf_counter(), busy_cpu_seconds()
             for child in children:
                 assert child.stdin is not None
                 child.stdin.write("go\n")
                 child.stdin.flush()
             counts = [int((child.communicate(timeout=600)[0] or "0").split()[-1]) for child in children]
             elapsed = time.perf_counter() - started
+            busy[processes].append((busy_cpu_seconds() - cpu_before) / elapsed)
             if sum(counts) != total:
                 raise SystemExit(f"{processes} processes finished {sum(counts)} of {total} jobs")
             rates[processes].append(total / elapsed)
     one, two = statistics.median(rates[1]), statistics.median(rates[2])
+    cores, used = os.cpu_count() or 1, statistics.median(busy[1])
     print(
         f"  postgresql no-op jobs, 1 process {one:6.0f} jobs/s, 2 processes {two:6.0f} jobs/s: "
-        f"ratio {two / one:.2f}x (target >= 1.5x; from a common start once all are ready)"
+        f"ratio {two / one:.2f}x (target >= 1.5x; from a common start once all are ready)\n"
+        f"             one process with its database kept {used:.2f} of {cores} cores busy, two "
+        f"{statistics.median(busy[2]):.2f}: no number of processes can pass {cores / used:.2f}x here"
     )
     return two / one
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine spent busy so far (/proc/stat: all but idle and iowait), so the
+    database's share counts too."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = fields[3] + fields[4]
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
 class PgDatabases:

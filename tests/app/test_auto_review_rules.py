@@ -3,6 +3,7 @@ findings are new (findings.py), committable suggestions, and the summary comment
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,13 @@ def test_the_readme_shows_a_summary_the_bot_would_write() -> None:
         Entry("superseded", sha("c41d7e0"), since=sha("8be04d2"), full=False),
         Entry("no_findings", sha("d93e11a"), since=sha("8be04d2"), full=False),
         Entry("unchanged", sha("5a0c2f8"), since=sha("d93e11a"), full=False),
+        Entry(
+            "over_limit",
+            sha("0b7e4aa"),
+            since=sha("5a0c2f8"),
+            full=False,
+            note=render.over_limit("alice", "runs_per_user_per_day", 20, datetime(2026, 12, 1, tzinfo=UTC)),
+        ),
     ]
     written = render.summary(entries).removeprefix(render.SUMMARY_MARKER + "\n").strip()
     assert " ".join(shown.split()) == " ".join(written.split())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from tests.support.bot_process import SECRET, BotProcess, comment_payload
@@ -31,6 +32,25 @@ def seed_review_pull(bot: BotProcess) -> None:
         base_sha=main,
         files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
     )
+
+
+def seed_pulls(bot: BotProcess, repo: str, numbers: Iterable[int]) -> None:
+    """A repository with one small pull request per number (branch `bN` adds `fN.txt`), and a
+    maintainer."""
+    main = bot.git.seed(repo, {"README.md": "pulls\n"})
+    bot.fake.add_repo(repo)
+    bot.fake.add_collaborator(repo, "maintainer", "write")
+    for number in numbers:
+        head = bot.git.commit(repo, {f"f{number}.txt": "x\n"}, branch=f"b{number}")
+        bot.git.create_pull_ref(repo, number, head)
+        bot.fake.add_pull(
+            repo,
+            number=number,
+            head_ref=f"b{number}",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile(f"f{number}.txt", patch="@@ -0,0 +1 @@\n+x\n")],
+        )
 
 
 def send(bot: BotProcess, body: str) -> int:

@@ -18,7 +18,7 @@ from tests.support.bot_process import BotProcess, bot_stack, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fake_github import Call
 from tests.support.fake_github_state import PullFile
-from tests.support.fleet import Fleet, fresh_pg_database
+from tests.support.fleet import Fleet, fleet_on
 
 # How each effect's call looks on the fake GitHub (for `during`).
 CALLS: dict[str, Callable[[Call], bool]] = {
@@ -41,17 +41,8 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
     with bot_stack(tmp_path, BEAM_CONCURRENCY="1") as bot:
         bot.llm.fallback_text = "Reviewed: `src/calc.py:2` now adds."
         seed_review_pull(bot)
-        if request.param == "sqlite":
-            fleet = Fleet(bot)
+        with fleet_on(request, bot) as fleet:
             yield fleet
-            fleet.stop()
-        else:
-            with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
-                fleet = Fleet(bot, workers=2, database_url=url)
-                try:
-                    yield fleet
-                finally:
-                    fleet.stop()
 
 
 def script_review(bot: BotProcess) -> None:
@@ -136,17 +127,8 @@ def author_fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fle
             base_sha=main,
             files=[PullFile("src/app.py", patch="@@ -1 +1 @@\n-print(0)\n+print(1)\n")],
         )
-        if request.param == "sqlite":
-            fleet = Fleet(bot)
+        with fleet_on(request, bot) as fleet:
             yield fleet
-            fleet.stop()
-        else:
-            with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
-                fleet = Fleet(bot, workers=2, database_url=url)
-                try:
-                    yield fleet
-                finally:
-                    fleet.stop()
 
 
 def script_author(bot: BotProcess) -> None:

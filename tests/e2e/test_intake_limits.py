@@ -4,6 +4,7 @@ once its connection limit is reached."""
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,3 +43,25 @@ def test_connections_over_the_limit_get_503(bot: BotProcess) -> None:
             sock.close()
     # The idle ones were cut off or closed: the server answers again.
     assert httpx.get(f"{bot.url}/healthz", timeout=10).status_code == 200
+
+
+def test_a_busy_kept_alive_connection_is_never_cut_off(bot: BotProcess) -> None:
+    """The head timer covers a request head, not the connection's age: a client (a proxy, say) that
+    keeps one connection busy for longer than the timeout is never closed between two requests."""
+    request = b"GET /healthz HTTP/1.1\r\nHost: beam\r\n\r\n"
+    with connect(bot) as sock:
+        reader = sock.makefile("rb")
+        deadline = time.monotonic() + 2.0  # four header timeouts
+        answered = 0
+        while time.monotonic() < deadline:
+            sock.sendall(request)
+            status = reader.readline()
+            assert status.startswith(b"HTTP/1.1 200"), (answered, status)
+            length = 0
+            while (line := reader.readline()) not in (b"\r\n", b""):
+                if line.lower().startswith(b"content-length:"):
+                    length = int(line.split(b":")[1])
+            reader.read(length)
+            answered += 1
+            time.sleep(0.05)
+        assert answered > 20

@@ -20,10 +20,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.e2e.crash_support import seed_pulls
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
-from tests.support.fake_github_state import PullFile
-from tests.support.fleet import Fleet, fresh_pg_database
+from tests.support.fleet import Fleet, fleet_on
 from tests.support.webhooks import delivery, issue_comment_payload
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(170)]
@@ -40,31 +40,9 @@ MARK = re.compile(r"<!-- beam-(?:effect|run):([^ ]+) -->")
 def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
     with bot_stack(tmp_path, BEAM_CONCURRENCY="2", BEAM_SWEEP_INTERVAL="1") as bot:
         bot.llm.fallback_text = "A short summary."
-        main = bot.git.seed(REPO, {"README.md": "soak\n"})
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        for number in PULLS:
-            head = bot.git.commit(REPO, {f"f{number}.txt": "x\n"}, branch=f"b{number}")
-            bot.git.create_pull_ref(REPO, number, head)
-            bot.fake.add_pull(
-                REPO,
-                number=number,
-                head_ref=f"b{number}",
-                head_sha=head,
-                base_sha=main,
-                files=[PullFile(f"f{number}.txt", patch="@@ -0,0 +1 @@\n+x\n")],
-            )
-        if request.param == "sqlite":
-            fleet = Fleet(bot)
+        seed_pulls(bot, REPO, PULLS)
+        with fleet_on(request, bot) as fleet:
             yield fleet
-            fleet.stop()
-        else:
-            with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
-                fleet = Fleet(bot, workers=2, database_url=url)
-                try:
-                    yield fleet
-                finally:
-                    fleet.stop()
 
 
 def send_until_accepted(bot: BotProcess, body: str, number: int) -> str:

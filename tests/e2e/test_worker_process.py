@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.crash_support import seed_pulls
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
-from tests.support.fake_github_state import PullFile
 from tests.support.webhooks import delivery, issue_comment_payload
 
 pytestmark = pytest.mark.postgres
@@ -22,20 +22,7 @@ PULLS = range(1, 7)
 @pytest.fixture
 def bot(tmp_path: Path, empty_pg_url: str) -> Iterator[BotProcess]:
     with bot_stack(tmp_path, BEAM_DATABASE_URL=empty_pg_url, BEAM_CONCURRENCY="1") as bot:
-        main = bot.git.seed(REPO, {"README.md": "many\n"})
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        for number in PULLS:
-            head = bot.git.commit(REPO, {f"f{number}.txt": "x\n"}, branch=f"b{number}")
-            bot.git.create_pull_ref(REPO, number, head)
-            bot.fake.add_pull(
-                REPO,
-                number=number,
-                head_ref=f"b{number}",
-                head_sha=head,
-                base_sha=main,
-                files=[PullFile(f"f{number}.txt", patch="@@ -0,0 +1 @@\n+x\n")],
-            )
+        seed_pulls(bot, REPO, PULLS)
         bot.start()
         yield bot
 

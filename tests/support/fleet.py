@@ -164,3 +164,22 @@ class Fleet:
 
     def run_rows(self) -> list[dict[str, Any]]:
         return self.rows(runs)
+
+
+@contextlib.contextmanager
+def fleet_on(request: Any, bot: BotProcess) -> Iterator[Fleet]:
+    """The crash tests' two set-ups, by the fixture's param: "sqlite", `serve` alone; "postgres", a
+    database of its own with `serve` and two `beam-bot worker` processes."""
+    if request.param == "sqlite":
+        fleet = Fleet(bot)
+        try:
+            yield fleet
+        finally:
+            fleet.stop()
+        return
+    with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
+        fleet = Fleet(bot, workers=2, database_url=url)
+        try:
+            yield fleet
+        finally:
+            fleet.stop()

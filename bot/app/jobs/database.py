@@ -21,6 +21,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 BUSY_TIMEOUT_MS = 10_000
+WAL_SAFETY_PAGES = 16_000  # 64 MB of 4 KB pages: see checkpoint.py
 BEGIN_MODE = "beam_sqlite_begin"
 
 
@@ -66,6 +67,8 @@ def _install_sqlite_hooks(engine: Engine) -> None:
             # In WAL mode: durable across process crashes (not power loss), commits 8x cheaper.
             "PRAGMA synchronous=NORMAL",
             "PRAGMA foreign_keys=ON",
+            # Checkpoints run on the store's own thread (checkpoint.py); this is only a safety net.
+            f"PRAGMA wal_autocheckpoint={WAL_SAFETY_PAGES}",
         ):
             cursor.execute(pragma)
         cursor.close()

@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from bot.app.jobs.checkpoint import Checkpointer
 from bot.app.jobs.database import BEGIN_MODE, create_engines, normalize_url
 from bot.app.jobs.fastpath import HotConnection, sqlite_transaction
 from bot.app.jobs.schema import jobs, pending_pushes, upgrade_schema
@@ -38,6 +39,7 @@ class Transactions:
     clock: Clock = time.time
     sync_engine: Engine | None = None  # SQLite only: the webhook path's engine
     _write_lock: anyio.Lock | None = None
+    _checkpointer: Checkpointer | None = None  # SQLite files: WAL checkpoints off the commit path
 
     @classmethod
     async def open(cls, url: str, *, clock: Clock = time.time) -> Self:
@@ -47,15 +49,21 @@ class Transactions:
             await anyio.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine, sync_engine = create_engines(url)
         store = cls(engine, clock, sync_engine, anyio.Lock() if sync_engine is not None else None)
+        if sync_engine is not None and parsed.database:
+            store._checkpointer = Checkpointer(parsed.database)
         try:
             async with store.write() as conn:
                 await upgrade_schema(conn, clock())
         except BaseException:
             await store.close()
             raise
+        if store._checkpointer is not None:
+            store._checkpointer.start()  # after the schema: WAL mode is set on the file by then
         return store
 
     async def close(self) -> None:
+        if self._checkpointer is not None:
+            await anyio.to_thread.run_sync(self._checkpointer.stop)
         await self.engine.dispose()
         if self.sync_engine is not None:
             await anyio.to_thread.run_sync(self.sync_engine.dispose)

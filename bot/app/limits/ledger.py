@@ -3,7 +3,8 @@
 `admit` is one write transaction: it refuses a duplicate of a queued or running command, checks the
 monthly token budget, counts the run against the daily limits (a compare-and-set `amount < limit` on
 a counter row, so two processes admitting at once cannot both take the last run), records the run as
-`queued` and queues its job. A refusal rolls all of it back. Counters are rows of `usage_counters`
+`queued` and queues its job (an automatic review, which has its own job already, is only recorded).
+A refusal rolls all of it back. Counters are rows of `usage_counters`
 keyed by scope and UTC period; tokens are added when a run ends.
 """
 
@@ -28,7 +29,10 @@ ACTIVE = ("queued", "running")
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
-    """A command that passed its permission checks and asks to run."""
+    """A command that passed its permission checks and asks to run, or an automatic review about to
+    run (`queue_job=False`: its own `auto_review` job runs it, so no `run` job is queued and the run
+    is not linked to a job, which keeps it out of duplicate checks, `/beam cancel` and the sweep of
+    abandoned tracking comments: an automatic review has a summary comment, not a tracking comment)."""
 
     run_id: str
     repo: str
@@ -40,12 +44,13 @@ class RunRequest:
     command_url: str
     delivery_id: str | None
     issue_url: str  # the issue or pull request page, for links to a tracking comment
+    queue_job: bool = True
 
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
     run_id: str
-    job_id: int | None  # None: an earlier attempt of this delivery admitted it already
+    job_id: int | None  # None: an earlier attempt of this delivery admitted it already, or no job
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +154,8 @@ class Ledger:
                 command_url=request.command_url,
             )
         )
+        if not request.queue_job:
+            return Admitted(request.run_id, None)
         job = {
             "kind": RUN_KIND,
             "key": run_job_key(request.repo, request.number),

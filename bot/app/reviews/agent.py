@@ -3,7 +3,10 @@ review of the findings that are new and on lines that changed since the last rev
 
 The run watches its pull request's generation (reviews/state.py): when a newer push or `closed`
 moved it on, the run stops at its next step (a frame of the agent, or the watcher's next look) and
-posts nothing. The checkout reads files only; nothing from the pull request is run, so a fork is safe.
+posts nothing. Like a command's, the agent runs under the per-run token and time caps (and what is
+left of the monthly budget) of the repository's effective limits: the guard stops it at its next step,
+and the outcome says which cap. The checkout reads files only; nothing from the pull request is run,
+so a fork is safe.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import anyio
 import anyio.lowlevel
 
 from bot.app.github.client import InlineComment, InstallationClient, PullRequest
+from bot.app.repo_config import RepoLimits
 from bot.app.reviews import render
 from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.app.reviews.prompt import build_review_prompt
@@ -26,8 +30,8 @@ from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
-from bot.app.runs.run import RUN_NAMESPACE, RunDeps
-from bot.app.runs.usage import RunUsage
+from bot.app.runs.run import RunDeps
+from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import SandboxRoot, WorkingTree
@@ -82,10 +86,14 @@ class Target:
 
 @dataclass
 class AgentOutcome:
-    kind: Literal["reviewed", "no_findings", "stopped"]
+    """`stopped`: superseded or closed; `capped`: a per-run cap stopped it before it posted (`stop`)."""
+
+    kind: Literal["reviewed", "no_findings", "stopped", "capped"]
     url: str | None = None
     findings: int = 0
     truncated: list[str] = field(default_factory=list)
+    stop: Stop | None = None
+    usage: run_render.Usage | None = None
 
 
 @dataclass
@@ -99,12 +107,12 @@ class AgentReview:
     since: str | None
     current: Current  # still the newest generation?
     bot_login: str
+    limits: RepoLimits = field(default_factory=RepoLimits)  # the repository's `limits:` section
 
-    async def run(self, generation: int) -> AgentOutcome:
+    async def run(self, run_id: str) -> AgentOutcome:
+        """Review under `run_id`, the run the ledger admitted (reviews/admission.py)."""
         head = self.pull.head.sha
-        run_id = str(
-            uuid.uuid5(RUN_NAMESPACE, f"auto-review:{self.target.repo}#{self.target.number}:{generation}")
-        )
+        started = time.monotonic()  # the time cap counts from here, as a command's from its start
         token = await self.deps.installation_token(self.target.installation_id)
         branch = self.target.default_branch
         refs = [f"refs/heads/{branch}:refs/heads/{branch}"]
@@ -122,7 +130,7 @@ class AgentReview:
                     group.start_soon(self._watch, scope)
                     try:
                         with anyio.fail_after(self.deps.run_timeout):
-                            outcome = await self._agent(run_tree.path, run_id, scope)
+                            outcome = await self._agent(run_tree.path, run_id, scope, started)
                     except Exception as exc:  # re-raised below, outside the task group
                         error = exc
                     group.cancel_scope.cancel()
@@ -142,7 +150,7 @@ class AgentReview:
                 scope.cancel()
                 return
 
-    async def _agent(self, path: Any, run_id: str, scope: anyio.CancelScope) -> AgentOutcome:
+    async def _agent(self, path: Any, run_id: str, scope: anyio.CancelScope, started: float) -> AgentOutcome:
         head = self.pull.head.sha
         protected = sorted({"main", "master", self.target.default_branch, self.pull.base.ref})
         tree = WorkingTree(SandboxRoot(path), protected, allowed_push_branches=set())
@@ -153,7 +161,7 @@ class AgentReview:
         seen = known_keys(existing, self.bot_login)
         result = AgentOutcome("no_findings")
         # What the review used (issue 11): its body's footer, and the installation's monthly tokens.
-        usage = RunUsage.for_run(self.deps, run_id, self.target.installation_id, time.monotonic())
+        usage = RunUsage.for_run(self.deps, run_id, self.target.installation_id, started)
         steps = [0]
         span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
 
@@ -190,7 +198,8 @@ class AgentReview:
             fold_outside=False,
         )
         hub = RiverBeam()
-        hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools))
+        guard = await usage.arm(self.limits)
+        hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
         text = build_review_prompt(self.target.repo, self.pull, self.scope, self.changed, self.since)
 
         async def on_frame(frame: StreamChunk) -> None:
@@ -211,4 +220,7 @@ class AgentReview:
             with anyio.CancelScope(shield=True):
                 await usage.record()
         result.truncated = ledger.truncated
+        result.usage = usage.summary(steps[0])
+        if guard.stop is not None and result.kind != "reviewed":  # a posted review is the whole work
+            result.kind, result.stop = "capped", guard.stop
         return result

@@ -8,10 +8,11 @@ as ranges are reviewed and never posted twice (the hidden marker finds it again 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
-from bot.app.runs.render import CONFIG_ERROR_CODE, config_error_block
+from bot.app.runs import render as run_render
 
 SUMMARY_MARKER = "<!-- beam-review-summary -->"
 CHECK_NAME = "beam / review"
@@ -45,8 +46,13 @@ def entry_line(entry: Entry) -> str:
             f"- {span}: no review; the push only merged or rebased the base branch, the pull "
             "request's own changes are the same"
         )
-    elif entry.kind == "too_large":
+    elif entry.kind in ("too_large", "over_limit"):
         line = f"- {span}: skipped; {entry.note}"
+    elif entry.kind == "capped":
+        line = (
+            f"- {span} ({scope}): stopped at {entry.note} before it posted a review; the next push "
+            "reviews these commits again"
+        )
     elif entry.kind == "superseded":
         line = f"- {span}: stopped, superseded by a newer push"
     elif entry.kind == "cancelled":
@@ -54,10 +60,11 @@ def entry_line(entry: Entry) -> str:
     elif entry.kind == "failed":
         line = f"- {span}: the review failed ({entry.note}); the next push tries again"
     elif entry.kind == "invalid_config":
+        code = run_render.CONFIG_ERROR_CODE
         line = (
-            f"- {span}: no review; `{CONFIG_PATH}` on the default branch is invalid ({CONFIG_ERROR_CODE}), "
+            f"- {span}: no review; `{CONFIG_PATH}` on the default branch is invalid ({code}), "
             "so automatic reviews wait until it is fixed there:\n"
-            + config_error_block(entry.note.split("\n"), indent="  ")
+            + run_render.config_error_block(entry.note.split("\n"), indent="  ")
         )
     else:
         line = f"- {span}: skipped ({entry.note})"
@@ -91,6 +98,16 @@ def invalid_config(errors: Sequence[str]) -> str:
     return "\n".join(error.replace("\n", " ") for error in errors)
 
 
+def over_limit(author: str, limit: str, value: float, resets_at: datetime) -> str:
+    """Why a push was not reviewed, in a command's words; a per-user limit is the author's (the
+    pull request's author is who an automatic review counts against, README "Costs and limits")."""
+    return run_render.would_go_over(limit, value, resets_at, whose=f"@{author}'s")
+
+
+def capped(limit: str, value: float) -> str:
+    return run_render.limit_words(limit, value)
+
+
 def coverage(scope_total: int, reviewed: int, unread: Sequence[str], ignored: Sequence[str]) -> list[str]:
     """The files a review did not read, named (binary, too large, past the file limit, ignored)."""
     names = [*unread, *(f"{name} (ignore_paths)" for name in ignored)]
@@ -112,6 +129,8 @@ def check_output(entry: Entry) -> dict[str, str]:
         "no_findings": "No findings",
         "unchanged": "No review: only the base changed",
         "too_large": "Skipped: too large",
+        "over_limit": "Skipped: over a limit",
+        "capped": "Stopped at a limit",
         "superseded": "Superseded by a newer push",
         "cancelled": "Cancelled",
         "failed": "The review failed",

@@ -1,6 +1,10 @@
 """The automatic review job (kind `auto_review`, one per pull request): wait out the debounce, decide
 what to review, run the agent, and record the range in the summary comment and the check run.
 
+A head that gets as far as a review is first admitted through the runs ledger, on the same limits
+as commands (reviews/admission.py): over a limit, nothing runs and the summary says which and when it
+resets; the agent runs under the per-run caps, and a review a cap stopped says so.
+
 The job runs under its own queue key (`owner/repo#N/review`), so deliveries for the same pull request
 (a newer push, `closed`) are handled while it runs; they move the pull request's generation on, and
 the job stops at its next step. A job woken before its pull request's `due_at` (a newer push moved
@@ -23,9 +27,10 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import CheckRun, GitHubApp, InstallationClient, PullRequest
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
-from bot.app.repo_config import matches_any
+from bot.app.repo_config import RepoLimits, matches_any
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
+from bot.app.reviews.admission import ReviewRun, author_of
 from bot.app.reviews.agent import AgentReview, Target
 from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
@@ -144,7 +149,7 @@ class ReviewJob:
             note = render.too_large(scope.changed_lines, config.max_changed_lines)
             await run.conclude(Entry("too_large", head, since=pull.base.sha, note=note))
             return
-        await run.review(scope, config)
+        await run.review(scope, config, settings.limits)
 
 
 class _Range:
@@ -199,7 +204,7 @@ class _Range:
         entry = Entry("failed" if await self.current() else "superseded", head, note=note)
         await finish_check(self.gh, repo, self.check_id, entry, quiet=True)
 
-    async def review(self, scope: Scope, config: AutoReviewConfig) -> None:
+    async def review(self, scope: Scope, config: AutoReviewConfig, limits: RepoLimits) -> None:
         pull, state, head = self.pull, self.state, self.pull.head.sha
         digest = diff_digest(scope.files)
         since, changed = pull.base.sha, None
@@ -213,6 +218,12 @@ class _Range:
                 since = state.reviewed_head
                 kept = [f for f in comparison.files if not matches_any(config.ignore_paths, f.filename)]
                 changed = changed_since(kept)
+        ledger = ReviewRun(self.job.deps, self.target, pull)
+        over = await ledger.admit(limits)
+        if over is not None:  # nothing runs; the check run queued for this head says why
+            note = render.over_limit(author_of(pull), over.limit, over.value, over.resets_at)
+            await self.conclude(Entry("over_limit", head, since=since, full=changed is None, note=note))
+            return
         if self.check_id is None:
             # Through the journal (issue 8): a retry adopts the check run an earlier attempt made.
             effects = GitHubEffects(self.gh, Journal(self.job.states.store), self.job.deps.crash)
@@ -232,12 +243,24 @@ class _Range:
             since,
             self.current,
             await self.job.bot_login(),
+            limits,
         )
         try:
-            outcome = await agent.run(state.generation)
+            outcome = await agent.run(ledger.run_id)
         except (BeamError, TimeoutError) as error:
+            await ledger.end("failed")
             note = f"{error.code}: {error.message}" if isinstance(error, BeamError) else "it took too long"
             await self.conclude(replace(base, kind="failed", note=note))
+            return
+        except Exception:
+            # A retried job admits the same run again and runs it; `after_error` sees to the check run.
+            await ledger.end("failed")
+            raise
+        await ledger.end("cancelled" if outcome.kind == "stopped" else "succeeded", outcome)
+        if outcome.kind == "capped":  # not reviewed: the next push reviews these commits again
+            stop = outcome.stop
+            assert stop is not None and stop.limit is not None  # no `/beam cancel` reaches it
+            await self.conclude(replace(base, kind="capped", note=render.capped(stop.limit, stop.value)))
             return
         if outcome.kind == "stopped":
             latest = await self.job.states.get(self.target.repo, self.target.number)

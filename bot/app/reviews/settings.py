@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from bot.app.github.client import InstallationClient
-from bot.app.repo_config import CONFIG_PATH, MAX_CONFIG_BYTES, parse_repo_config
+from bot.app.repo_config import CONFIG_PATH, MAX_CONFIG_BYTES, RepoLimits, parse_repo_config
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.state import Entry
@@ -27,6 +27,7 @@ class ReviewSettings:
     config: AutoReviewConfig = field(default_factory=AutoReviewConfig)  # the defaults when invalid
     enabled: bool = False
     errors: tuple[str, ...] = ()  # why the file is invalid; then no review runs
+    limits: RepoLimits = field(default_factory=RepoLimits)  # the repository's `limits:` (issue 11)
 
     @property
     def invalid(self) -> bool:
@@ -52,11 +53,12 @@ def declared_enabled(text: str | None) -> bool | None:
 
 def settings_of(text: str | None, server_default: bool) -> ReviewSettings:
     result = parse_repo_config(text)
-    config = result.config.auto_review
+    config, limits = result.config.auto_review, result.config.limits
     if result.ok:
-        return ReviewSettings(config, config.is_enabled(server_default))
+        return ReviewSettings(config, config.is_enabled(server_default), limits=limits)
     declared = declared_enabled(text)
-    return ReviewSettings(config, server_default if declared is None else declared, tuple(result.errors))
+    enabled = server_default if declared is None else declared
+    return ReviewSettings(config, enabled, tuple(result.errors), limits)
 
 
 async def load_review_settings(

@@ -25,6 +25,8 @@ EntryKind = Literal[
     "unchanged",
     "skipped",
     "too_large",
+    "over_limit",  # refused by a daily limit or the monthly budget (issue 11): nothing ran
+    "capped",  # stopped by a per-run token or time cap before it posted a review
     "superseded",
     "cancelled",
     "failed",

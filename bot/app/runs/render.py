@@ -149,13 +149,20 @@ LIMIT_WORDS = {
     "max_tokens_per_run": "the token limit of a run ({value:,} tokens)",
     "max_minutes_per_run": "the time limit of a run ({value:g} minutes)",
     "tokens_per_installation_per_month": "this installation's monthly token budget ({value:,} tokens)",
-    "runs_per_user_per_day": "your limit of {value:,} runs per day on this repository",
+    "runs_per_user_per_day": "{whose} limit of {value:,} runs per day on this repository",
     "runs_per_repo_per_day": "this repository's limit of {value:,} runs per day",
 }
 
 
-def limit_words(limit: str, value: float) -> str:
-    return LIMIT_WORDS[limit].format(value=value) + f" (`{limit}`)"
+def limit_words(limit: str, value: float, whose: str = "your") -> str:
+    """`whose` names the person of a per-user limit: "your" in a reply to them, "@login's" elsewhere."""
+    return LIMIT_WORDS[limit].format(value=value, whose=whose) + f" (`{limit}`)"
+
+
+def would_go_over(limit: str, value: float, resets_at: datetime, whose: str = "your") -> str:
+    """The refusal's words, shared by a command's reply and an automatic review's summary line."""
+    when = resets_at.strftime("%Y-%m-%d %H:%M UTC")
+    return f"this would go over {limit_words(limit, value, whose)}. It resets at {when}."
 
 
 def stopped_note(limit: str, value: float) -> str:
@@ -175,8 +182,7 @@ def cancelled(progress: Progress, by: str, partial: str = "", usage: Usage | Non
 
 
 def over_limit(login: str, limit: str, value: float, resets_at: datetime) -> str:
-    when = resets_at.strftime("%Y-%m-%d %H:%M UTC")
-    return f"Sorry @{login}, this would go over {limit_words(limit, value)}. It resets at {when}."
+    return f"Sorry @{login}, {would_go_over(limit, value, resets_at)}"
 
 
 def duplicate_run(command: str, status: str, link: str) -> str:

@@ -68,6 +68,11 @@ def header_timeout_protocol(timeout: float) -> type[Any]:
             if self._beam_timer is None and self._beam_idle():
                 self._beam_arm()  # the head of a next request on a kept-alive connection
             super().data_received(data)
+            if self._beam_timer is not None and not self._beam_idle():
+                # The head is in (a request is being answered): the timer has done its job. Left
+                # armed, it closed busy kept-alive connections between two requests once it fired.
+                self._beam_timer.cancel()
+                self._beam_timer = None
 
         def connection_lost(self, exc: Exception | None) -> None:
             if self._beam_timer is not None:
