@@ -15,7 +15,7 @@ from tests.e2e.review_support import CONFIG, Story
 from tests.support.bot_process import bot_stack, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fake_github import Call
-from tests.support.fleet import Fleet, fresh_pg_database
+from tests.support.fleet import Fleet, fleet_on
 
 LINE_F2 = 5
 
@@ -48,17 +48,8 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
     with bot_stack(tmp_path, BEAM_CONCURRENCY="1") as bot:
         bot.llm.fallback_text = "Done."
         Story(bot).seed(CONFIG)
-        if request.param == "sqlite":
-            fleet = Fleet(bot)
+        with fleet_on(request, bot) as fleet:
             yield fleet
-            fleet.stop()
-        else:
-            with fresh_pg_database(request.getfixturevalue("pg_database_url")) as url:
-                fleet = Fleet(bot, workers=2, database_url=url)
-                try:
-                    yield fleet
-                finally:
-                    fleet.stop()
 
 
 def every_job_done(fleet: Fleet) -> bool:
