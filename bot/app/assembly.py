@@ -100,7 +100,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     queue = JobQueue(runtime.store)
     approvals = Approvals(github, deps, queue, timing=timing)
     states = ReviewStates(runtime.store)
-    trigger = ReviewTrigger(github, queue, states, enabled_by_default=settings.auto_review)
+    trigger = ReviewTrigger(github, queue, states, enabled_by_default=settings.auto_review, crash=deps.crash)
     reviews = ReviewJob(github, deps, states, enabled_by_default=settings.auto_review)
     webhooks = Webhooks(github, deps, approvals, trigger, ThreadReplies(deps.llm))
     sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))

@@ -119,6 +119,8 @@ _ENTRIES = [
     # beam-bot: how a job that could not finish ends its tracking comment (never silent).
     _e(339, 503, "The job was given up: the process running it was lost on its last attempt."),
     _e(340, 500, "The job failed and will not be retried."),
+    # beam-bot: a repository's settings file that does not validate (said on the pull request).
+    _e(341, 422, "The repository configuration is invalid."),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

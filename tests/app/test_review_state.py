@@ -48,9 +48,9 @@ async def test_close_cancels_and_a_reopen_push_revives(store: Store) -> None:
 async def test_recorded_entries_and_the_reviewed_head(store: Store) -> None:
     states = ReviewStates(store)
     await states.push(REPO, 3, "a" * 40, due_at=0.0)
-    state = await states.record(REPO, 3, Entry("skipped", "a" * 40, note="draft"))
-    assert state.reviewed_head is None
-    state = await states.record(
+    state, changed = await states.record(REPO, 3, Entry("skipped", "a" * 40, note="draft"))
+    assert state.reviewed_head is None and changed
+    state, _ = await states.record(
         REPO,
         3,
         Entry("reviewed", "a" * 40, url="https://x", findings=1),
@@ -60,7 +60,7 @@ async def test_recorded_entries_and_the_reviewed_head(store: Store) -> None:
     assert (state.reviewed_head, state.diff_digest) == ("a" * 40, "d1")
     assert [e.kind for e in state.entries] == ["skipped", "reviewed"] and state.entries[1].url == "https://x"
     for n in range(MAX_ENTRIES + 5):
-        state = await states.record(REPO, 3, Entry("no_findings", f"{n:040d}"))
+        state, _ = await states.record(REPO, 3, Entry("no_findings", f"{n:040d}"))
     assert len(state.entries) == MAX_ENTRIES and state.entries[-1].head == f"{MAX_ENTRIES + 4:040d}"
     await states.set_summary_comment(REPO, 3, 9001)
     fresh = await states.get(REPO, 3)
@@ -75,3 +75,32 @@ async def test_review_jobs_share_one_queued_row_per_pull_request(store: Store) -
     assert first == again
     row = await queue.get(first)
     assert row is not None and row["run_after"] == 50.0 and row["key"] == "o/r#4/review"
+
+
+async def test_a_skip_for_the_same_reason_replaces_the_last_line(store: Store) -> None:
+    states = ReviewStates(store)
+    await states.push(REPO, 5, "a" * 40, due_at=0.0)
+    big = Entry("too_large", "a" * 40, since="0" * 40, note="20 changed lines is more")
+    state, changed = await states.record(REPO, 5, big)
+    assert changed and [e.head for e in state.entries] == ["a" * 40]
+    state, changed = await states.record(REPO, 5, big)  # the same line again (a retry): nothing
+    assert not changed and len(state.entries) == 1
+    bigger = Entry("too_large", "b" * 40, since="0" * 40, note="40 changed lines is more")
+    state, changed = await states.record(REPO, 5, bigger)  # still too large: the line moves on
+    assert changed and state.entries == (bigger,)
+    reviewed = Entry("reviewed", "c" * 40, url="https://x", findings=1)
+    broken = Entry("invalid_config", "d" * 40, note="auto_review.drafts: expected true or false")
+    await states.record(REPO, 5, reviewed)
+    await states.record(REPO, 5, broken)
+    state, _ = await states.record(REPO, 5, Entry("invalid_config", "e" * 40, note=broken.note))
+    assert [(e.kind, e.head[0]) for e in state.entries] == [
+        ("too_large", "b"),
+        ("reviewed", "c"),
+        ("invalid_config", "e"),
+    ]
+    other = Entry("invalid_config", "e" * 40, note="debounce: 'soon' is not a duration")
+    state, _ = await states.record(REPO, 5, other)  # another mistake in the file: its own line
+    label = Entry("skipped", "f" * 40, note="label `no-review`")
+    state, _ = await states.record(REPO, 5, label)
+    state, _ = await states.record(REPO, 5, Entry("skipped", "f" * 40, note="draft"))
+    assert [e.kind for e in state.entries][-4:] == ["invalid_config", "invalid_config", "skipped", "skipped"]

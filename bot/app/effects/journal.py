@@ -4,6 +4,9 @@ A write whose row is `done` is never made again: its stored result (the object's
 returned. A row left at `intent` means an earlier attempt died somewhere between deciding to write and
 recording the answer; the caller then reads GitHub (hidden markers, branch tips, open pull requests)
 to find out whether the write happened, because GitHub itself has no idempotency keys.
+
+A step that is not a GitHub write may keep its answer here too when a retry must not take it again:
+a review trigger's hand-over records the generation its delivery started (reviews/trigger.py).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
 
@@ -58,6 +59,13 @@ def entry_line(entry: Entry) -> str:
         line = f"- {span}: cancelled; {entry.note}"
     elif entry.kind == "failed":
         line = f"- {span}: the review failed ({entry.note}); the next push tries again"
+    elif entry.kind == "invalid_config":
+        code = run_render.CONFIG_ERROR_CODE
+        line = (
+            f"- {span}: no review; `{CONFIG_PATH}` on the default branch is invalid ({code}), "
+            "so automatic reviews wait until it is fixed there:\n"
+            + run_render.config_error_block(entry.note.split("\n"), indent="  ")
+        )
     else:
         line = f"- {span}: skipped ({entry.note})"
     if entry.skipped_files:
@@ -83,6 +91,11 @@ def too_large(changed: int, limit: int) -> str:
         f"{changed:,} changed lines is more than `auto_review.max_changed_lines` ({limit:,}); "
         "ask for one with `/beam review`"
     )
+
+
+def invalid_config(errors: Sequence[str]) -> str:
+    """An invalid-config entry's note: the validation messages, one a line."""
+    return "\n".join(error.replace("\n", " ") for error in errors)
 
 
 def over_limit(author: str, limit: str, value: float, resets_at: datetime) -> str:
@@ -122,6 +135,7 @@ def check_output(entry: Entry) -> dict[str, str]:
         "cancelled": "Cancelled",
         "failed": "The review failed",
         "skipped": "Skipped",
+        "invalid_config": "Skipped: invalid configuration",
     }
     text = entry_line(entry).removeprefix("- ")
     if entry.kind == "reviewed":

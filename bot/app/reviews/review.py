@@ -9,6 +9,11 @@ The job runs under its own queue key (`owner/repo#N/review`), so deliveries for 
 (a newer push, `closed`) are handled while it runs; they move the pull request's generation on, and
 the job stops at its next step. A job woken before its pull request's `due_at` (a newer push moved
 the debounce) queues itself again for then, as the same row, without holding a worker.
+
+One check run per head, whatever fails: an attempt that will be retried hands its check run back to
+the pull request's row (left in progress: GitHub does not reopen a completed one), so the retry takes
+it again; a retry after a crash finds it among the head's check runs by its `external_id`. Only the
+last attempt, or an error a retry cannot mend, completes it (neutral, "the review failed").
 """
 
 from __future__ import annotations
@@ -19,16 +24,17 @@ from dataclasses import replace
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects
 from bot.app.github.api import GitHubError
-from bot.app.github.client import GitHubApp, InstallationClient, PullRequest
+from bot.app.github.client import CheckRun, GitHubApp, InstallationClient, PullRequest
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
-from bot.app.repo_config import RepoLimits, load_repo_config, matches_any
+from bot.app.repo_config import RepoLimits, matches_any
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
 from bot.app.reviews.agent import AgentReview, Target
 from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
+from bot.app.reviews.settings import load_review_settings
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
 from bot.app.runs.run import RunDeps
 from bot.beam.errors import BeamError
@@ -73,23 +79,61 @@ class ReviewJob:
             raise Reschedule(state.due_at)
         gh = InstallationClient(self.github, target.installation_id)
         try:
-            await self._review(gh, target, state)
+            await self._review(gh, target, state, job.attempts, job.max_attempts)
         except GitHubError as error:
             if error.transient:
                 raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
             raise PermanentError(str(error)) from error
 
-    async def _review(self, gh: InstallationClient, target: Target, state: ReviewState) -> None:
+    async def _review(
+        self, gh: InstallationClient, target: Target, state: ReviewState, attempt: int, attempts: int
+    ) -> None:
         pull = await gh.get_pull(target.owner, target.name, target.number)
         head = pull.head.sha
-        if pull.state != "open" or head == state.reviewed_head:
+        if pull.state != "open":
             return
         check_id = await self.states.take_check(target.repo, target.number, head)
+        if check_id is None and attempt > 1:
+            held = await self._held_check(gh, target, state.generation, head)
+            if held is not None and held.status == "completed":
+                log.info("%s#%s: %s was concluded before", target.repo, target.number, head[:7])
+                return
+            check_id = held.id if held is not None else None
+        if head == state.reviewed_head:
+            if check_id is not None:
+                # An earlier attempt recorded this range and failed before its summary edit or its
+                # check run's completion landed: make both say it now.
+                said = [e for e in state.entries if e.head == head]
+                entry = said[-1] if said else Entry("no_findings", head)
+                await publish_summary(gh, self.states, state, await self.bot_login())
+                await finish_check(gh, target.repo, check_id, entry)
+            return
         run = _Range(self, gh, target, state, pull, check_id)
-        config_result = await load_repo_config(gh.get_file, target.owner, target.name, target.default_branch)
-        config = config_result.config.auto_review
-        if not config.is_enabled(self.enabled_by_default):
+        try:
+            await self._decide(run, target, pull)
+        except Exception as error:
+            await run.after_error(error, last=attempt >= attempts)
+            raise
+
+    async def _held_check(
+        self, gh: InstallationClient, target: Target, generation: int, head: str
+    ) -> CheckRun | None:
+        """The check run of this generation and head an earlier attempt held when it died (it could not
+        hand it back): found among the head's check runs by the `external_id` it was created with."""
+        keys = {check_key(target.repo, target.number, generation, head, s) for s in ("check", "check-job")}
+        runs = await gh.list_check_runs(target.owner, target.name, head, render.CHECK_NAME)
+        return next((run for run in runs if run.external_id in keys), None)
+
+    async def _decide(self, run: _Range, target: Target, pull: PullRequest) -> None:
+        gh, state, head = run.gh, run.state, pull.head.sha
+        settings = await load_review_settings(gh, target.repo, target.default_branch, self.enabled_by_default)
+        config = settings.config
+        if not settings.enabled:
             await run.conclude(Entry("skipped", head, note="automatic reviews are off"), show=False)
+            return
+        if settings.invalid:
+            # No review under rules that cannot be read; the summary says why (settings.py).
+            await run.conclude(settings.invalid_entry(head))
             return
         reason = skip_reason(pull, config)
         if reason is not None:
@@ -105,7 +149,7 @@ class ReviewJob:
             note = render.too_large(scope.changed_lines, config.max_changed_lines)
             await run.conclude(Entry("too_large", head, since=pull.base.sha, note=note))
             return
-        await run.review(scope, config, config_result.config.limits)
+        await run.review(scope, config, settings.limits)
 
 
 class _Range:
@@ -139,9 +183,26 @@ class _Range:
         repo, number = self.target.repo, self.target.number
         if show:
             head = entry.head if reviewed else None
-            state = await self.job.states.record(repo, number, entry, reviewed_head=head, diff_digest=digest)
-            await publish_summary(self.gh, self.job.states, state, await self.job.bot_login())
+            state, changed = await self.job.states.record(
+                repo, number, entry, reviewed_head=head, diff_digest=digest
+            )
+            if changed or state.summary_comment_id is None:
+                await publish_summary(self.gh, self.job.states, state, await self.job.bot_login())
         await finish_check(self.gh, repo, self.check_id, entry)
+
+    async def after_error(self, error: Exception, *, last: bool) -> None:
+        """Before the job is retried or given up: a retry takes the check run back from the row (left
+        in progress); otherwise it is completed now, so it is never left in progress."""
+        if self.check_id is None:
+            return
+        repo, number, head = self.target.repo, self.target.number, self.pull.head.sha
+        retried = not last and not (isinstance(error, GitHubError) and not error.transient)
+        states, generation = self.job.states, self.state.generation
+        if retried and await states.set_check(repo, number, generation, head, self.check_id):
+            return
+        note = str(error) if isinstance(error, GitHubError) else type(error).__name__
+        entry = Entry("failed" if await self.current() else "superseded", head, note=note)
+        await finish_check(self.gh, repo, self.check_id, entry, quiet=True)
 
     async def review(self, scope: Scope, config: AutoReviewConfig, limits: RepoLimits) -> None:
         pull, state, head = self.pull, self.state, self.pull.head.sha
@@ -191,18 +252,8 @@ class _Range:
             note = f"{error.code}: {error.message}" if isinstance(error, BeamError) else "it took too long"
             await self.conclude(replace(base, kind="failed", note=note))
             return
-        except GitHubError as error:
-            await ledger.end("failed")  # a retried job admits the same run again and runs it
-            # Say so before the job is retried (or given up): a check run is never left in progress.
-            await finish_check(
-                self.gh,
-                self.target.repo,
-                self.check_id,
-                replace(base, kind="failed", note=str(error)),
-                quiet=True,
-            )
-            raise
         except Exception:
+            # A retried job admits the same run again and runs it; `after_error` sees to the check run.
             await ledger.end("failed")
             raise
         await ledger.end("cancelled" if outcome.kind == "stopped" else "succeeded", outcome)

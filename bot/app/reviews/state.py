@@ -5,6 +5,8 @@ generation it started under and stops at its next step once the row moved on (a 
 pull request was closed). `reviewed_head` is the last head whose range was dealt with (reviewed, found
 empty, or skipped for good), so no head is reviewed twice. The queued check run of the newest head is
 handed over by compare-and-set: exactly one of the job and a newer push completes it.
+
+The summary stays short: a skip for the same reason as its last line replaces that line (`merged`).
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ EntryKind = Literal[
     "superseded",
     "cancelled",
     "failed",
+    "invalid_config",
 ]
 MAX_ENTRIES = 50
+# Lines that say why a head got no review: one for the same reason in a row, not one per push.
+COLLAPSING = frozenset({"skipped", "too_large", "invalid_config"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,21 @@ class Entry:
     def from_json(cls, data: dict[str, Any]) -> Entry:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         return cls(**known)
+
+
+def merged(entries: list[dict[str, Any]], entry: Entry) -> list[dict[str, Any]]:
+    """The summary's lines with `entry` added. The same line again adds nothing; a skip for the same
+    reason as the last line (too large, however large; the same label or the same invalid file)
+    replaces it, so it names the newest head and pushes to a pull request that stays skipped leave
+    one line, not one per push."""
+    if entries:
+        last = Entry.from_json(entries[-1])
+        if last == entry:
+            return entries
+        same_reason = entry.kind == "too_large" or last.note == entry.note
+        if entry.kind in COLLAPSING and last.kind == entry.kind and same_reason:
+            return [*entries[:-1], entry.to_json()]
+    return [*entries, entry.to_json()][-MAX_ENTRIES:]
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,17 +201,19 @@ class ReviewStates:
         *,
         reviewed_head: str | None = None,
         diff_digest: str | None = None,
-    ) -> ReviewState:
-        """Add a line to the summary, and (when given) mark `reviewed_head` as dealt with."""
+    ) -> tuple[ReviewState, bool]:
+        """Add a line to the summary (`merged`), and (when given) mark `reviewed_head` as dealt with.
+        Returns the state and whether the summary's lines changed (if not, its comment needs no edit)."""
         async with self.store.write() as conn:
             row = (await conn.execute(select(auto_reviews).where(self._where(repo, number)))).one()
-            entries = [*(row.entries or []), entry.to_json()][-MAX_ENTRIES:]
+            before = list(row.entries or [])
+            entries = merged(before, entry)
             values: dict[str, Any] = {"entries": entries, "updated_at": self.store.clock()}
             if reviewed_head is not None:
                 values.update(reviewed_head=reviewed_head, diff_digest=diff_digest)
             await conn.execute(update(auto_reviews).where(self._where(repo, number)).values(**values))
             fresh = (await conn.execute(select(auto_reviews).where(self._where(repo, number)))).one()
-        return ReviewState.of(fresh._mapping)
+        return ReviewState.of(fresh._mapping), entries != before
 
     async def set_summary_comment(self, repo: str, number: int, comment_id: int) -> None:
         async with self.store.write() as conn:

@@ -230,19 +230,30 @@ def skill_disabled(command: str) -> str:
     return f"`/beam {command}` is turned off for this repository in `{CONFIG_PATH}`."
 
 
-def render_config_errors(errors: list[str], branch: str | None = None) -> str:
-    """Markdown for a PR comment. The messages quote the file, so they go in a code block where no
-    mention, link or HTML in them takes effect."""
-    where = f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
+CONFIG_ERROR_CODE = "BEM-341"  # an invalid `.github/beam.yml`, for commands and automatic reviews alike
+
+
+def config_error_block(errors: Sequence[str], indent: str = "") -> str:
+    """The messages as a code block (each line prefixed by `indent`, to nest it in a list item). They
+    quote the file, so no mention, link or HTML in them may take effect."""
     shown = [line.replace("\n", " ") for line in errors[:MAX_SHOWN_ERRORS]]
     if len(errors) > MAX_SHOWN_ERRORS:
         shown.append(f"... and {len(errors) - MAX_SHOWN_ERRORS} more")
-    body = "\n".join(f"- {line}" for line in shown)
-    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", body)), default=0) + 1)
+    body = [f"- {line}" for line in shown]
+    fence = "`" * max(3, max((len(run) for run in re.findall(r"`+", "\n".join(body))), default=0) + 1)
+    return "\n".join(indent + line for line in [f"{fence}text", *body, fence])
+
+
+def config_branch(branch: str | None) -> str:
+    return f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
+
+
+def render_config_errors(errors: list[str], branch: str | None = None) -> str:
+    """Markdown for a PR comment: the code, the messages, and that the defaults apply meanwhile."""
     return (
-        f"⚠️ **beam-bot: `{CONFIG_PATH}` is invalid**, so the default settings apply until it is fixed "
-        f"on {where}.\n\n"
-        f"{fence}text\n{body}\n{fence}\n\n"
+        f"⚠️ **beam-bot: `{CONFIG_PATH}` is invalid** ({CONFIG_ERROR_CODE}), so the default settings "
+        f"apply until it is fixed on {config_branch(branch)}.\n\n"
+        f"{config_error_block(errors)}\n\n"
         f"The file is read from the default branch only, never from a pull request. "
         f"Its format is described by `schema/beam-config.schema.json` in the beam-bot repository."
     )

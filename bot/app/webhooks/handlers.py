@@ -142,7 +142,7 @@ class Webhooks:
         if self.reviews is None:
             return
         try:
-            await self.reviews.on_pull_event(event)
+            await self.reviews.on_pull_event(event, job.delivery_id)
         except GitHubError as error:
             raise job_failure(error) from error
 
