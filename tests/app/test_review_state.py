@@ -104,3 +104,17 @@ async def test_a_skip_for_the_same_reason_replaces_the_last_line(store: Store) -
     state, _ = await states.record(REPO, 5, label)
     state, _ = await states.record(REPO, 5, Entry("skipped", "f" * 40, note="draft"))
     assert [e.kind for e in state.entries][-4:] == ["invalid_config", "invalid_config", "skipped", "skipped"]
+
+
+async def test_pushes_over_the_same_limit_leave_one_line(store: Store) -> None:
+    states = ReviewStates(store)
+    await states.push(REPO, 6, "a" * 40, due_at=0.0)
+    note = (
+        "skipped; this would go over the limit of 1 runs per day on this repository. It resets at 00:00 UTC."
+    )
+    await states.record(REPO, 6, Entry("over_limit", "a" * 40, since="0" * 40, note=note))
+    state, changed = await states.record(REPO, 6, Entry("over_limit", "b" * 40, since="0" * 40, note=note))
+    assert changed and [(e.kind, e.head[0]) for e in state.entries] == [("over_limit", "b")]
+    tomorrow = note.replace("00:00", "00:00 tomorrow")
+    state, _ = await states.record(REPO, 6, Entry("over_limit", "c" * 40, since="0" * 40, note=tomorrow))
+    assert [e.head[0] for e in state.entries] == ["b", "c"]  # another day's limit: its own line

@@ -34,7 +34,7 @@ EntryKind = Literal[
 ]
 MAX_ENTRIES = 50
 # Lines that say why a head got no review: one for the same reason in a row, not one per push.
-COLLAPSING = frozenset({"skipped", "too_large", "invalid_config"})
+COLLAPSING = frozenset({"skipped", "too_large", "invalid_config", "over_limit"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,8 +61,8 @@ class Entry:
 
 def merged(entries: list[dict[str, Any]], entry: Entry) -> list[dict[str, Any]]:
     """The summary's lines with `entry` added. The same line again adds nothing; a skip for the same
-    reason as the last line (too large, however large; the same label or the same invalid file)
-    replaces it, so it names the newest head and pushes to a pull request that stays skipped leave
+    reason as the last line (too large, however large; the same label, the same invalid file or the
+    same limit until it resets) replaces it, so it names the newest head and pushes to a pull request that stays skipped leave
     one line, not one per push."""
     if entries:
         last = Entry.from_json(entries[-1])
