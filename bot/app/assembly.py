@@ -22,6 +22,7 @@ from bot.app.jobs.store import Store
 from bot.app.jobs.workers import Handler
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
+from bot.app.reviews.abandoned import AbandonedReviews
 from bot.app.reviews.review import KIND as AUTO_REVIEW
 from bot.app.reviews.review import ReviewJob
 from bot.app.reviews.state import ReviewStates
@@ -111,21 +112,27 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
 
 class JobHandlers:
     """The job handler the worker pool calls, with the pool's two hooks (issue 8): `gave_up` when a
-    job ends failed or dead, and `periodic`, the sweep that finishes tracking comments left open."""
+    job ends failed or dead, and `periodic`, the sweep that finishes what such jobs left open (a
+    command's tracking comment; an automatic review's check run, summary line and run row)."""
 
     def __init__(self, dispatcher: JobDispatcher, deps: RunDeps, github: GitHubApp) -> None:
         self.dispatcher = dispatcher
         self.deps = deps
         self.github = github
+        self.reviews = AbandonedReviews(github, deps, ReviewStates(deps.store))
 
     async def __call__(self, job: Job) -> None:
         await self.dispatcher.handle_job(job)
 
     async def gave_up(self, job: Job, error: str) -> None:
-        await finish_abandoned_runs(self.deps, self.github, job.id)
+        if job.kind == AUTO_REVIEW:
+            await self.reviews.finish(job.id)
+        else:
+            await finish_abandoned_runs(self.deps, self.github, job.id)
 
     async def periodic(self) -> None:
         await finish_abandoned_runs(self.deps, self.github)
+        await self.reviews.finish()
 
 
 def build_handler(runtime: Resources) -> Handler:

@@ -73,6 +73,20 @@ class Journal:
                     self.store.insert_ignore(effects).values(created_at=now, updated_at=now, **row)
                 )
 
+    async def note(self, key: str, kind: str, result: dict[str, Any]) -> None:
+        """Record a step's answer dated now, over any earlier row of `key`: unlike `record`, which
+        keeps the first date, the row's `created_at` then says which attempt (or which job, when a
+        key names a job id that SQLite may give again once the old row was pruned) wrote it."""
+        now = self.store.clock()
+        row = {"key": key, "kind": kind, "state": "done", "result": result}
+        async with self.store.write() as conn:
+            await conn.execute(
+                self.store.insert_ignore(effects).values(created_at=now, updated_at=now, **row)
+            )
+            await conn.execute(
+                update(effects).where(effects.c.key == key).values(created_at=now, updated_at=now, **row)
+            )
+
     # -- conversation checkpoints -----------------------------------------------------------------
 
     async def load_conversation(self, run_id: str) -> tuple[int, list[dict[str, Any]]] | None:

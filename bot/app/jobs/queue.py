@@ -49,6 +49,9 @@ from bot.app.jobs.store import Store
 FinalState = Literal["queued", "failed", "dead"]
 
 MAX_ERROR_CHARS = 4000
+# How `last_error` begins when a claim buries a job whose worker died on its last attempt (no hook
+# heard of it; the periodic sweeps find it by this).
+LOST_ON_LAST_ATTEMPT = "lease expired during the last attempt"
 _CLAIM_RACE_RETRIES = 5
 # SQLAlchemy's (PostgreSQL) and sqlite3's own (the raw hot path on SQLite).
 _INTEGRITY_ERRORS = (IntegrityError, sqlite3.IntegrityError)
@@ -172,7 +175,7 @@ class JobQueue:
                 return None
             if row["attempts"] > row["max_attempts"]:
                 # Its last allowed attempt died with the worker: bury it, look again.
-                error = f"lease expired during the last attempt ({row['max_attempts']}): worker lost"
+                error = f"{LOST_ON_LAST_ATTEMPT} ({row['max_attempts']}): worker lost"
                 sql.bury.rowcount(conn, {"b_id": row["id"], "b_now": now, "b_error": error})
                 continue
             return self._job(conn, row)

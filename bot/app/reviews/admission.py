@@ -21,12 +21,17 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from sqlalchemy import update
+
 from bot.app.github.client import PullRequest
-from bot.app.limits.ledger import Ledger, OverLimit, RunRequest
+from bot.app.jobs.schema import runs
+from bot.app.jobs.store import Store
+from bot.app.limits.ledger import ACTIVE, Ledger, OverLimit, RunRequest
 from bot.app.limits.policy import effective
 from bot.app.repo_config import RepoLimits
 from bot.app.reviews.agent import AgentOutcome, Target
 from bot.app.runs.run import RUN_NAMESPACE, RunDeps
+from bot.beam.errors import CATALOG
 
 SKILL = "auto_review"
 
@@ -38,6 +43,20 @@ def review_run_id(repo: str, number: int, head: str) -> str:
 
 def author_of(pull: PullRequest) -> str:
     return pull.user.login if pull.user is not None else "ghost"
+
+
+async def end_abandoned(store: Store, repo: str, number: int, head: str, code: str) -> bool:
+    """The run row of a head whose job gave up becomes `failed`, by compare-and-set: only a row still
+    queued or running moves, so doing it again (the hook, then the sweep) changes nothing."""
+    stmt = (
+        update(runs)
+        .where(runs.c.id == review_run_id(repo, number, head), runs.c.status.in_(ACTIVE))
+        .values(
+            status="failed", error_code=code, error_message=CATALOG[code].message, finished_at=time.time()
+        )
+    )
+    async with store.write() as conn:
+        return (await conn.execute(stmt)).rowcount == 1
 
 
 @dataclass

@@ -13,6 +13,7 @@ from datetime import datetime
 from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
+from bot.beam.errors import CATALOG
 
 SUMMARY_MARKER = "<!-- beam-review-summary -->"
 CHECK_NAME = "beam / review"
@@ -102,6 +103,13 @@ def over_limit(author: str, limit: str, value: float, resets_at: datetime) -> st
     """Why a push was not reviewed, in a command's words; a per-user limit is the author's (the
     pull request's author is who an automatic review counts against, README "Costs and limits")."""
     return run_render.would_go_over(limit, value, resets_at, whose=f"@{author}'s")
+
+
+def gave_up(code: str) -> str:
+    """A failed entry's note when the review job was given up: the code and its catalog reason (BEM-339
+    the worker was lost on the last attempt, BEM-340 an error no retry mends or retries ran out)."""
+    message = CATALOG[code].message
+    return f"{code}: {message[0].lower()}{message[1:].rstrip('.')}"
 
 
 def capped(limit: str, value: float) -> str:

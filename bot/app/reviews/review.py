@@ -13,7 +13,9 @@ the debounce) queues itself again for then, as the same row, without holding a w
 One check run per head, whatever fails: an attempt that will be retried hands its check run back to
 the pull request's row (left in progress: GitHub does not reopen a completed one), so the retry takes
 it again; a retry after a crash finds it among the head's check runs by its `external_id`. Only the
-last attempt, or an error a retry cannot mend, completes it (neutral, "the review failed").
+last attempt, or an error a retry cannot mend, completes it (neutral, "the review failed"); a job
+that gives up without doing so (its worker died on the last attempt) is seen to by reviews/abandoned.py,
+from the generation and head each attempt notes in the journal.
 """
 
 from __future__ import annotations
@@ -53,6 +55,23 @@ def check_key(repo: str, number: int, generation: int, head: str, step: str) -> 
     return f"{job_key(repo, number)}:{generation}:{head}:{step}"
 
 
+ATTEMPT = "review_attempt"  # the journal's kind for where a job's attempt is (not a GitHub write)
+
+
+def attempt_key(job_id: int) -> str:
+    """The journal row that says which generation and head the job's latest attempt is at, so a job
+    that gives up can be seen to (reviews/abandoned.py)."""
+    return f"job:{job_id}:review-attempt"
+
+
+async def held_check(gh: InstallationClient, target: Target, generation: int, head: str) -> CheckRun | None:
+    """The check run of this generation and head an earlier attempt held when it died (it could not
+    hand it back): found among the head's check runs by the `external_id` it was created with."""
+    keys = {check_key(target.repo, target.number, generation, head, s) for s in ("check", "check-job")}
+    runs = await gh.list_check_runs(target.owner, target.name, head, render.CHECK_NAME)
+    return next((run for run in runs if run.external_id in keys), None)
+
+
 class ReviewJob:
     def __init__(
         self, github: GitHubApp, deps: RunDeps, states: ReviewStates, *, enabled_by_default: bool
@@ -79,22 +98,22 @@ class ReviewJob:
             raise Reschedule(state.due_at)
         gh = InstallationClient(self.github, target.installation_id)
         try:
-            await self._review(gh, target, state, job.attempts, job.max_attempts)
+            await self._review(gh, target, state, job)
         except GitHubError as error:
             if error.transient:
                 raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
             raise PermanentError(str(error)) from error
 
-    async def _review(
-        self, gh: InstallationClient, target: Target, state: ReviewState, attempt: int, attempts: int
-    ) -> None:
+    async def _review(self, gh: InstallationClient, target: Target, state: ReviewState, job: Job) -> None:
         pull = await gh.get_pull(target.owner, target.name, target.number)
         head = pull.head.sha
         if pull.state != "open":
             return
+        where = {"generation": state.generation, "head": head, "base": pull.base.sha}
+        await Journal(self.states.store).note(attempt_key(job.id), ATTEMPT, where)
         check_id = await self.states.take_check(target.repo, target.number, head)
-        if check_id is None and attempt > 1:
-            held = await self._held_check(gh, target, state.generation, head)
+        if check_id is None and job.attempts > 1:
+            held = await held_check(gh, target, state.generation, head)
             if held is not None and held.status == "completed":
                 log.info("%s#%s: %s was concluded before", target.repo, target.number, head[:7])
                 return
@@ -112,17 +131,8 @@ class ReviewJob:
         try:
             await self._decide(run, target, pull)
         except Exception as error:
-            await run.after_error(error, last=attempt >= attempts)
+            await run.after_error(error, last=job.attempts >= job.max_attempts)
             raise
-
-    async def _held_check(
-        self, gh: InstallationClient, target: Target, generation: int, head: str
-    ) -> CheckRun | None:
-        """The check run of this generation and head an earlier attempt held when it died (it could not
-        hand it back): found among the head's check runs by the `external_id` it was created with."""
-        keys = {check_key(target.repo, target.number, generation, head, s) for s in ("check", "check-job")}
-        runs = await gh.list_check_runs(target.owner, target.name, head, render.CHECK_NAME)
-        return next((run for run in runs if run.external_id in keys), None)
 
     async def _decide(self, run: _Range, target: Target, pull: PullRequest) -> None:
         gh, state, head = run.gh, run.state, pull.head.sha

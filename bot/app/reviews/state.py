@@ -62,8 +62,8 @@ class Entry:
 def merged(entries: list[dict[str, Any]], entry: Entry) -> list[dict[str, Any]]:
     """The summary's lines with `entry` added. The same line again adds nothing; a skip for the same
     reason as the last line (too large, however large; the same label, the same invalid file or the
-    same limit until it resets) replaces it, so it names the newest head and pushes to a pull request that stays skipped leave
-    one line, not one per push."""
+    same limit until it resets) replaces it, so it names the newest head and pushes to a pull request
+    that stays skipped leave one line, not one per push."""
     if entries:
         last = Entry.from_json(entries[-1])
         if last == entry:

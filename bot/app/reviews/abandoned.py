@@ -1,0 +1,194 @@
+"""Never half-done: an automatic review whose job was given up gets its check run, summary line and
+run row ended here.
+
+A review job that ends `failed` or `dead` may leave the `beam / review` check run of the head it was
+at queued or in progress (GitHub keeps it so for ever: only we can complete it) and that head's run
+row `running`: its worker died on the last attempt (the claim that finds it buries it, and no hook
+hears of that), or the job died before its own error handling ran. Here the check run is completed,
+neutral as always, titled "The review failed" (or superseded / cancelled when the pull request moved
+on or was closed meanwhile); the summary comment gets the head's failed line (the state's merge rules
+apply, and a head whose range was already dealt with keeps its line); the run row becomes `failed`.
+
+Which head: each attempt notes its generation and head in the journal (review.py `attempt_key`). A
+job that died before noting one is taken to be at the pull request's newest generation, unless
+another review job of the pull request is queued or running: that one deals with it.
+
+Called by the worker pool when a job ends that way (assembly's `gave_up`) and by the periodic sweep
+over every such job, which also covers a buried job and a crash during the hook. Exactly once: the
+job's end is marked in the journal (`gave_up_key`) after it was shown, and every step before that is
+safe to repeat (a completed check run is left alone; the summary does not take the same line twice;
+the run row moves only from queued or running). SQLite may give a pruned job's id to a new job, so a
+journal row counts for a job only when it is younger than the job.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Text, cast, exists, literal, select
+
+from bot.app.effects.journal import Journal
+from bot.app.github.api import GitHubError
+from bot.app.github.client import GitHubApp, InstallationClient
+from bot.app.jobs.queue import LOST_ON_LAST_ATTEMPT
+from bot.app.jobs.schema import effects, jobs
+from bot.app.reviews import render
+from bot.app.reviews.admission import end_abandoned
+from bot.app.reviews.agent import Target
+from bot.app.reviews.publish import finish_check, publish_summary
+from bot.app.reviews.review import KIND, attempt_key, held_check
+from bot.app.reviews.state import Entry, ReviewState, ReviewStates
+from bot.app.runs.run import RunDeps
+
+log = logging.getLogger("beam.reviews")
+
+GAVE_UP_JOB_STATES = ("failed", "dead")
+LIVE_JOB_STATES = ("queued", "running")
+GAVE_UP = "review_gave_up"  # the journal's kind for "this job's end was shown"
+
+
+def gave_up_key(job_id: int) -> str:
+    return f"job:{job_id}:review-gave-up"
+
+
+def _gave_up_key_of_row() -> ColumnElement[str]:
+    """`gave_up_key(jobs.id)` in SQL, so the sweep reads only the jobs not seen to yet."""
+    return literal("job:", Text) + cast(jobs.c.id, Text) + literal(":review-gave-up", Text)
+
+
+@dataclass(frozen=True, slots=True)
+class GaveUpJob:
+    id: int
+    key: str | None
+    payload: dict[str, Any] | None
+    state: str
+    last_error: str
+    created_at: float
+
+    @property
+    def code(self) -> str:
+        """BEM-339 when its worker was lost on the last attempt, BEM-340 for any other end."""
+        return "BEM-339" if self.last_error.startswith(LOST_ON_LAST_ATTEMPT) else "BEM-340"
+
+
+@dataclass(frozen=True, slots=True)
+class _At:
+    """The generation and head a job was at, and the pull request's base then (when noted)."""
+
+    generation: int
+    head: str
+    base: str | None
+
+
+class _NotYet(Exception):
+    """What the job's end needs is not known yet (the App's login); the next sweep tries again."""
+
+
+class AbandonedReviews:
+    def __init__(self, github: GitHubApp, deps: RunDeps, states: ReviewStates) -> None:
+        self.github = github
+        self.deps = deps
+        self.states = states
+        self.journal = Journal(states.store)
+
+    async def finish(self, job_id: int | None = None) -> int:
+        """Show the end of every review job that gave up and was not seen to (or of `job_id`'s only);
+        return how many were. One that fails now (GitHub down) is left to the next sweep."""
+        seen = exists().where(
+            effects.c.key == _gave_up_key_of_row(), effects.c.created_at >= jobs.c.created_at
+        )
+        query = select(
+            jobs.c.id, jobs.c.key, jobs.c.payload, jobs.c.state, jobs.c.last_error, jobs.c.created_at
+        ).where(jobs.c.kind == KIND, jobs.c.state.in_(GAVE_UP_JOB_STATES), ~seen)
+        if job_id is not None:
+            query = query.where(jobs.c.id == job_id)
+        async with self.states.store.read() as conn:
+            found = [
+                GaveUpJob(r.id, r.key, r.payload, r.state, r.last_error or "", float(r.created_at))
+                for r in await conn.execute(query.order_by(jobs.c.id))
+            ]
+        finished = 0
+        for job in found:
+            try:
+                await self._finish(job)
+                finished += 1
+            except (GitHubError, _NotYet) as error:
+                log.warning("review job %s gave up; its end cannot be shown yet: %s", job.id, error)
+        return finished
+
+    async def _finish(self, job: GaveUpJob) -> None:
+        if job.payload is not None:
+            target = Target.of(job.payload)
+            state = await self.states.get(target.repo, target.number)
+            at = await self._where(job, state)
+            if at is not None:
+                try:
+                    if state is not None:
+                        await self._show(job, target, state, at)
+                except GitHubError as error:
+                    if error.transient:
+                        raise
+                    # The repository or the App's access is gone: nothing more can be shown there.
+                    log.warning(
+                        "review job %s: its check run and summary stay as they are: %s", job.id, error
+                    )
+                await end_abandoned(self.states.store, target.repo, target.number, at.head, job.code)
+        await self.journal.note(gave_up_key(job.id), GAVE_UP, {"state": job.state, "code": job.code})
+        log.info(
+            "review job %s ended %s; its check run, summary and run say so (%s)", job.id, job.state, job.code
+        )
+
+    async def _where(self, job: GaveUpJob, state: ReviewState | None) -> _At | None:
+        """Where the job was; None when it never got to a head, or when another review job of the
+        pull request (queued or running) has that generation, its check run and its run."""
+        newest = state.generation if state is not None else None
+        noted = await self.journal.lookup(attempt_key(job.id))
+        if noted is not None and noted.created_at >= job.created_at:
+            base = noted.result.get("base")
+            at = _At(int(noted.result["generation"]), str(noted.result["head"]), str(base) if base else None)
+        elif state is not None and state.target_head is not None:
+            at = _At(state.generation, state.target_head, None)
+        else:
+            return None
+        return None if at.generation == newest and await self._twin_alive(job) else at
+
+    async def _twin_alive(self, job: GaveUpJob) -> bool:
+        query = select(jobs.c.id).where(
+            jobs.c.kind == KIND, jobs.c.key == job.key, jobs.c.state.in_(LIVE_JOB_STATES), jobs.c.id != job.id
+        )
+        async with self.states.store.read() as conn:
+            return (await conn.execute(query.limit(1))).first() is not None
+
+    async def _show(self, job: GaveUpJob, target: Target, state: ReviewState, at: _At) -> None:
+        generation, head = at.generation, at.head
+        moved = state.generation != generation
+        repo, number = target.repo, target.number
+        current = not moved and not state.closed
+        gh = InstallationClient(self.github, target.installation_id)
+        check_id = await self.states.take_check(repo, number, head) if current else None
+        if check_id is None:
+            held = await held_check(gh, target, generation, head)
+            check_id = held.id if held is not None and held.status != "completed" else None
+        if state.closed:
+            entry = Entry("cancelled", head, note=render.CLOSED)
+        elif moved:
+            entry = Entry("superseded", head)
+        else:
+            # Its range as the review would have named it: since the last reviewed head, or the base.
+            since = state.reviewed_head or at.base
+            entry = Entry("failed", head, since, state.reviewed_head is None, note=render.gave_up(job.code))
+            said = [e for e in state.entries if e.head == head]
+            if state.reviewed_head == head and said:
+                entry = said[-1]  # the range was dealt with before the job died: its line stands
+            else:
+                state, _ = await self.states.record(repo, number, entry)
+            await publish_summary(gh, self.states, state, await self._login())
+        await finish_check(gh, repo, check_id, entry)
+
+    async def _login(self) -> str:
+        login = await self.deps.identity.login()
+        if login is None:
+            raise _NotYet("the App's login is unknown for now")
+        return login
