@@ -1,7 +1,8 @@
 """Issue 10 with issue 8's crash tests: kill every bot process around the `beam / review` check run of
 an automatic review (its creation by the trigger before, during and after GitHub made it; the job's
 update to in progress and to completed, during), start them again, and find exactly one check run on
-the head, completed and neutral, beside one review and one summary comment."""
+the head, completed and neutral, beside one review and one summary comment. Killed on every attempt,
+the review still ends with one check run, completed and neutral: "The review failed"."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS as MAX_ATTEMPTS
 from bot.app.jobs.schema import jobs
 from tests.e2e.review_support import CONFIG, Story
 from tests.support.bot_process import bot_stack, wait_for
@@ -81,3 +83,51 @@ def test_a_review_killed_around_its_check_run_ends_with_one_neutral_check_run(
     assert check.output is not None and check.output["title"] == "1 finding"
     assert len(story.reviews()) == 1
     assert "1 finding" in story.summary()  # one summary comment (summary() asserts at most one)
+
+
+def test_a_review_killed_on_its_last_attempt_ends_with_a_failed_check_run_and_summary_line(
+    fleet: Fleet,
+) -> None:
+    """Every attempt dies once its check run is in progress; after the last one the job is buried at
+    a claim, and the sweep completes the check run, says so in the summary and fails the run row."""
+    bot = fleet.bot
+    bot.extra_env["BEAM_SWEEP_INTERVAL"] = "0.5"
+    story = Story(bot)
+    kills: list[Call] = []
+
+    def kill_each_start(call: Call) -> None:
+        if len(kills) < MAX_ATTEMPTS and 200 <= call.status < 300 and CALLS["start"](call):
+            kills.append(call)
+            fleet.kill_all()
+
+    bot.fake.on_answered.append(kill_each_start)
+    fleet.start(None)
+    story.send("opened")
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        wait_for(
+            lambda n=attempt: len(kills) >= n,
+            timeout=60,
+            what=f"attempt {attempt} killed\n{fleet.log()[-3000:]}",
+        )
+        fleet.start(None)
+
+    head = story.pull.head_sha
+
+    def ended() -> bool:
+        runs = [r for r in fleet.run_rows() if r["skill"] == "auto_review"]
+        return (
+            bool(runs)
+            and all(r["status"] == "failed" for r in runs)
+            and "the review failed" in story.summary()
+        )
+
+    wait_for(ended, timeout=60, what=f"the review's end shown\n{fleet.log()[-4000:]}")
+    checks = [c for c in bot.fake.check_runs.values() if c.head_sha == head and c.name == "beam / review"]
+    assert len(checks) == 1, [(c.id, c.status, c.external_id) for c in checks]
+    [check] = checks
+    assert check.status == "completed" and check.conclusion == "neutral", check.history
+    assert check.output is not None and check.output["title"] == "The review failed"
+    assert "the review failed (BEM-339: the job was given up" in story.summary()
+    assert [r["error_code"] for r in fleet.run_rows() if r["skill"] == "auto_review"] == ["BEM-339"]
+    assert [r["state"] for r in fleet.rows(jobs) if r["kind"] == "auto_review"] == ["dead"]
+    assert story.reviews() == []
