@@ -73,8 +73,9 @@ class Settings(BaseSettings):
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
     - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line).
-    - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned;
-      held pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL
+    - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned,
+      and so is the effects journal no job that may still run could read (jobs/retention.py); held
+      pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL
       (3600 s): how often the server and each worker process prune.
     """
 

@@ -1,4 +1,6 @@
-"""Retention on real SQLite and PostgreSQL: old deliveries, finished jobs and runs go; held pushes stay."""
+"""Retention on real SQLite and PostgreSQL: old deliveries, finished jobs and runs go; held pushes stay;
+the effects journal goes once no job that may still run is as old as it; usage counters of periods
+long past go."""
 
 from __future__ import annotations
 
@@ -10,10 +12,18 @@ from typing import Any
 
 import anyio
 import pytest
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 
 from bot.app.jobs.retention import DAY, prune
-from bot.app.jobs.schema import deliveries, jobs, pending_pushes, runs
+from bot.app.jobs.schema import (
+    deliveries,
+    effects,
+    jobs,
+    pending_pushes,
+    run_checkpoints,
+    runs,
+    usage_counters,
+)
 from bot.app.jobs.store import Store
 from bot.app.settings import Settings
 from tests.support.db import (  # noqa: F401 - fixtures
@@ -185,7 +195,8 @@ def test_beam_bot_prune_on_demand(tmp_path: Path) -> None:
     done = cli("--days", "30")
     assert done.returncode == 0, done.stderr
     assert (
-        "Pruned 1 runs, 1 jobs, 2 deliveries and 1 delivery payloads older than 30 days "
+        "Pruned 1 runs, 1 jobs, 2 deliveries, 1 delivery payloads, 0 journal rows and 0 usage counters "
+        "older than 30 days "
         f"from SQLite database {work / 'beam.db'}" in done.stdout
     )
 
@@ -194,3 +205,81 @@ def test_beam_bot_prune_on_demand(tmp_path: Path) -> None:
             return await column(store, runs, "id")
 
     assert anyio.run(remaining) == {"run-2", "run-4"}
+
+
+async def seed_journal(store: Store, now: float) -> None:
+    """Journal rows and checkpoints written 45, 40 and 2 days ago (the seed's queued job is 40 days
+    old), and usage counters of days and months around what is kept (FakeClock: 2027-01-15)."""
+    ages = {"45d": 45 * DAY, "40d": 40 * DAY, "2d": RECENT}
+    async with store.write() as conn:
+        await conn.execute(
+            insert(effects),
+            [
+                {
+                    "key": f"run-{name}:tracking",
+                    "kind": "comment",
+                    "state": "done",
+                    "result": {"id": 1},
+                    "created_at": now - age,
+                    "updated_at": now - age,
+                }
+                for name, age in ages.items()
+            ],
+        )
+        await conn.execute(
+            insert(run_checkpoints),
+            [
+                {"run_id": f"run-{name}", "rounds": 1, "messages": [], "updated_at": now - age}
+                for name, age in ages.items()
+            ],
+        )
+        periods = ["2026-10-16", "2026-10-17", "2027-01-15", "2025-11", "2025-12", "2027-01"]
+        await conn.execute(
+            insert(usage_counters),
+            [
+                {"scope": scope, "period": p, "amount": 3}
+                for p in periods
+                for scope in ("repo:o/r", "installation:1")
+            ],
+        )
+
+
+@pytest.mark.anyio
+async def test_the_journal_goes_once_no_job_that_may_still_run_is_as_old(
+    clocked_store: Store, fake_clock: FakeClock
+) -> None:
+    await seed(clocked_store, fake_clock())
+    await seed_journal(clocked_store, fake_clock())
+    pruned = await prune(clocked_store, 30)
+    # The 40-day-old job still queued may read what was written since a day before it was queued.
+    assert pruned.journal == 2
+    assert await column(clocked_store, effects, "key") == {"run-40d:tracking", "run-2d:tracking"}
+    assert await column(clocked_store, run_checkpoints, "run_id") == {"run-40d", "run-2d"}
+    assert (await prune(clocked_store, 30)).journal == 0
+
+    async with clocked_store.write() as conn:  # the old job ends at last
+        await conn.execute(update(jobs).where(jobs.c.id == 3).values(state="done", updated_at=fake_clock()))
+    assert (await prune(clocked_store, 30)).journal == 2
+    assert await column(clocked_store, effects, "key") == {"run-2d:tracking"}
+    assert await column(clocked_store, run_checkpoints, "run_id") == {"run-2d"}
+
+
+@pytest.mark.anyio
+async def test_usage_counters_of_periods_long_past_go(clocked_store: Store, fake_clock: FakeClock) -> None:
+    await seed_journal(clocked_store, fake_clock())
+    pruned = await prune(clocked_store, 30)
+    # Days older than 90 days and months begun more than 13 months before this one go; the limits
+    # read only today and this month.
+    assert pruned.counters == 4
+    assert await column(clocked_store, usage_counters, "period") == {
+        "2026-10-17",
+        "2027-01-15",
+        "2025-12",
+        "2027-01",
+    }
+    assert (await prune(clocked_store, 30)).counters == 0
+    # A longer retention keeps them longer.
+    fake_clock.advance(40 * DAY)
+    assert (await prune(clocked_store, 400)).counters == 0
+    assert (await prune(clocked_store, 30)).counters == 4
+    assert await column(clocked_store, usage_counters, "period") == {"2027-01-15", "2027-01"}
