@@ -174,3 +174,27 @@ async def test_a_review_that_fails_for_good_says_so_once_through_the_workers_hoo
         assert check.history.count("completed") == 1  # the job completed it; the hook left it so
         assert rig.summary().count("the review failed") == 1
         assert await abandoned(rig).finish() == 0  # the sweep finds it seen to
+
+
+async def test_a_job_buried_before_it_read_the_pull_request_ends_the_queued_check_run(
+    db_url: str, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    async with rigged(db_url, fake_clock, tmp_path, Limits()) as rig:
+        await rig.send("opened")
+        head = rig.head
+        job = await rig.queue.claim("worker", 60.0)
+        assert job is not None
+        # Its worker died before the job noted where it was; a claim buried it as it does.
+        async with rig.store.write() as conn:
+            lost = "lease expired during the last attempt (5): worker lost"
+            await conn.execute(update(jobs).where(jobs.c.id == job.id).values(state="dead", last_error=lost))
+        assert check_of(rig, head).status == "queued"
+
+        assert await abandoned(rig).finish() == 1
+        check = check_of(rig, head)
+        assert (check.status, check.conclusion) == ("completed", "neutral")
+        assert check.output is not None and check.output["title"] == "The review failed"
+        assert f"- `{head[:7]}`: {LOST}; the next push tries again" in rig.summary()
+        state = await rig.job.states.get(REPO, 7)
+        assert state is not None and state.check_run_id is None
+        assert await abandoned(rig).finish() == 0

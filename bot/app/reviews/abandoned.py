@@ -10,8 +10,8 @@ on or was closed meanwhile); the summary comment gets the head's failed line (th
 apply, and a head whose range was already dealt with keeps its line); the run row becomes `failed`.
 
 Which head: each attempt notes its generation and head in the journal (review.py `attempt_key`). A
-job that died before noting one is taken to be at the pull request's newest generation, unless
-another review job of the pull request is queued or running: that one deals with it.
+job that died before noting one is taken to be at the pull request's newest generation, unless a
+later review job of the pull request was queued (only a newer push queues one): that one has it.
 
 Called by the worker pool when a job ends that way (assembly's `gave_up`) and by the periodic sweep
 over every such job, which also covers a buried job and a crash during the hook. Exactly once: the
@@ -45,7 +45,6 @@ from bot.app.runs.run import RunDeps
 log = logging.getLogger("beam.reviews")
 
 GAVE_UP_JOB_STATES = ("failed", "dead")
-LIVE_JOB_STATES = ("queued", "running")
 GAVE_UP = "review_gave_up"  # the journal's kind for "this job's end was shown"
 
 
@@ -141,22 +140,26 @@ class AbandonedReviews:
         )
 
     async def _where(self, job: GaveUpJob, state: ReviewState | None) -> _At | None:
-        """Where the job was; None when it never got to a head, or when another review job of the
-        pull request (queued or running) has that generation, its check run and its run."""
-        newest = state.generation if state is not None else None
+        """Where the job was; None when it never got to a head, or when a later review job of the pull
+        request has that generation (its check run and its run are that job's)."""
+        later = await self._later_job(job)
         noted = await self.journal.lookup(attempt_key(job.id))
         if noted is not None and noted.created_at >= job.created_at:
             base = noted.result.get("base")
             at = _At(int(noted.result["generation"]), str(noted.result["head"]), str(base) if base else None)
-        elif state is not None and state.target_head is not None:
-            at = _At(state.generation, state.target_head, None)
-        else:
+            return None if later and state is not None and state.generation == at.generation else at
+        # Not noted (it died before it read the pull request): the newest generation is the job's
+        # unless a later job was queued, which only a newer push does.
+        if later or state is None or state.target_head is None:
             return None
-        return None if at.generation == newest and await self._twin_alive(job) else at
+        return _At(state.generation, state.target_head, None)
 
-    async def _twin_alive(self, job: GaveUpJob) -> bool:
+    async def _later_job(self, job: GaveUpJob) -> bool:
+        after = (jobs.c.created_at > job.created_at) | (
+            (jobs.c.created_at == job.created_at) & (jobs.c.id > job.id)
+        )
         query = select(jobs.c.id).where(
-            jobs.c.kind == KIND, jobs.c.key == job.key, jobs.c.state.in_(LIVE_JOB_STATES), jobs.c.id != job.id
+            jobs.c.kind == KIND, jobs.c.key == job.key, jobs.c.id != job.id, after
         )
         async with self.states.store.read() as conn:
             return (await conn.execute(query.limit(1))).first() is not None
