@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pygit2
 import pytest
 
@@ -68,7 +69,7 @@ async def test_a_lock_a_live_git_holds_is_kept_and_the_error_shows_no_server_pat
         deadline = time.monotonic() + 10
         while holder.pid not in (live_git_pids(mirror) or []):
             assert time.monotonic() < deadline, "the git holding the mirror never started"
-            time.sleep(0.01)
+            await anyio.sleep(0.01)
         assert clear_stale_locks(mirror) == []
         server.commit(REPO, {"README.md": "# widget 2\n"})
         with pytest.raises(CheckoutError) as failed:
