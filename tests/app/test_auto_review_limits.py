@@ -260,10 +260,12 @@ async def test_over_the_authors_daily_limit_nothing_runs_until_the_next_day(
         assert rig.llm.requests == [] and rig.fake.reviews_on(REPO, 7) == []
         assert await rig.review_runs() == []
         # A maintainer's push to it still counts for the author (and leaves the maintainer's own runs).
-        rig.push("c")
+        newest = rig.push("c")
         await rig.send("synchronize", sender="maintainer")
         assert await rig.work() == 1
-        assert rig.summary().count("@contributor's limit of 1 runs per day") == 2
+        # Refused by the same limit again: the one line moves on to the newest head, no second line.
+        assert rig.summary().count("@contributor's limit of 1 runs per day") == 1
+        assert newest[:7] in rig.summary()
         assert await rig.counter(f"user:{REPO}:maintainer") == 0
         assert rig.llm.requests == []
 

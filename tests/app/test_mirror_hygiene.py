@@ -4,14 +4,16 @@ against real repositories served by `git http-backend`."""
 from __future__ import annotations
 
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pygit2
 import pytest
 
 from bot.app.git.checkout import CheckoutError, Checkouts
-from bot.app.git.hygiene import clear_stale_locks, hide_paths
+from bot.app.git.hygiene import clear_stale_locks, hide_paths, live_git_pids
 from tests.support.git_http import GitHttpServer, isolated_git_env
 
 TOKEN = "ghs_HygieneTestToken0123456789abcdef"
@@ -63,6 +65,11 @@ async def test_a_lock_a_live_git_holds_is_kept_and_the_error_shows_no_server_pat
         ["git", "cat-file", "--batch"], cwd=mirror, stdin=subprocess.PIPE, env=isolated_git_env()
     )
     try:
+        # Until it has exec'd git in the mirror, the child is a Python fork that holds nothing.
+        deadline = time.monotonic() + 10
+        while holder.pid not in (live_git_pids(mirror) or []):
+            assert time.monotonic() < deadline, "the git holding the mirror never started"
+            await anyio.sleep(0.01)
         assert clear_stale_locks(mirror) == []
         server.commit(REPO, {"README.md": "# widget 2\n"})
         with pytest.raises(CheckoutError) as failed:
