@@ -97,8 +97,8 @@ def test_a_review_killed_on_its_last_attempt_ends_with_a_failed_check_run_and_su
 
     def kill_each_start(call: Call) -> None:
         if len(kills) < MAX_ATTEMPTS and 200 <= call.status < 300 and CALLS["start"](call):
-            kills.append(call)
             fleet.kill_all()
+            kills.append(call)  # only now: the test starts the fleet again once every process is dead
 
     bot.fake.on_answered.append(kill_each_start)
     fleet.start(None)
