@@ -115,6 +115,8 @@ class AbandonedReviews:
                 finished += 1
             except (GitHubError, _NotYet) as error:
                 log.warning("review job %s gave up; its end cannot be shown yet: %s", job.id, error)
+            except Exception:  # one job's surprise must not keep the others' ends hidden
+                log.exception("review job %s gave up; showing its end failed", job.id)
         return finished
 
     async def _finish(self, job: GaveUpJob) -> None:
