@@ -225,3 +225,22 @@ async def test_cancel_stops_a_queued_run_and_says_who_cancelled_it(rig: Rig) -> 
     assert rig.llm.requests == []
     await rig.comment("/beam cancel")
     assert rig.replies()[-1] == "No queued or running run on this pull request to cancel."
+
+
+async def test_the_eyes_come_at_admission_and_the_run_job_does_not_react_again(rig: Rig) -> None:
+    """Issue 9: the 👀 follows the claim of the command's delivery after one round trip (config and
+    permission at once), not after the run job's own start; a refused command gets none."""
+    await rig.comment("/beam review")
+    (command,) = [c for c in rig.fake.comments_on(REPO, 7) if c.user == "maintainer"]
+    assert [r.content for r in rig.fake.reactions_on(command.id) if r.user == BOT] == ["eyes"]
+    reactions_before = len(rig.fake.calls)
+
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None and job.kind == "run"
+    await rig.webhooks.on_run(job)  # no model script: the run fails, which is fine here
+    assert [r.content for r in rig.fake.reactions_on(command.id) if r.user == BOT] == ["eyes"]
+    assert not [c for c in rig.fake.calls[reactions_before:] if c.path.endswith("/reactions")]
+
+    await rig.comment("/beam ask one", user="reader")  # not allowed: a reply, no 👀
+    refused = rig.fake.comments_on(REPO, 7)[-2]
+    assert refused.user == "reader" and rig.fake.reactions_on(refused.id) == []

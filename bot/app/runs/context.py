@@ -9,15 +9,19 @@ job's effects journal (issue 8), numbered per job, so a retried job never posts 
 from __future__ import annotations
 
 import itertools
+import logging
 from dataclasses import dataclass, field
 
 from bot.app.commands import Command
 from bot.app.effects.writer import GitHubEffects
+from bot.app.github.api import GitHubError
 from bot.app.github.client import InstallationClient
 from bot.app.github.payloads import CommentEvent, Repository
 from bot.app.jobs.queue import Job
 from bot.app.repo_config import ConfigResult, RepoConfig
 from bot.app.runs.deps import run_id_for
+
+log = logging.getLogger("beam.runs")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,3 +54,20 @@ class JobContext:
         repo = self.event.repository
         key = f"{run_id_for(self.job)}:reply-{next(self.replies)}"
         await self.effects.comment(key, repo.owner.login, repo.name, self.event.number, text, kind="reply")
+
+    async def acknowledge(self) -> None:
+        """The 👀 on the command, exactly once per run (its journal key is the run's, so the run job
+        adopts the one its admission made). A courtesy: a GitHub error here is logged, not raised."""
+        event = self.event
+        repo = event.repository
+        try:
+            await self.effects.react(
+                f"{run_id_for(self.job)}:eyes",
+                repo.owner.login,
+                repo.name,
+                event.comment.id,
+                "eyes",
+                review_comment=event.is_review_comment,
+            )
+        except GitHubError as error:  # the tracking comment is what must land
+            log.warning("run %s: could not react to the command: %s", run_id_for(self.job), error)

@@ -112,17 +112,7 @@ class SkillRun(RunWorkspace):
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.ctx.event
-        try:
-            await self.effects.react(
-                self.key("eyes"),
-                self.owner,
-                self.repo,
-                event.comment.id,
-                "eyes",
-                review_comment=event.is_review_comment,
-            )
-        except GitHubError as error:  # the 👀 is a courtesy; the tracking comment is what must land
-            log.warning("run %s: could not react to the command: %s", self.run_id, error)
+        await self.ctx.acknowledge()  # made at admission already: the journal has it
         if existing is None:
             await self.deps.store.create_run(
                 run_id=self.run_id,

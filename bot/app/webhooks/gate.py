@@ -50,6 +50,8 @@ class Gate:
         if isinstance(result, OverLimit):
             await ctx.reply(render.over_limit(ctx.requester, result.limit, result.value, result.resets_at))
             return False
+        # The first sign of life right at admission (issue 9), not after the run job's own start.
+        await ctx.acknowledge()
         return True
 
     async def cancel(self, ctx: JobContext) -> None:
