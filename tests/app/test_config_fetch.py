@@ -9,9 +9,9 @@ import anyio
 import httpx
 import pytest
 
-from bot.app.github.client import GitHubApi, GitHubApp, GitHubError, InstallationClient
+from bot.app.github.client import GitHubError, InstallationClient
 from bot.app.webhooks.config_fetch import load_config_and_permission
-from tests.support.fake_github import FakeGitHub, checked_fake_github
+from tests.support.fake_github import FakeGitHub, checked_fake_github, installation_client
 
 REPO = "octo-org/hello-world"
 OWNER, NAME = REPO.split("/")
@@ -52,9 +52,8 @@ def fake() -> Iterator[FakeGitHub]:
 @pytest.fixture
 async def barrier(fake: FakeGitHub) -> AsyncIterator[tuple[Barrier, InstallationClient]]:
     transport = Barrier(fake.transport())
-    async with httpx.AsyncClient(transport=transport) as http:
-        app = GitHubApp(GitHubApi(http, base_url="http://github.test"), fake.app_id, fake.key.private_pem)
-        yield transport, InstallationClient(app, INSTALLATION)
+    async with installation_client(fake, INSTALLATION, transport) as client:
+        yield transport, client
 
 
 async def test_config_and_permission_are_asked_at_once(

@@ -7,20 +7,19 @@ import itertools
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 from sqlalchemy import inspect, text
 
 from bot.app.effects.crash import CrashPoints
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects, marker
-from bot.app.github.client import GitHubApi, GitHubApp, InlineComment, InstallationClient
+from bot.app.github.client import InlineComment, InstallationClient
 from bot.app.jobs.identity import claim_identity
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import effects, schema_version
 from bot.app.jobs.store import Store
 from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401
-from tests.support.fake_github import FakeGitHub, checked_fake_github
+from tests.support.fake_github import FakeGitHub, checked_fake_github, installation_client
 from tests.support.fake_github_state import PullFile
 
 REPO = "octo/fx"
@@ -45,9 +44,8 @@ def fake() -> Iterator[FakeGitHub]:
 
 @pytest.fixture
 async def gh(fake: FakeGitHub) -> AsyncIterator[InstallationClient]:
-    async with httpx.AsyncClient(transport=fake.transport(), base_url="http://github.test") as http:
-        app = GitHubApp(GitHubApi(http, base_url="http://github.test"), fake.app_id, fake.key.private_pem)
-        yield InstallationClient(app, INSTALLATION)
+    async with installation_client(fake, INSTALLATION) as client:
+        yield client
 
 
 def key(step: str) -> str:

@@ -7,15 +7,14 @@ import itertools
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects
-from bot.app.github.client import GitHubApi, GitHubApp, InstallationClient
+from bot.app.github.client import InstallationClient
 from bot.app.jobs.store import Store
 from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401
-from tests.support.fake_github import FakeGitHub, checked_fake_github
+from tests.support.fake_github import FakeGitHub, checked_fake_github, installation_client
 
 REPO = "octo/checks"
 OWNER, NAME = REPO.split("/")
@@ -45,9 +44,8 @@ def fake() -> Iterator[FakeGitHub]:
 
 @pytest.fixture
 async def gh(fake: FakeGitHub) -> AsyncIterator[InstallationClient]:
-    async with httpx.AsyncClient(transport=fake.transport(), base_url="http://github.test") as http:
-        app = GitHubApp(GitHubApi(http, base_url="http://github.test"), fake.app_id, fake.key.private_pem)
-        yield InstallationClient(app, INSTALLATION)
+    async with installation_client(fake, INSTALLATION) as client:
+        yield client
 
 
 def key(step: str) -> str:

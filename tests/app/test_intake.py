@@ -18,8 +18,8 @@ from sqlalchemy import text
 from starlette.applications import Starlette
 
 from bot.app.settings import Settings
-from tests.support.fake_github import FakeGitHub, shared_app_key
-from tests.support.web_app import job_rows, running_app, runtime_of, store_of
+from tests.support.fake_github import FakeGitHub
+from tests.support.web_app import job_rows, registered_settings, running_app, runtime_of, store_of
 from tests.support.webhooks import delivery, raw_payload, sign
 
 SECRET = "it's a secret to everybody"
@@ -35,13 +35,7 @@ def headers(body: bytes, event: str = "issue_comment", delivery_id: str | None =
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(
-        _env_file=None,
-        work_dir=tmp_path / "work",
-        app_id=4242,
-        private_key=shared_app_key().private_pem,
-        webhook_secret=SECRET,
-    )
+    return registered_settings(tmp_path, SECRET)
 
 
 @pytest.fixture

@@ -16,8 +16,7 @@ from starlette.applications import Starlette
 
 from bot.app.settings import Settings
 from tests.support.db import db_url_fixture, pg_database_url_fixture  # noqa: F401 - fixtures
-from tests.support.fake_github import shared_app_key
-from tests.support.web_app import job_rows, running_app, runtime_of, store_of
+from tests.support.web_app import job_rows, registered_settings, running_app, runtime_of, store_of
 from tests.support.webhooks import delivery, raw_payload
 
 SECRET = "it's a secret to everybody"
@@ -28,14 +27,7 @@ pytestmark = pytest.mark.anyio
 
 
 def settings_for(tmp_path: Path, **values: object) -> Settings:
-    return Settings(
-        _env_file=None,
-        work_dir=tmp_path / "work",
-        app_id=4242,
-        private_key=shared_app_key().private_pem,
-        webhook_secret=SECRET,
-        **values,  # type: ignore[arg-type]
-    )
+    return registered_settings(tmp_path, SECRET, **values)
 
 
 @pytest.fixture

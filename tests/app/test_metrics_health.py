@@ -22,21 +22,15 @@ from bot.app.web import health
 from bot.app.web.metrics import Metrics, MetricsTransport
 from tests.app.test_intake import parse_metrics
 from tests.support.fake_github import FakeGitHub, shared_app_key
-from tests.support.web_app import running_app, runtime_of, store_of
+from tests.support.web_app import registered_settings, running_app, runtime_of, store_of
 
 SECRET = "whsec-0123456789-abcdef"
 
 
 def settings_for(tmp_path: Path, key: str | None = None, **extra: object) -> Settings:
-    return Settings(
-        _env_file=None,
-        work_dir=tmp_path / "work",
-        app_id=4242,
-        private_key=key or shared_app_key().private_pem,
-        webhook_secret=SECRET,
-        github_api_url="http://github.test",
-        **extra,  # type: ignore[arg-type]
-    )
+    if key is not None:
+        extra["private_key"] = key
+    return registered_settings(tmp_path, SECRET, github_api_url="http://github.test", **extra)
 
 
 async def idle_handler(job: Job) -> None:

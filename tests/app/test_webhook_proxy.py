@@ -15,7 +15,7 @@ from bot.app.settings import Settings
 from bot.app.web.proxy import WebhookProxy, delivery_from_message, proxy_running
 from tests.support.fake_github import shared_app_key
 from tests.support.smee_server import SmeeChannels, serve_smee
-from tests.support.web_app import job_rows, running_app
+from tests.support.web_app import job_rows, registered_settings, running_app
 from tests.support.webhooks import delivery, load_payload, sign
 
 SECRET = "proxy-test-webhook-secret"
@@ -49,14 +49,7 @@ def smee() -> Iterator[tuple[str, SmeeChannels]]:
 
 
 def app_settings(tmp_path: Path, proxy_url: str) -> Settings:
-    return Settings(
-        _env_file=None,
-        work_dir=tmp_path / "work",
-        app_id=99,
-        private_key=shared_app_key().private_pem,
-        webhook_secret=SECRET,
-        webhook_proxy_url=proxy_url,
-    )
+    return registered_settings(tmp_path, SECRET, app_id=99, webhook_proxy_url=proxy_url)
 
 
 async def delivery_ids(app: Starlette) -> list[str]:

@@ -22,8 +22,8 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
@@ -36,6 +36,8 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from bot.app.github.api import GitHubApi
+from bot.app.github.client import GitHubApp, InstallationClient
 from tests.support import fake_github_ops_checks, fake_github_ops_issues, fake_github_ops_pulls
 from tests.support.asgi_server import serve_asgi
 from tests.support.fake_github_auth import AppKey, check_app_jwt, generate_app_key, shared_app_key
@@ -52,6 +54,7 @@ OPERATION_MODULES = (
     fake_github_ops_checks,
 )  # importing them registers handlers
 UNAUTHENTICATED = frozenset({"apps/create-from-manifest"})
+BASE_URL = "http://github.test"  # what in-process clients of the fake call it
 API_VERSIONS = frozenset({"2022-11-28"})
 DOCS = "https://docs.github.com/rest"
 
@@ -357,3 +360,14 @@ __all__ = [
     "serve_fake_github",
     "shared_app_key",
 ]
+
+
+@asynccontextmanager
+async def installation_client(
+    fake: FakeGitHub, installation_id: int, transport: httpx.AsyncBaseTransport | None = None
+) -> AsyncIterator[InstallationClient]:
+    """The app's own `InstallationClient` talking to `fake` in process (through `transport`, which
+    wraps the fake's, when a test must see or hold the calls)."""
+    async with httpx.AsyncClient(transport=transport or fake.transport(), base_url=BASE_URL) as http:
+        app = GitHubApp(GitHubApi(http, base_url=BASE_URL), fake.app_id, fake.key.private_pem)
+        yield InstallationClient(app, installation_id)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ from starlette.applications import Starlette
 from bot.app.jobs.store import Store, jobs
 from bot.app.settings import Settings
 from bot.app.web.app import AppRuntime, create_app
+from tests.support.fake_github_auth import shared_app_key
 
 
 @asynccontextmanager
@@ -44,3 +46,15 @@ async def job_rows(app: Starlette) -> list[dict[str, Any]]:
     async with store_of(app).read() as conn:
         rows = (await conn.execute(select(jobs).order_by(jobs.c.id))).all()
     return [dict(r._mapping) for r in rows]
+
+
+def registered_settings(tmp_path: Path, secret: str, **values: Any) -> Settings:
+    """Settings of an App already registered (id, key, webhook secret), working under `tmp_path`
+    and reading no `.env` file; `values` set or override any other field."""
+    fields: dict[str, Any] = {
+        "work_dir": tmp_path / "work",
+        "app_id": 4242,
+        "private_key": shared_app_key().private_pem,
+        "webhook_secret": secret,
+    }
+    return Settings(_env_file=None, **{**fields, **values})  # type: ignore[call-arg]
