@@ -14,23 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.openai_server import FakeOpenAI, chat_response, text_message
-from tests.test_cli_run import git, run_cli
+from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def checkout(tmp_path: Path) -> tuple[Path, Path]:
-    """A working checkout on `main` whose origin is a local bare repository."""
-    origin = tmp_path / "origin.git"
-    git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "-q", str(origin), str(work))
-    (work / "README.md").write_text("Helo world\n", encoding="utf-8")
-    git(work, "add", ".")
-    git(work, "commit", "-qm", "first commit")
-    git(work, "push", "-q", "origin", "main")
-    return work, origin
 
 
 def clean_env(**values: str) -> dict[str, str]:

@@ -25,8 +25,8 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, env=env, check=True, capture_output=True, text=True).stdout
 
 
-@pytest.fixture
-def checkout(tmp_path: Path) -> tuple[Path, Path]:
+@pytest.fixture(name="checkout")
+def checkout_fixture(tmp_path: Path) -> tuple[Path, Path]:
     """A working checkout on `main` whose origin is a local bare repository."""
     origin = tmp_path / "origin.git"
     git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
