@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from bot.app.jobs.queue import Job, JobQueue  # noqa: E402
-from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs  # noqa: E402
+from bot.app.jobs.schema import jobs, queued_job  # noqa: E402
 from bot.app.jobs.store import Store  # noqa: E402
 from bot.app.jobs.workers import WorkerPool  # noqa: E402
 
@@ -69,19 +69,7 @@ async def _fill_async(url: str, count: int, keyed: bool) -> None:
 
 def _rows(count: int, keyed: bool, start: int = 0) -> list[dict[str, Any]]:
     now = time.time() - 1
-    return [
-        {
-            "kind": "noop",
-            "key": f"o/r#{start + i}" if keyed else None,
-            "state": "queued",
-            "attempts": 0,
-            "max_attempts": DEFAULT_MAX_ATTEMPTS,
-            "run_after": now,
-            "created_at": now,
-            "updated_at": now,
-        }
-        for i in range(count)
-    ]
+    return [queued_job("noop", f"o/r#{start + i}" if keyed else None, now) for i in range(count)]
 
 
 # -- 1. claim cost against backlog size -------------------------------------------------------------

@@ -43,7 +43,7 @@ from bot.app.jobs.fastpath import (
     ClaimStatements,
     HotConnection,
 )
-from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs
+from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs, queued_job
 from bot.app.jobs.store import Store
 
 FinalState = Literal["queued", "failed", "dead"]
@@ -130,19 +130,16 @@ class JobQueue:
                 existing = (await conn.execute(found.order_by(jobs.c.id).limit(1))).scalar()
                 if existing is not None:
                     return int(existing)
-            row = {
-                "kind": kind,
-                "key": key,
-                "payload": dict(payload) if payload is not None else None,
-                "state": "queued",
-                "attempts": 0,
-                "max_attempts": max_attempts or self.max_attempts,
-                "run_after": now if run_after is None else run_after,
-                "created_at": now,
-                "updated_at": now,
-                "installation_id": installation_id,
-                "delivery_id": delivery_id,
-            }
+            row = queued_job(
+                kind,
+                key,
+                now,
+                installation_id=installation_id,
+                delivery_id=delivery_id,
+                max_attempts=max_attempts or self.max_attempts,
+                run_after=run_after,
+                payload=dict(payload) if payload is not None else None,
+            )
             job_id = int((await conn.execute(insert(jobs).values(row).returning(jobs.c.id))).scalar_one())
             await conn.run_sync(add_turns, self.store.is_sqlite, [installation_id])
             return job_id

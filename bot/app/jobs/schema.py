@@ -51,6 +51,36 @@ _UPGRADE_LOCK = 0x6265616D  # "beam"
 
 JOB_STATES = ("queued", "running", "done", "failed", "dead")
 DEFAULT_MAX_ATTEMPTS = 5
+
+
+def queued_job(
+    kind: str,
+    key: str | None,
+    now: float,
+    *,
+    installation_id: int = 0,
+    delivery_id: str | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    run_after: float | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A new `jobs` row, queued and due at `run_after` (now by default): the one shape intake, the
+    queue and the runs ledger insert. `extra` adds columns (a payload)."""
+    return {
+        "kind": kind,
+        "key": key,
+        "delivery_id": delivery_id,
+        "state": "queued",
+        "attempts": 0,
+        "max_attempts": max_attempts,
+        "run_after": now if run_after is None else run_after,
+        "created_at": now,
+        "updated_at": now,
+        "installation_id": installation_id,
+        **extra,
+    }
+
+
 RUN_STATUSES = ("queued", "running", "succeeded", "failed", "interrupted", "cancelled")
 
 # SQLite only makes INTEGER PRIMARY KEY an auto-incrementing rowid; PostgreSQL wants BIGINT.

@@ -21,12 +21,12 @@ from bot.app.jobs.fairness import insert_turns
 from bot.app.jobs.fastpath import INSERT_DELIVERY, INSERT_JOB, HotConnection
 from bot.app.jobs.group_commit import IntakeBatcher, IntakeRequest
 from bot.app.jobs.schema import (
-    DEFAULT_MAX_ATTEMPTS,
     JOB_STATES,
     deliveries,
     jobs,
     memory,
     pending_pushes,
+    queued_job,
     runs,
 )
 from bot.app.jobs.transactions import Clock, Transactions, check_columns
@@ -123,18 +123,9 @@ class Store(Transactions):
             stmt = self.insert_ignore(deliveries).returning(deliveries.c.delivery_id)
             inserted = set(conn.execute(stmt, rows).scalars())
         new_jobs = [
-            {
-                "kind": r.job_kind,
-                "delivery_id": r.delivery_id,
-                "key": r.job_key,
-                "state": "queued",
-                "attempts": 0,
-                "max_attempts": DEFAULT_MAX_ATTEMPTS,
-                "run_after": now,
-                "created_at": now,
-                "updated_at": now,
-                "installation_id": r.installation_id,
-            }
+            queued_job(
+                r.job_kind, r.job_key, now, installation_id=r.installation_id, delivery_id=r.delivery_id
+            )
             for r in batch
             if r.delivery_id in inserted and r.with_job
         ]

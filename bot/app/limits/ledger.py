@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.app.jobs.fairness import add_turns
-from bot.app.jobs.schema import DEFAULT_MAX_ATTEMPTS, jobs, runs, usage_counters
+from bot.app.jobs.schema import jobs, queued_job, runs, usage_counters
 from bot.app.jobs.store import Store
 from bot.app.limits.policy import Limits, day_of, month_of, next_day, next_month
 
@@ -156,19 +156,14 @@ class Ledger:
         )
         if not request.queue_job:
             return Admitted(request.run_id, None)
-        job = {
-            "kind": RUN_KIND,
-            "key": run_job_key(request.repo, request.number),
-            "delivery_id": request.delivery_id,
-            "payload": {"run_id": request.run_id},
-            "state": "queued",
-            "attempts": 0,
-            "max_attempts": DEFAULT_MAX_ATTEMPTS,
-            "run_after": now,
-            "created_at": now,
-            "updated_at": now,
-            "installation_id": request.installation_id,
-        }
+        job = queued_job(
+            RUN_KIND,
+            run_job_key(request.repo, request.number),
+            now,
+            installation_id=request.installation_id,
+            delivery_id=request.delivery_id,
+            payload={"run_id": request.run_id},
+        )
         job_id = int((await conn.execute(insert(jobs).values(job).returning(jobs.c.id))).scalar_one())
         await conn.run_sync(add_turns, conn.dialect.name == "sqlite", [request.installation_id])
         await conn.execute(update(runs).where(runs.c.id == request.run_id).values(job_id=job_id))
