@@ -160,7 +160,7 @@ async def test_the_fair_picks_probe_the_installation_index_without_sorting(store
         pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
     sql = fair_statements(False, RUN)
     async with store.read() as conn:
-        for pick in (*sql.queued.values(), *sql.expired.values(), *sql.oldest.values(), sql.running):
+        for pick in (*sql.oldest.values(), sql.running):
             plan = await conn.exec_driver_sql(
                 f"EXPLAIN QUERY PLAN {pick.sql}", {**pick.defaults, "b_now": 0.0, "b_inst": 1}
             )
@@ -176,6 +176,8 @@ async def test_the_fair_picks_probe_the_installation_index_without_sorting(store
             # row. (Merging the two picks sorts their at most two rows, one level up.)
             sorts = {parent for parent, detail in rows if "TEMP B-TREE" in detail}
             assert not probes & sorts, details
+            if pick is not sql.running:  # whether a job's key is free is a probe too
+                assert "jobs_one_running_per_key (key=?)" in details, details
 
 
 async def test_choosing_an_installation_probes_its_index_on_postgresql(store: Store) -> None:

@@ -10,7 +10,6 @@ import anyio
 import pytest
 from sqlalchemy import inspect, text
 
-from bot.app.jobs.fastpath import SQLITE_STATEMENTS
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.schema import SCHEMA_VERSION
 from bot.app.jobs.store import Store
@@ -338,21 +337,6 @@ async def test_a_second_os_process_never_claims_the_same_job(db_url: str) -> Non
         counts = Counter(mine + theirs)
         assert len(counts) == total and set(counts.values()) == {1}
         assert (await s.stats())["jobs"]["done"] == total
-
-
-async def test_the_claim_walks_the_state_id_index_without_sorting(store: Store) -> None:
-    """The cost stays flat in the backlog: each pick is an ordered index probe, never a sort."""
-    if not store.is_sqlite:
-        pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
-    async with store.read() as conn:
-        for pick in (SQLITE_STATEMENTS.queued, SQLITE_STATEMENTS.expired):
-            plan = await conn.exec_driver_sql(
-                f"EXPLAIN QUERY PLAN {pick.sql}", {**pick.defaults, "b_now": 0.0}
-            )
-            details = " | ".join(str(row[-1]) for row in plan)
-            assert "jobs_state_id" in details, details
-            assert "TEMP B-TREE" not in details, details
-            assert "jobs_one_running_per_key" in details, details  # the key check is a probe too
 
 
 async def test_a_database_from_before_the_claim_index_gets_it(db_url: str) -> None:

@@ -127,8 +127,6 @@ class FairStatements:
         # As in fastpath: two picks, and `run_after + 0` so the index walk stays in id order.
         expired = {r: pick(r, cand.c.state == _RUNNING, cand.c.lease_expires_at < now) for r in (True, False)}
         queued = {r: pick(r, cand.c.state == _QUEUED, cand.c.run_after + 0 <= now) for r in (True, False)}
-        self.expired = {r: Prepared(stmt) for r, stmt in expired.items()}
-        self.queued = {r: Prepared(stmt) for r, stmt in queued.items()}
         # Both picks in one statement (one round trip): each keeps its own ordered index probe and
         # row lock, and the older of the two wins.
         self.oldest = {r: _oldest_of(expired[r], queued[r]) for r in (True, False)}

@@ -5,7 +5,8 @@ SQLAlchemy execution path costs several times the query itself (a claim is three
 few microseconds each; a delivery insert 55 us raw against 365 us through Core). So each statement
 is built once and compiled once for SQLite; on SQLite a hot transaction runs whole in one worker
 thread on the raw sqlite3 connection (`sqlite_transaction`), on PostgreSQL through SQLAlchemy
-(asyncpg), where the claim's picks are locked `FOR UPDATE SKIP LOCKED`.
+(asyncpg). Which job a claim takes is fairness.py's (its picks are locked `FOR UPDATE SKIP
+LOCKED` on PostgreSQL); here are the statements around it.
 
 Claim parameters: `b_now`, `b_owner`, `b_expires`, `b_id`, `b_attempts`, `b_delivery`, `b_error`.
 Job states are SQL literals, so SQLite can use the partial unique index on running keys.
@@ -26,7 +27,6 @@ from sqlalchemy import (
     bindparam,
     insert,
     literal_column,
-    or_,
     select,
     update,
 )
@@ -93,30 +93,16 @@ class Prepared:
 
 @dataclass(frozen=True, slots=True)
 class ClaimStatements:
-    expired: Prepared  # the first running job whose lease expired -> (id,)
-    queued: Prepared  # the first due queued job whose key is free -> (id,)
+    """The claim's statements besides the choice of a job, which fairness.py makes."""
+
     take: Prepared  # mark job `b_id` running for `b_owner` -> the row, JOB_COLUMNS
     bury: Prepared
     complete: Prepared
     delivery: Prepared  # -> (event, action, payload)
 
     @classmethod
-    def build(cls, *, for_update: bool) -> ClaimStatements:
-        cand, other = jobs.alias("cand"), jobs.alias("other")
+    def build(cls) -> ClaimStatements:
         now: BindParameter[float] = bindparam("b_now", type_=Double())
-        key_free = or_(
-            cand.c.key.is_(None),
-            ~select(other.c.id)
-            .where(other.c.key == cand.c.key, other.c.state == _RUNNING, other.c.id != cand.c.id)
-            .exists(),
-        )
-
-        def pick(*claimable: Any) -> Prepared:
-            # Split picks, each `ORDER BY id LIMIT 1` on the (state, id) index: the cost stays flat
-            # in the backlog (one OR over both cases made the database sort every due row).
-            stmt = select(cand.c.id).where(*claimable, key_free).order_by(cand.c.id).limit(1)
-            return Prepared(stmt.with_for_update(skip_locked=True) if for_update else stmt)
-
         held = (
             jobs.c.id == bindparam("b_id"),
             jobs.c.state == _RUNNING,
@@ -124,10 +110,6 @@ class ClaimStatements:
             jobs.c.attempts == bindparam("b_attempts"),
         )
         return cls(
-            expired=pick(cand.c.state == _RUNNING, cand.c.lease_expires_at < now),
-            # `run_after + 0`: not an index term, so the planner walks (state, id) in order and stops
-            # at the first due row; on (state, run_after) it would sort every due row first.
-            queued=pick(cand.c.state == _QUEUED, cand.c.run_after + 0 <= now),
             take=Prepared(
                 update(jobs)
                 .where(jobs.c.id == bindparam("b_id"))
@@ -167,8 +149,7 @@ class ClaimStatements:
         )
 
 
-SQLITE_STATEMENTS = ClaimStatements.build(for_update=False)
-LOCKING_STATEMENTS = ClaimStatements.build(for_update=True)
+CLAIM_STATEMENTS = ClaimStatements.build()
 
 _JOB_INSERT_COLUMNS = (
     "kind",

@@ -2,16 +2,13 @@
 
 A claim takes the oldest claimable row and marks it running with a lease (owner + expiry). Claimable
 means queued and due, or running with an expired lease: a worker that died left its job behind, and
-the next claim recovers it. The two cases are two `ORDER BY id LIMIT 1` picks on the `(state, id)`
-index, so a claim costs the same with 100 or 50,000 jobs queued (`bot.app.jobs.fastpath`). On
-PostgreSQL the picks use `FOR UPDATE SKIP LOCKED`, so concurrent claimers (any number of processes)
-never wait on or take the same row; on SQLite the claim runs inside `BEGIN IMMEDIATE`, which
-serialises writers across processes. A worker that completes a job claims its next one in the same
-transaction (`complete_and_claim`).
-
-Fairness (fairness.py): a claim first chooses the installation served least recently that has a due
-job (and room under its concurrency cap), then takes that installation's oldest due job with the same
-two picks, filtered by installation.
+the next claim recovers it. Fairness (fairness.py) first chooses the installation served least
+recently that has a due job (and room under its concurrency cap); its oldest claimable job is then
+one statement of two `ORDER BY id LIMIT 1` probes of the `(installation_id, state, id)` index, so a
+claim costs the same with 100 or 50,000 jobs queued. On PostgreSQL the probes use `FOR UPDATE SKIP
+LOCKED`, so concurrent claimers (any number of processes) never wait on or take the same row; on
+SQLite the claim runs inside `BEGIN IMMEDIATE`, which serialises writers across processes. A worker
+that completes a job claims its next one in the same transaction (`complete_and_claim`).
 
 Jobs with the same `key` ("owner/repo#N") run one at a time: a job is skipped while another job with
 its key is running, and a partial unique index on `(key) WHERE state = 'running'` makes the database
@@ -38,8 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from bot.app.jobs.fairness import FairTurns, add_turns
 from bot.app.jobs.fastpath import (
-    LOCKING_STATEMENTS,
-    SQLITE_STATEMENTS,
+    CLAIM_STATEMENTS,
     ClaimStatements,
     HotConnection,
 )
@@ -97,9 +93,7 @@ class JobQueue:
         self.backoff_jitter = backoff_jitter
         self.max_attempts = max_attempts
 
-    @property
-    def _claims(self) -> ClaimStatements:
-        return SQLITE_STATEMENTS if self.store.is_sqlite else LOCKING_STATEMENTS
+    _claims: ClaimStatements = CLAIM_STATEMENTS
 
     def backoff(self, attempts: int) -> float:
         """Delay before the next try after `attempts` tries: base * 2^(attempts-1), capped, jittered."""
