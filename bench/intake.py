@@ -1,9 +1,10 @@
 """Benchmark of POST /webhooks: `beam-bot serve` as shipped (with its workers) against a bare endpoint.
 
-Two servers, each a subprocess pinned to the same single core: `python -m bot.cli serve` exactly as an
+Servers, each a subprocess pinned to the same single core: `python -m bot.cli serve` exactly as an
 operator runs it (uvicorn on uvloop + httptools, SQLite in a fresh work dir, the worker pool running),
 and a bare Starlette endpoint that reads the body and checks the HMAC signature, on the same uvicorn
-stack. The load runs on the other core. Every delivery is the signed 14 KB `issue_comment` example
+stack. A third, serve with BEAM_KEEP_IGNORED_PAYLOADS=true, shows what keeping every body costs. The
+load runs on the other core. Every delivery is the signed 14 KB `issue_comment` example
 (a comment without a command: it needs no work), each with its own delivery id.
 
 1. Throughput: `wrk` (16 connections, a Lua script adds the delivery id), rounds interleaved.
@@ -119,7 +120,7 @@ def rsa_pem() -> str:
 
 
 class Server:
-    def __init__(self, kind: str, work_dir: Path, pem: str) -> None:
+    def __init__(self, kind: str, work_dir: Path, pem: str, **extra_env: str) -> None:
         self.kind = kind
         self.work_dir = work_dir
         with socket.socket() as sock:
@@ -134,8 +135,9 @@ class Server:
             BEAM_PORT=str(self.port),
             BEAM_GITHUB_API_URL="http://127.0.0.1:9",  # never called: no delivery here needs work
             PYTHONPATH=str(ROOT),
+            **extra_env,
         )
-        if kind == "serve":
+        if kind in ("serve", "keeping"):
             command = [sys.executable, "-m", "bot.cli", "serve"]
         else:
             command = [sys.executable, __file__, f"--{kind}", str(self.port)]
@@ -323,16 +325,18 @@ def main() -> None:
             "baseline": Server("baseline", tmp / "baseline", pem),
             "serve": Server("serve", tmp / "serve", pem),
         }
+        # The same serve, told to keep the bodies of deliveries that need no work (off by default).
+        keeping = Server("keeping", tmp / "keeping", pem, BEAM_KEEP_IGNORED_PAYLOADS="true")
         time.sleep(1.0)
         idle_rss = servers["serve"].rss_mb()
         acked = 0
         try:
             # 1. Throughput, interleaved rounds.
-            rates: dict[str, list[float]] = {"baseline": [], "serve": []}
-            for server in servers.values():  # warm-up
+            rates: dict[str, list[float]] = {"baseline": [], "serve": [], "keeping": []}
+            for server in (*servers.values(), keeping):  # warm-up
                 wrk(server.port, 1, script, tmp / "body.json")
             for _ in range(args.rounds):
-                for kind, server in servers.items():
+                for kind, server in (*servers.items(), ("keeping", keeping)):
                     rate, done, bad = wrk(server.port, args.seconds, script, tmp / "body.json")
                     if bad:
                         raise SystemExit(f"{kind}: {bad} responses were not 2xx")
@@ -342,6 +346,8 @@ def main() -> None:
             print(f"  throughput (wrk, 16 connections, {args.rounds} x {args.seconds:g} s each):")
             print(f"    bare Starlette HMAC endpoint   {base:8.0f} deliveries/s")
             print(f"    beam-bot serve with workers    {full:8.0f} deliveries/s")
+            kept = statistics.median(rates["keeping"])
+            print(f"    serve keeping ignored bodies   {kept:8.0f} deliveries/s ({kept / base:.2f}x)")
             print(f"    ratio serve/bare: {full / base:.2f}x (target >= 0.5x)")
 
             # 2. Fixed 1,000/s, interleaved.
@@ -361,7 +367,7 @@ def main() -> None:
             print(f"    serve p99 {quantile(lat['serve'], 0.99) * 1e3:.2f} ms (target <= 10 ms)")
             busy_rss = servers["serve"].rss_mb()
         finally:
-            for server in servers.values():
+            for server in (*servers.values(), keeping):
                 server.stop()
         stored, jobs = servers["serve"].stored()
         print(

@@ -115,6 +115,9 @@ class Settings(BaseSettings):
     header_timeout: float = Field(default=10.0, gt=0)
     body_timeout: float = Field(default=30.0, gt=0)
     max_connections: int = Field(default=1000, ge=1)
+    # Issue 9: a delivery that cannot lead to work (most comments) is kept as id, event, action and
+    # time only; true keeps its whole body too (an audit that needs every comment's text).
+    keep_ignored_payloads: bool = False
     queue_poll_interval: float = Field(default=2.0, gt=0)
     poll_interval: float = Field(default=30.0, gt=0)
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.

@@ -303,11 +303,49 @@ async def test_a_delivery_that_cannot_lead_to_work_is_stored_without_a_job(
     assert (first.status_code, first.json()) == (202, {"status": "accepted"})
     assert (again.status_code, again.json()) == (202, {"status": "duplicate"})
     stored = await store_of(app).get_delivery("quiet-1")
-    assert stored is not None and stored.payload == body  # kept for dedupe and audit
+    # Kept for dedupe and audit, without the body that nothing reads (issue 9).
+    assert stored is not None and (stored.event, stored.payload) == (event, b"")
+    assert stored.action == json.loads(body)["action"]
     assert await job_rows(app) == []
     samples = parse_metrics((await client.get("/metrics")).text)
     assert samples['beam_webhook_deliveries_total{outcome="no_work"}'] == 1
     assert samples['beam_webhook_deliveries_total{outcome="duplicate"}'] == 1
+
+
+@pytest.mark.anyio
+async def test_webhooks_other_methods_and_an_intake_bug_get_clear_answers(
+    app_client: tuple[Starlette, httpx.AsyncClient],
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # POST /webhooks skips Starlette's router and error middleware: the rest of what they gave
+    # (405 for another method, a 500 and a logged traceback for a bug) must still hold.
+    app, client = app_client
+    assert (await client.get("/webhooks")).status_code == 405
+
+    def broken(event: str, payload: object) -> bool:
+        raise RuntimeError("a bug in triage")
+
+    monkeypatch.setattr("bot.app.web.intake.can_lead_to_work", broken)
+    with caplog.at_level(logging.ERROR, logger="beam.intake"):
+        response = await client.post(
+            "/webhooks", content=PR_COMMENT, headers=headers(PR_COMMENT, delivery_id="bug")
+        )
+    assert (response.status_code, response.json()["error"]) == (500, "internal_error")
+    assert "a bug in triage" in caplog.text
+    assert await store_of(app).get_delivery("bug") is None  # not acknowledged, so not kept
+
+
+@pytest.mark.anyio
+async def test_an_operator_can_keep_the_bodies_of_ignored_deliveries(tmp_path: Path) -> None:
+    body = raw_payload("issue_comment.edited.issue.json")
+    settings = registered_settings(tmp_path, SECRET, keep_ignored_payloads=True)
+    async with running_app(settings) as (app, client):
+        response = await client.post("/webhooks", content=body, headers=headers(body, delivery_id="kept-1"))
+        assert response.status_code == 202
+        stored = await store_of(app).get_delivery("kept-1")
+        assert stored is not None and stored.payload == body
+        assert await job_rows(app) == []
 
 
 @pytest.mark.anyio

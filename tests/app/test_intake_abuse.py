@@ -49,10 +49,11 @@ async def test_u0000_in_strings_is_stored_on_both_databases(tmp_path: Path, db_u
         response = await client.post("/webhooks", content=body, headers=sent.headers)
         assert response.status_code == 202, response.text
         stored = await store_of(app).get_delivery(delivery_id)
-        assert stored is not None and stored.payload == body  # exactly as GitHub signed it
-        assert json.loads(stored.payload)["comment"]["body"] == "/beam review\u0000 please"
-        # Triage (can_lead_to_work) makes no job for an action it does not know; a `created` one
-        # with the same NUL strings elsewhere gets its job, under a storable key.
+        assert stored is not None and stored.action == "created\ufffd"
+        # Triage (can_lead_to_work) makes no job for an action it does not know, and keeps no body
+        # for it; a `created` one with the same NUL strings elsewhere gets its job, under a
+        # storable key, and its body exactly as GitHub signed it.
+        assert stored.payload == b""
         assert not [j for j in await job_rows(app) if j["delivery_id"] == delivery_id]
         payload["action"] = "created"
         body = json.dumps(payload).encode()
@@ -61,6 +62,9 @@ async def test_u0000_in_strings_is_stored_on_both_databases(tmp_path: Path, db_u
         assert response.status_code == 202, response.text
         [job] = [j for j in await job_rows(app) if j["delivery_id"] == f"{delivery_id}-created"]
         assert job["key"] is not None and job["key"].startswith("octo")
+        stored = await store_of(app).get_delivery(f"{delivery_id}-created")
+        assert stored is not None and stored.payload == body
+        assert json.loads(stored.payload)["comment"]["body"] == "/beam review\u0000 please"
 
 
 async def _slow_body(size: int, release: anyio.Event) -> AsyncIterator[bytes]:

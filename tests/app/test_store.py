@@ -296,6 +296,34 @@ async def test_delivery_and_job_are_one_transaction(store: Store) -> None:
     assert await store.accept_delivery("bad", "push", None, b"{}", None)
 
 
+async def test_a_caller_cancelled_mid_batch_strands_nobody(tmp_path: Path) -> None:
+    # The batch is written by a task of its own: a caller that goes away while its batch waits (the
+    # client hung up) leaves that batch whole, and the callers behind it get their answers.
+    async with opened(f"sqlite:///{tmp_path}/beam.db") as store:
+        results: dict[str, bool] = {}
+
+        async def send(delivery_id: str) -> None:
+            results[delivery_id] = await store.accept_delivery(delivery_id, "push", None, b"{}", None)
+
+        # The write lock is held: the batch cannot be written yet.
+        async with anyio.create_task_group() as tg, store.write():
+            with anyio.CancelScope() as gone:
+                tg.start_soon(send, "first")
+                await anyio.sleep(0.05)
+                async with anyio.create_task_group() as inner:
+                    inner.start_soon(send, "gone")
+                    await anyio.sleep(0.05)
+                    gone.cancel()
+            for i in range(5):
+                tg.start_soon(send, f"after-{i}")
+            await anyio.sleep(0.05)
+        assert "gone" not in results
+        assert results == {"first": True, **{f"after-{i}": True for i in range(5)}}
+        for delivery_id in ("first", "gone", "after-0", "after-4"):
+            assert await store.get_delivery(delivery_id) is not None
+        assert await store.accept_delivery("gone", "push", None, b"{}", None) is False
+
+
 async def test_a_body_that_is_not_utf8_is_refused(store: Store) -> None:
     with pytest.raises(UnicodeDecodeError):
         await store.accept_delivery("d-1", "push", None, b"\xff\xfe{}", None)

@@ -8,9 +8,11 @@ async lock, so writers wait in order instead of sleeping in SQLite's busy handle
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Self, TypeVar
 
@@ -40,6 +42,7 @@ class Transactions:
     sync_engine: Engine | None = None  # SQLite only: the webhook path's engine
     _write_lock: anyio.Lock | None = None
     _checkpointer: Checkpointer | None = None  # SQLite files: WAL checkpoints off the commit path
+    _hot_thread: ThreadPoolExecutor | None = None  # SQLite: the thread hot transactions run on
 
     @classmethod
     async def open(cls, url: str, *, clock: Clock = time.time) -> Self:
@@ -48,7 +51,11 @@ class Transactions:
         if parsed.get_backend_name() == "sqlite" and parsed.database:
             await anyio.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine, sync_engine = create_engines(url)
-        store = cls(engine, clock, sync_engine, anyio.Lock() if sync_engine is not None else None)
+        # fast_acquire: an uncontended lock takes no extra trip through the event loop.
+        lock = anyio.Lock(fast_acquire=True) if sync_engine is not None else None
+        store = cls(engine, clock, sync_engine, lock)
+        if sync_engine is not None:
+            store._hot_thread = ThreadPoolExecutor(1, thread_name_prefix="beam-sqlite")
         if sync_engine is not None and parsed.database:
             store._checkpointer = Checkpointer(parsed.database)
         try:
@@ -65,6 +72,8 @@ class Transactions:
         if self._checkpointer is not None:
             await anyio.to_thread.run_sync(self._checkpointer.stop)
         await self.engine.dispose()
+        if self._hot_thread is not None:
+            self._hot_thread.shutdown(wait=False)
         if self.sync_engine is not None:
             await anyio.to_thread.run_sync(self.sync_engine.dispose)
 
@@ -97,11 +106,18 @@ class Transactions:
         On SQLite it runs whole in one worker thread on the raw sqlite3 connection (one hop, where
         the async adapter pays one per cursor operation); on PostgreSQL on SQLAlchemy's connection.
         """
-        if self.sync_engine is None or self._write_lock is None:
+        if self.sync_engine is None or self._write_lock is None or self._hot_thread is None:
             async with self.write() as conn:
                 return await conn.run_sync(work)
         async with self._write_lock:
-            return await anyio.to_thread.run_sync(sqlite_transaction, self.sync_engine, work)
+            # One thread of our own, not anyio's pool: its limiter and checkpoints cost more than
+            # the hop. Shielded, as anyio's hop is: the lock is held until the transaction has ended.
+            done = asyncio.get_running_loop().run_in_executor(
+                self._hot_thread, sqlite_transaction, self.sync_engine, work
+            )
+            with anyio.CancelScope(shield=True):
+                result = await done
+            return result
 
     def insert_ignore(self, table: Table) -> Any:
         """`INSERT ... ON CONFLICT DO NOTHING` in this database's dialect."""

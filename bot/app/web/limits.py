@@ -24,22 +24,31 @@ class ByteBudget:
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
         self.used = 0
+        self._waiting = 0
         self._freed = anyio.Event()
 
     async def reserve(self, size: int, wait: float) -> bool:
         """Take `size` bytes, waiting up to `wait` seconds for room; False when there is none."""
         size = min(size, self.capacity)  # one body may always use the whole budget
-        with anyio.move_on_after(wait):
-            while self.used + size > self.capacity:
-                await self._freed.wait()
-            self.used += size
+        if not self._waiting and self.used + size <= self.capacity:
+            self.used += size  # room, and nobody queued before us: no timer, no event
             return True
-        return False
+        self._waiting += 1
+        try:
+            with anyio.move_on_after(wait):
+                while self.used + size > self.capacity:
+                    await self._freed.wait()
+                self.used += size
+                return True
+            return False
+        finally:
+            self._waiting -= 1
 
     def release(self, size: int) -> None:
         self.used = max(0, self.used - min(size, self.capacity))
-        self._freed.set()
-        self._freed = anyio.Event()
+        if self._waiting:
+            self._freed.set()
+            self._freed = anyio.Event()
 
 
 def _base_protocol() -> type[Any]:
