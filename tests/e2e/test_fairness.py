@@ -27,24 +27,30 @@ BOT = "beam-bot[bot]"
 
 
 async def queue_commands(url: str, commands: list[tuple[str, int, int]]) -> None:
-    """Store the deliveries as intake stores them, while no worker runs yet."""
+    """Store the deliveries as intake stores them, all sent at once: they share one group commit, so
+    the whole backlog (A's commands, then B's) is there before either worker can claim any of it."""
     store = await Store.open(url)
+
+    async def send(n: int, repo: str, number: int, installation: int) -> None:
+        payload = issue_comment_payload(
+            "/beam help",
+            repo=repo,
+            number=number,
+            commenter="maintainer",
+            comment_id=10_000 + n,
+            installation_id=installation,
+            on_pull_request=False,
+        )
+        body = json.dumps(payload).encode()
+        key, owner = job_key_for(payload), installation_of(payload)
+        assert await store.accept_delivery(
+            f"d-{n}", "issue_comment", "created", body, key, installation_id=owner
+        )
+
     try:
-        for n, (repo, number, installation) in enumerate(commands):
-            payload = issue_comment_payload(
-                "/beam help",
-                repo=repo,
-                number=number,
-                commenter="maintainer",
-                comment_id=10_000 + n,
-                installation_id=installation,
-                on_pull_request=False,
-            )
-            body = json.dumps(payload).encode()
-            key, owner = job_key_for(payload), installation_of(payload)
-            assert await store.accept_delivery(
-                f"d-{n}", "issue_comment", "created", body, key, installation_id=owner
-            )
+        async with anyio.create_task_group() as tg:
+            for n, (repo, number, installation) in enumerate(commands):
+                tg.start_soon(send, n, repo, number, installation)
     finally:
         await store.close()
 
@@ -56,6 +62,7 @@ def test_one_installation_cannot_starve_another(tmp_path: Path, empty_pg_url: st
         "BEAM_CONCURRENCY": "1",
         "BEAM_BOT_LOGIN": BOT,
         "BEAM_MAX_CONCURRENCY_PER_INSTALLATION": "1",
+        "BEAM_QUEUE_POLL_INTERVAL": "0.2",
     }
     with bot_stack(tmp_path, **env) as bot:
         bot.fake.add_repo(A_REPO, installation_id=1)
@@ -64,7 +71,6 @@ def test_one_installation_cannot_starve_another(tmp_path: Path, empty_pg_url: st
             bot.fake.add_issue(A_REPO, number=number)
         bot.fake.add_issue(B_REPO, number=1)
         commands = [(A_REPO, n, 1) for n in range(1, A_COMMANDS + 1)] + [(B_REPO, 1, 2)]
-        anyio.run(queue_commands, pg_database_url, commands)
 
         workers = []
         try:
@@ -79,6 +85,15 @@ def test_one_installation_cannot_starve_another(tmp_path: Path, empty_pg_url: st
                     )
                 )
                 log.close()
+
+            # Both are polling before the backlog lands: one process that started sooner used to
+            # answer everything before the other had imported its modules.
+            def running() -> bool:
+                logs = [(tmp_path / f"worker-{i}.log").read_text() for i in range(2)]
+                return all("worker running with concurrency" in log for log in logs)
+
+            wait_for(running, timeout=60, what="both worker processes running")
+            anyio.run(queue_commands, pg_database_url, commands)
 
             def answers() -> list[tuple[int, str]] | None:
                 found = sorted((c.id, c.repo) for c in bot.fake.comments.values() if c.user == BOT)
