@@ -18,6 +18,8 @@ from sqlalchemy import text
 from starlette.applications import Starlette
 
 from bot.app.settings import Settings
+from bot.app.web.intake import WebhookIntake
+from bot.app.web.metrics import Metrics
 from tests.support.fake_github import FakeGitHub
 from tests.support.web_app import job_rows, registered_settings, running_app, runtime_of, store_of
 from tests.support.webhooks import delivery, raw_payload, sign
@@ -334,6 +336,30 @@ async def test_webhooks_other_methods_and_an_intake_bug_get_clear_answers(
     assert (response.status_code, response.json()["error"]) == (500, "internal_error")
     assert "a bug in triage" in caplog.text
     assert await store_of(app).get_delivery("bug") is None  # not acknowledged, so not kept
+
+
+@pytest.mark.anyio
+async def test_setup_mode_names_the_address_the_client_used() -> None:
+    # Without BEAM_PUBLIC_URL the refusal points at the host the request was sent to.
+    intake = WebhookIntake(Metrics())
+    scope = {
+        "type": "http",
+        "scheme": "http",
+        "path": "/webhooks",
+        "root_path": "",
+        "query_string": b"",
+        "server": ("127.0.0.1", 8080),
+        "headers": [(b"host", b"bot.example:8080"), (b"x-github-event", b"ping")],
+    }
+
+    async def receive() -> dict[str, object]:
+        return {"type": "http.request", "body": b"{}", "more_body": False}
+
+    status, body, _ = await intake.answer(scope, receive)
+    assert status == 503
+    assert json.loads(body)["message"] == (
+        "beam-bot is in setup mode: open http://bot.example:8080/ to register the GitHub App"
+    )
 
 
 @pytest.mark.anyio

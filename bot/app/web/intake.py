@@ -38,6 +38,7 @@ from typing import Any, Protocol
 
 import anyio.to_thread
 import orjson
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from bot.app.web.limits import ByteBudget
@@ -185,7 +186,8 @@ class WebhookIntake:
         declared = self._declared_length(headers)
         secret, store = self.secret, self.store
         if secret is None or store is None:
-            base = self.public_url or _base_url(scope)
+            # Setup mode only: Starlette's request is cheap enough here and knows the proxy rules.
+            base = self.public_url or str(Request(scope).base_url).rstrip("/")
             raise _Rejected(
                 503, "setup_mode", f"beam-bot is in setup mode: open {base}/ to register the GitHub App"
             )
@@ -362,15 +364,6 @@ def _github_headers(scope: Scope) -> dict[str, str]:
         if name in _HEADERS:
             found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
     return found
-
-
-def _base_url(scope: Scope) -> str:
-    """Where this server is reachable, as the client addressed it (for the setup-mode message)."""
-    host = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"host"), None)
-    if host is None:
-        server = scope.get("server")
-        host = f"{server[0]}:{server[1]}" if server else "localhost"
-    return f"{scope.get('scheme', 'http')}://{host}{scope.get('root_path', '')}"
 
 
 def _short(value: str | None) -> str:
