@@ -3,11 +3,13 @@ cap on skill runs holds when several stores (as several processes would) claim a
 
 from __future__ import annotations
 
+import re
+
 import anyio
 import pytest
 from sqlalchemy import func, select, text
-from sqlalchemy.dialects import postgresql
 
+from bot.app.jobs import pg_claims
 from bot.app.jobs.fairness import fair_statements
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import SCHEMA_VERSION, installation_turns, jobs, schema_version
@@ -158,7 +160,7 @@ async def test_the_fair_picks_probe_the_installation_index_without_sorting(store
     """Choosing by installation keeps issue 9's flat claim: each pick is an ordered index probe."""
     if not store.is_sqlite:
         pytest.skip("EXPLAIN QUERY PLAN is SQLite's")
-    sql = fair_statements(False, RUN)
+    sql = fair_statements(RUN)
     async with store.read() as conn:
         for pick in (*sql.oldest.values(), sql.running):
             plan = await conn.exec_driver_sql(
@@ -180,9 +182,10 @@ async def test_the_fair_picks_probe_the_installation_index_without_sorting(store
                 assert "jobs_one_running_per_key (key=?)" in details, details
 
 
-async def test_choosing_an_installation_probes_its_index_on_postgresql(store: Store) -> None:
-    """The candidates query stays one index probe per installation on a fresh, unanalysed table:
-    an EXISTS there became a hashed subplan over every due job (claim 9x slower at 50,000 queued)."""
+async def test_the_claim_functions_statements_probe_the_installation_index(store: Store) -> None:
+    """On PostgreSQL (pg_claims.py) the choice of installation and the picks stay index probes on a
+    fresh, unanalysed table: an EXISTS there became a hashed subplan over every due job (a claim 9x
+    slower at 50,000 queued)."""
     if store.is_sqlite:
         pytest.skip("EXPLAIN of PostgreSQL; SQLite's plans are checked above")
     queue = JobQueue(store)
@@ -205,9 +208,21 @@ async def test_choosing_an_installation_probes_its_index_on_postgresql(store: St
             ],
         )
     await queue.enqueue("w", "last", installation_id=1)  # the turn rows
-    statement = fair_statements(True, None).candidates.statement.params(b_now=1.0)
-    compiled = statement.compile(dialect=postgresql.dialect(), compile_kwargs={"literal_binds": True})
+    # The claim function's statements, its variables given as values.
+    values = {"p_now": "1.0", "p_choices": "16", "v_inst": "1", "p_capped_kinds": "ARRAY['run']"}
+
+    def bound(sql: str) -> str:
+        return re.sub(r"\b(p_now|p_choices|v_inst|p_capped_kinds)\b", lambda m: values[m[1]], sql)
+
     async with store.read() as conn:
-        plan = "\n".join(row[0] for row in await conn.exec_driver_sql(f"EXPLAIN {compiled}"))
-    assert "jobs_installation_state" in plan, plan
-    assert "Hash" not in plan and "hashed" not in plan, plan
+        for sql in (
+            pg_claims.CANDIDATES,
+            pg_claims.pick(),
+            pg_claims.pick(pg_claims.UNCAPPED),
+        ):
+            plan = "\n".join(row[0] for row in await conn.exec_driver_sql(f"EXPLAIN {bound(sql)}"))
+            assert "jobs_installation_state" in plan, plan
+            assert "Hash" not in plan and "hashed" not in plan, plan
+            assert "Seq Scan on jobs" not in plan, plan
+            if sql is not pg_claims.CANDIDATES:  # whether a job's key is free is a probe too
+                assert "jobs_one_running_per_key" in plan, plan

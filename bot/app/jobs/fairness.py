@@ -10,15 +10,11 @@ an installation's runs fill its cap): an installation at its cap is offered only
 kinds. Installation 0 (jobs of the app itself, such as the approval poller) takes turns like any
 other but has no cap.
 
-Across processes: the installation's oldest due job is picked first (`FOR UPDATE SKIP LOCKED` on
-PostgreSQL). Only when that job counts against the cap is the chosen turn row locked (`FOR UPDATE`)
-for the claim's transaction, so capped claims of one installation go one after the other, and the
-running count is read after the lock is held (a fresh snapshot), so the cap holds however many
-workers claim at once; uncapped jobs never take the lock, so processes claim them in parallel. The
-first choice waits for the lock (a claim in flight takes milliseconds; skipping would send the other
-claimers of a lone installation to sleep with jobs due); later choices skip locked rows, so no claim
-waits while it holds a lock. On SQLite the claim's `BEGIN IMMEDIATE` serialises all of it. Every
-statement is built and compiled once (`fastpath.Prepared`).
+Across processes: on SQLite the claim's `BEGIN IMMEDIATE` serialises all of it; every statement
+is built and compiled once (`fastpath.Prepared`). On PostgreSQL the same steps run inside the server,
+in one call of the claim function (pg_claims.py), with the locking there described: only a job that
+counts against the cap takes its installation's turn row lock, so uncapped jobs are claimed by any
+number of processes at once.
 """
 
 from __future__ import annotations
@@ -77,7 +73,7 @@ def insert_turns(conn: HotConnection, installation_ids: Iterable[int]) -> None:
 class FairStatements:
     """The fair claim's statements for one database kind and one set of capped kinds."""
 
-    def __init__(self, *, for_update: bool, capped_kinds: frozenset[str] | None) -> None:
+    def __init__(self, *, capped_kinds: frozenset[str] | None) -> None:
         turns, later = installation_turns, installation_turns.alias("later")
         cand, other = jobs.alias("fcand"), jobs.alias("fother")
         now: BindParameter[float] = bindparam("b_now", type_=Double())
@@ -101,9 +97,6 @@ class FairStatements:
             .order_by(turns.c.last_turn, turns.c.installation_id)
             .limit(MAX_CHOICES)
         )
-        lock = select(turns.c.installation_id).where(turns.c.installation_id == inst)
-        self.lock_wait = Prepared(lock.with_for_update()) if for_update else None
-        self.lock_skip = Prepared(lock.with_for_update(skip_locked=True)) if for_update else None
         running = select(func.count()).select_from(jobs)
         running = running.where(jobs.c.installation_id == inst, jobs.c.state == _RUNNING)
         running = running.where(jobs.c.lease_expires_at >= now)
@@ -121,8 +114,7 @@ class FairStatements:
             stmt = select(cand.c.id, cand.c.kind).where(cand.c.installation_id == inst, *claimable, key_free)
             if not room and capped_kinds is not None:
                 stmt = stmt.where(and_(*(cand.c.kind != k for k in sorted(capped_kinds))))
-            stmt = stmt.order_by(cand.c.id).limit(1)
-            return stmt.with_for_update(skip_locked=True) if for_update else stmt
+            return stmt.order_by(cand.c.id).limit(1)
 
         # As in fastpath: two picks, and `run_after + 0` so the index walk stays in id order.
         expired = {r: pick(r, cand.c.state == _RUNNING, cand.c.lease_expires_at < now) for r in (True, False)}
@@ -140,8 +132,8 @@ def _oldest_of(*picks: Select[Any]) -> Prepared:
 
 
 @functools.lru_cache(maxsize=16)
-def fair_statements(for_update: bool, capped_kinds: frozenset[str] | None) -> FairStatements:
-    return FairStatements(for_update=for_update, capped_kinds=capped_kinds)
+def fair_statements(capped_kinds: frozenset[str] | None) -> FairStatements:
+    return FairStatements(capped_kinds=capped_kinds)
 
 
 class FairTurns:
@@ -152,30 +144,23 @@ class FairTurns:
         self.capped_kinds = capped_kinds
 
     def take(
-        self, conn: HotConnection, claims: ClaimStatements, params: Mapping[str, Any], *, for_update: bool
+        self, conn: sqlite3.Connection, claims: ClaimStatements, params: Mapping[str, Any]
     ) -> dict[str, Any] | None:
         """Inside the claim's transaction: mark the oldest due job of the installation served least
         recently (with room under its cap) running, and return its row; None when there is none."""
-        sql = fair_statements(for_update, self.capped_kinds)
+        sql = fair_statements(self.capped_kinds)
         candidates = [int(row[0]) for row in sql.candidates.rows(conn, params)]
-        for n, installation in enumerate(candidates):
+        for installation in candidates:
             where = {"b_inst": installation}
             found = self._oldest(conn, sql, {**params, **where}, room=True)
             if found is None:
                 continue
-            if self._counts(installation, found[1]):
-                # Only a job that counts against the cap serialises the installation's claims (the
-                # turn row's lock, then the running count); uncapped jobs, such as the deliveries
-                # that are most of the traffic, are claimed by any number of processes at once.
-                lock = sql.lock_skip if n else sql.lock_wait
-                if lock is not None and not lock.rows(conn, where):
-                    continue  # another claimer holds it: the next installation
-                if not self._has_room(conn, sql, installation, params):
-                    if self.capped_kinds is None:
-                        continue
-                    found = self._oldest(conn, sql, {**params, **where}, room=False)
-                    if found is None:
-                        continue
+            if self._counts(installation, found[1]) and not self._has_room(conn, sql, installation, params):
+                if self.capped_kinds is None:
+                    continue
+                found = self._oldest(conn, sql, {**params, **where}, room=False)
+                if found is None:
+                    continue
             taken = claims.take.rows(conn, {**params, "b_id": found[0]})
             if not taken:
                 continue
@@ -188,7 +173,7 @@ class FairTurns:
 
     @staticmethod
     def _oldest(
-        conn: HotConnection, sql: FairStatements, params: Mapping[str, Any], *, room: bool
+        conn: sqlite3.Connection, sql: FairStatements, params: Mapping[str, Any], *, room: bool
     ) -> tuple[int, str] | None:
         """The oldest of the two picks (expired lease, due queued): (id, kind), or None."""
         rows = sql.oldest[room].rows(conn, params)
@@ -201,10 +186,9 @@ class FairTurns:
         return self.capped_kinds is None or kind in self.capped_kinds
 
     def _has_room(
-        self, conn: HotConnection, sql: FairStatements, installation: int, params: Mapping[str, Any]
+        self, conn: sqlite3.Connection, sql: FairStatements, installation: int, params: Mapping[str, Any]
     ) -> bool:
         if self.cap is None or installation == SYSTEM_INSTALLATION:
             return True
-        # A statement of its own: on PostgreSQL it sees every claim committed before our lock.
         count = sql.running.rows(conn, {"b_inst": installation, "b_now": params["b_now"]})
         return int(count[0][0]) < self.cap

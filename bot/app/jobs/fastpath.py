@@ -5,8 +5,8 @@ SQLAlchemy execution path costs several times the query itself (a claim is three
 few microseconds each; a delivery insert 55 us raw against 365 us through Core). So each statement
 is built once and compiled once for SQLite; on SQLite a hot transaction runs whole in one worker
 thread on the raw sqlite3 connection (`sqlite_transaction`), on PostgreSQL through SQLAlchemy
-(asyncpg). Which job a claim takes is fairness.py's (its picks are locked `FOR UPDATE SKIP
-LOCKED` on PostgreSQL); here are the statements around it.
+(asyncpg), where the claim is one call of its own function instead (pg_claims.py). Which job a
+claim takes on SQLite is fairness.py's; here are the statements around it.
 
 Claim parameters: `b_now`, `b_owner`, `b_expires`, `b_id`, `b_attempts`, `b_delivery`, `b_error`.
 Job states are SQL literals, so SQLite can use the partial unique index on running keys.

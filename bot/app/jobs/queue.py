@@ -5,10 +5,12 @@ means queued and due, or running with an expired lease: a worker that died left 
 the next claim recovers it. Fairness (fairness.py) first chooses the installation served least
 recently that has a due job (and room under its concurrency cap); its oldest claimable job is then
 one statement of two `ORDER BY id LIMIT 1` probes of the `(installation_id, state, id)` index, so a
-claim costs the same with 100 or 50,000 jobs queued. On PostgreSQL the probes use `FOR UPDATE SKIP
-LOCKED`, so concurrent claimers (any number of processes) never wait on or take the same row; on
-SQLite the claim runs inside `BEGIN IMMEDIATE`, which serialises writers across processes. A worker
-that completes a job claims its next one in the same transaction (`complete_and_claim`).
+claim costs the same with 100 or 50,000 jobs queued. On SQLite the claim runs inside `BEGIN
+IMMEDIATE`, which serialises writers across processes. On PostgreSQL the same steps run inside the
+server, in one call of a PL/pgSQL function (pg_claims.py), one round trip where the statements sent one
+by one took six; its probes use `FOR UPDATE SKIP LOCKED`, so concurrent claimers (any number of
+processes) never wait on or take the same row. A worker that completes a job claims its next one in
+the same transaction (`complete_and_claim`).
 
 Jobs with the same `key` ("owner/repo#N") run one at a time: a job is skipped while another job with
 its key is running, and a partial unique index on `(key) WHERE state = 'running'` makes the database
@@ -33,7 +35,8 @@ import anyio
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot.app.jobs.fairness import FairTurns, add_turns
+from bot.app.jobs import pg_claims
+from bot.app.jobs.fairness import MAX_CHOICES, SYSTEM_INSTALLATION, FairTurns, add_turns
 from bot.app.jobs.fastpath import (
     CLAIM_STATEMENTS,
     ClaimStatements,
@@ -49,7 +52,7 @@ MAX_ERROR_CHARS = 4000
 # heard of it; the periodic sweeps find it by this).
 LOST_ON_LAST_ATTEMPT = "lease expired during the last attempt"
 _CLAIM_RACE_RETRIES = 5
-# SQLAlchemy's (PostgreSQL) and sqlite3's own (the raw hot path on SQLite).
+# SQLAlchemy's (PostgreSQL, the claim function's included) and sqlite3's own (SQLite's hot path).
 _INTEGRITY_ERRORS = (IntegrityError, sqlite3.IntegrityError)
 
 
@@ -141,27 +144,48 @@ class JobQueue:
     async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
         """Take the oldest claimable job for `worker_id`, or None when there is nothing to do."""
         for _ in range(_CLAIM_RACE_RETRIES):
-            claim = functools.partial(
-                self._claim_in, now=self.store.clock(), worker_id=worker_id, lease_seconds=lease_seconds
-            )
+            now = self.store.clock()
             try:
                 # Shielded: a claim committed by the database is always returned to the caller,
                 # whose worker then runs or releases it (never left running until its lease ends).
                 with anyio.CancelScope(shield=True):
+                    if not self.store.is_sqlite:
+                        call = pg_claims.ClaimCall(worker_id, now, now + lease_seconds, claim=True)
+                        return (await self._call_postgres(call))[1]
+                    claim = functools.partial(
+                        self._claim_in, now=now, worker_id=worker_id, lease_seconds=lease_seconds
+                    )
                     return await self.store.run_hot(claim)
             except _INTEGRITY_ERRORS:
                 # Two claims raced for the same key and the unique index stopped the second one.
                 continue
         return None
 
+    async def _call_postgres(self, call: pg_claims.ClaimCall) -> tuple[bool | None, Job | None]:
+        """Complete and/or claim in one call of the claim function (pg_claims.py): one round trip."""
+        args = call.args(
+            self.turns.cap, self.turns.capped_kinds, SYSTEM_INSTALLATION, MAX_CHOICES, LOST_ON_LAST_ATTEMPT
+        )
+        rows = await self.store.call_postgres(pg_claims.CALL, *args)
+        done, row = pg_claims.unpack(rows[0])
+        if row is None:
+            return done, None
+        job = _job_of(row)
+        if row["event"] is not None:
+            job.event, job.action = row["event"], row["action"]
+            job.delivery_payload = row["delivery_payload"].encode("utf-8")
+        return done, job
+
     def _claim_in(self, conn: HotConnection, now: float, worker_id: str, lease_seconds: float) -> Job | None:
-        """The claim transaction: the installation whose turn it is (fairness.py), then the oldest of
-        its two picks, the first job with an expired lease and the first due queued job; each pick is
-        one probe of the (installation_id, state, id) index."""
+        """The claim transaction on SQLite: the installation whose turn it is (fairness.py), then the
+        oldest of its two picks, the first job with an expired lease and the first due queued job;
+        each pick is one probe of the (installation_id, state, id) index. PostgreSQL runs the same
+        steps in its claim function (pg_claims.py)."""
+        assert isinstance(conn, sqlite3.Connection)
         sql = self._claims
         params = {"b_now": now, "b_owner": worker_id, "b_expires": now + lease_seconds}
         while True:
-            row = self.turns.take(conn, sql, params, for_update=not self.store.is_sqlite)
+            row = self.turns.take(conn, sql, params)
             if row is None:
                 return None
             if row["attempts"] > row["max_attempts"]:
@@ -172,20 +196,7 @@ class JobQueue:
             return self._job(conn, row)
 
     def _job(self, conn: HotConnection, row: dict[str, Any]) -> Job:
-        payload = row["payload"]
-        job = Job(
-            id=row["id"],
-            kind=row["kind"],
-            key=row["key"],
-            delivery_id=row["delivery_id"],
-            # Raw SQLite rows carry the JSON text; SQLAlchemy rows (PostgreSQL) the parsed value.
-            payload=json.loads(payload) if isinstance(payload, str) else payload,
-            attempts=row["attempts"],
-            max_attempts=row["max_attempts"],
-            lease_owner=row["lease_owner"],
-            lease_expires_at=row["lease_expires_at"],
-            installation_id=row["installation_id"],
-        )
+        job = _job_of(row)
         if job.delivery_id is not None:
             found = self._claims.delivery.rows(conn, {"b_delivery": job.delivery_id})
             if found:
@@ -234,20 +245,32 @@ class JobQueue:
                 return done, None
             return done, self._claim_in(conn, now, job.lease_owner, lease_seconds or 0.0)
 
-        claim = lease_seconds is not None
+        async def once(claim: bool) -> tuple[bool, Job | None]:
+            if self.store.is_sqlite:
+                return await self.store.run_hot(functools.partial(work, claim=claim))
+            call = pg_claims.ClaimCall(
+                job.lease_owner,
+                now,
+                now + (lease_seconds or 0.0),
+                claim=claim,
+                done_id=job.id,
+                done_attempts=job.attempts,
+            )
+            done, next_job = await self._call_postgres(call)
+            return bool(done), next_job
+
         result: tuple[bool, Job | None] | None = None
-        for _ in range(_CLAIM_RACE_RETRIES):
-            try:
-                with anyio.CancelScope(shield=True):  # bounded by one short transaction; see claim()
-                    result = await self.store.run_hot(functools.partial(work, claim=claim))
-                break
-            except _INTEGRITY_ERRORS:
-                # A racing claim took the key (PostgreSQL): the whole transaction, completion
-                # included, was undone; run it again. No savepoint: it cost two round trips a job.
-                continue
-        if result is None:
-            with anyio.CancelScope(shield=True):
-                result = await self.store.run_hot(functools.partial(work, claim=False))
+        with anyio.CancelScope(shield=True):  # bounded by short transactions; see claim()
+            for _ in range(_CLAIM_RACE_RETRIES):
+                try:
+                    result = await once(lease_seconds is not None)
+                    break
+                except _INTEGRITY_ERRORS:
+                    # A racing claim took the key: the whole transaction, completion included, was
+                    # undone; run it again.
+                    continue
+            else:
+                result = await once(False)
         assert result is not None  # a shield scope is never cancelled, so it never swallows
         return result
 
@@ -327,3 +350,20 @@ class JobQueue:
         async with self.store.read() as conn:
             row = (await conn.execute(select(jobs).where(jobs.c.id == job_id))).first()
         return dict(row._mapping) if row is not None else None
+
+
+def _job_of(row: Mapping[str, Any]) -> Job:
+    payload = row["payload"]
+    return Job(
+        id=row["id"],
+        kind=row["kind"],
+        key=row["key"],
+        delivery_id=row["delivery_id"],
+        # JSON text from SQLite and from the claim function; SQLAlchemy rows carry the parsed value.
+        payload=json.loads(payload) if isinstance(payload, str) else payload,
+        attempts=row["attempts"],
+        max_attempts=row["max_attempts"],
+        lease_owner=row["lease_owner"],
+        lease_expires_at=row["lease_expires_at"],
+        installation_id=row["installation_id"],
+    )

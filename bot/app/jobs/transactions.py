@@ -20,11 +20,15 @@ import anyio
 from sqlalchemy import Engine, Table, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from bot.app.jobs.checkpoint import Checkpointer
 from bot.app.jobs.database import BEGIN_MODE, create_engines, normalize_url
 from bot.app.jobs.fastpath import HotConnection, sqlite_transaction
+from bot.app.jobs.pg_claims import CREATE as CREATE_CLAIM_FUNCTION
+from bot.app.jobs.pg_claims import EXISTS as CLAIM_FUNCTION_EXISTS
+from bot.app.jobs.pg_claims import FUNCTION as CLAIM_FUNCTION
 from bot.app.jobs.schema import jobs, pending_pushes, upgrade_schema
 
 Clock = Callable[[], float]
@@ -61,6 +65,8 @@ class Transactions:
         try:
             async with store.write() as conn:
                 await upgrade_schema(conn, clock())
+                if not store.is_sqlite:
+                    await _install_claim_function(conn)
         except BaseException:
             await store.close()
             raise
@@ -119,6 +125,21 @@ class Transactions:
                 result = await done
             return result
 
+    async def call_postgres(self, sql: str, *args: Any) -> list[Any]:
+        """One statement in a transaction of its own, straight on a pooled asyncpg connection: one
+        round trip, where SQLAlchemy's transaction adds a BEGIN and a COMMIT (the PostgreSQL claim)."""
+        async with self.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            try:
+                rows: list[Any] = await raw.driver_connection.fetch(sql, *args)  # type: ignore[union-attr]
+            except Exception as error:
+                # An integrity violation (SQLSTATE class 23) as SQLAlchemy reports it everywhere
+                # else, so callers need not import the optional asyncpg to catch it.
+                if str(getattr(error, "sqlstate", "")).startswith("23"):
+                    raise IntegrityError(sql, args, error) from error
+                raise
+            return rows
+
     def insert_ignore(self, table: Table) -> Any:
         """`INSERT ... ON CONFLICT DO NOTHING` in this database's dialect."""
         dialect = sqlite if self.is_sqlite else postgresql
@@ -145,6 +166,15 @@ class Transactions:
         )
         async with self.write() as conn:
             return (await conn.execute(stmt)).rowcount == 1
+
+
+async def _install_claim_function(conn: AsyncConnection) -> None:
+    """Create this release's claim function (pg_claims.py) unless it exists; under the upgrade's
+    advisory lock, so processes starting together do not race on the catalog."""
+    raw = await conn.get_raw_connection()
+    driver: Any = raw.driver_connection
+    if not await driver.fetchval(CLAIM_FUNCTION_EXISTS, CLAIM_FUNCTION):
+        await driver.execute(CREATE_CLAIM_FUNCTION)
 
 
 def check_columns(table: Table, values: dict[str, Any]) -> None:
