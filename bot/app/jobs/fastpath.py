@@ -66,7 +66,8 @@ def sqlite_transaction(engine: Engine, work: Callable[[sqlite3.Connection], T]) 
 
 
 class Prepared:
-    """One statement: compiled once for SQLite and run on the raw connection there, else SQLAlchemy."""
+    """One statement compiled once for SQLite and run on its raw connection (`rows`, `rowcount`);
+    `many` also runs it through SQLAlchemy on PostgreSQL (the intake's job rows)."""
 
     def __init__(self, statement: Select[Any] | Update | Insert, column_keys: Sequence[str] | None = None):
         self.statement = statement
@@ -74,15 +75,11 @@ class Prepared:
         self.sql = str(compiled)
         self.defaults = dict(compiled.params)  # LIMIT values and other literals; ours are None here
 
-    def rows(self, conn: HotConnection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
-        if isinstance(conn, sqlite3.Connection):
-            return conn.execute(self.sql, {**self.defaults, **params}).fetchall()
-        return conn.execute(self.statement, dict(params)).all()
+    def rows(self, conn: sqlite3.Connection, params: Mapping[str, Any]) -> Sequence[Sequence[Any]]:
+        return conn.execute(self.sql, {**self.defaults, **params}).fetchall()
 
-    def rowcount(self, conn: HotConnection, params: Mapping[str, Any]) -> int:
-        if isinstance(conn, sqlite3.Connection):
-            return int(conn.execute(self.sql, {**self.defaults, **params}).rowcount)
-        return int(conn.execute(self.statement, dict(params)).rowcount)
+    def rowcount(self, conn: sqlite3.Connection, params: Mapping[str, Any]) -> int:
+        return int(conn.execute(self.sql, {**self.defaults, **params}).rowcount)
 
     def many(self, conn: HotConnection, rows: Sequence[Mapping[str, Any]]) -> None:
         if isinstance(conn, sqlite3.Connection):

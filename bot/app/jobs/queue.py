@@ -195,7 +195,7 @@ class JobQueue:
                 continue
             return self._job(conn, row)
 
-    def _job(self, conn: HotConnection, row: dict[str, Any]) -> Job:
+    def _job(self, conn: sqlite3.Connection, row: dict[str, Any]) -> Job:
         job = _job_of(row)
         if job.delivery_id is not None:
             found = self._claims.delivery.rows(conn, {"b_delivery": job.delivery_id})
@@ -239,7 +239,8 @@ class JobQueue:
         now = self.store.clock()
         params = {"b_id": job.id, "b_owner": job.lease_owner, "b_attempts": job.attempts, "b_now": now}
 
-        def work(conn: HotConnection, claim: bool) -> tuple[bool, Job | None]:
+        def work(conn: HotConnection, claim: bool) -> tuple[bool, Job | None]:  # SQLite's
+            assert isinstance(conn, sqlite3.Connection)
             done = self._claims.complete.rowcount(conn, params) == 1
             if not claim:
                 return done, None
