@@ -144,22 +144,23 @@ class JobQueue:
     async def claim(self, worker_id: str, lease_seconds: float) -> Job | None:
         """Take the oldest claimable job for `worker_id`, or None when there is nothing to do."""
         for _ in range(_CLAIM_RACE_RETRIES):
-            now = self.store.clock()
             try:
                 # Shielded: a claim committed by the database is always returned to the caller,
                 # whose worker then runs or releases it (never left running until its lease ends).
                 with anyio.CancelScope(shield=True):
-                    if not self.store.is_sqlite:
-                        call = pg_claims.ClaimCall(worker_id, now, now + lease_seconds, claim=True)
-                        return (await self._call_postgres(call))[1]
-                    claim = functools.partial(
-                        self._claim_in, now=now, worker_id=worker_id, lease_seconds=lease_seconds
-                    )
-                    return await self.store.run_hot(claim)
+                    return await self._claim_once(worker_id, lease_seconds)
             except _INTEGRITY_ERRORS:
                 # Two claims raced for the same key and the unique index stopped the second one.
                 continue
         return None
+
+    async def _claim_once(self, worker_id: str, lease_seconds: float) -> Job | None:
+        now = self.store.clock()
+        if not self.store.is_sqlite:
+            call = pg_claims.ClaimCall(worker_id, now, now + lease_seconds, claim=True)
+            return (await self._call_postgres(call))[1]
+        claim = functools.partial(self._claim_in, now=now, worker_id=worker_id, lease_seconds=lease_seconds)
+        return await self.store.run_hot(claim)
 
     async def _call_postgres(self, call: pg_claims.ClaimCall) -> tuple[bool | None, Job | None]:
         """Complete and/or claim in one call of the claim function (pg_claims.py): one round trip."""
