@@ -158,6 +158,38 @@ async def test_heartbeats_keep_a_long_job_from_being_taken(store: Store) -> None
     assert row is not None and (row["state"], row["attempts"]) == ("done", 1)
 
 
+async def test_one_heartbeat_task_keeps_every_running_job_of_the_pool(store: Store) -> None:
+    """The pool heartbeats all its running jobs from one task: jobs that started at different times
+    all keep their leases, and a job that ended on the way is no longer touched."""
+    queue = fast_queue(store)
+    ids = [await queue.enqueue("delivery", f"o/r#{n}") for n in range(4)]
+    started: list[int] = []
+    release = anyio.Event()
+
+    async def handler(job: Job) -> None:
+        started.append(job.id)
+        if job.id == ids[0]:
+            return  # ends at once; the others wait
+        await anyio.sleep(0.05 * len(started))  # staggered: their heartbeats fall due apart
+        await release.wait()
+
+    pool = WorkerPool(
+        queue, handler, concurrency=3, lease_seconds=0.2, heartbeat_interval=0.04, poll_interval=0.01
+    )
+    async with pool:
+        await wait_for(lambda: len(started) == 4)
+        rival = fast_queue(store)
+        for _ in range(25):  # 0.5 s: more than two leases
+            assert await rival.claim("rival", 0.2) is None
+            await anyio.sleep(0.02)
+        release.set()
+        await wait_for(lambda: pool.stats.succeeded == 4)
+    assert sorted(started) == ids and pool.stats.lease_lost == 0
+    for job_id in ids:
+        row = await queue.get(job_id)
+        assert row is not None and (row["state"], row["attempts"]) == ("done", 1)
+
+
 async def test_a_lost_lease_stops_the_handler(store: Store) -> None:
     queue = fast_queue(store)
     job_id = await queue.enqueue("delivery", None)
