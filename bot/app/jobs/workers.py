@@ -306,7 +306,7 @@ class WorkerPool:
     async def _call_handler(self, job: Job, attempt: _Attempt) -> None:
         """Run the handler under its timeout while the pool's heartbeat keeps the lease; note how it
         ended. One scope serves both ends: its deadline is the timeout, and `_heartbeats` cancels it
-        when the lease is lost (a task and a task group per job cost a tenth of a no-op job)."""
+        when the lease is lost (a task group, a task and a cancel per job were a fifth of a no-op job)."""
         with anyio.CancelScope(deadline=anyio.current_time() + self.job_timeout) as scope:
             running = _Running(job, attempt, scope, time.monotonic() + self.heartbeat_interval)
             self._running[job.id] = running
