@@ -101,4 +101,38 @@ async def test_a_deleted_config_is_forgotten(
     assert await gh.get_file(OWNER, NAME, CONFIG, "main") == "trigger_permission: write\n"
     fake.repo(REPO).files.pop(("main", CONFIG), None)
     assert await gh.get_file(OWNER, NAME, CONFIG, "main") is None
-    assert gh.app.files.get((INSTALLATION, OWNER, NAME, CONFIG, "main")) is None
+    entry = gh.app.files.get((INSTALLATION, OWNER, NAME, CONFIG, "main"))
+    assert entry is not None and (entry.text, entry.etag) == (None, "")  # remembered as absent
+    fake.set_file(REPO, "main", CONFIG, "trigger_permission: admin\n")
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main") == "trigger_permission: admin\n"
+    assert "if-none-match" not in fake.calls_to("repos/get-content")[-1].headers  # nothing to match
+
+
+async def test_a_read_within_max_age_takes_the_last_answer_and_an_older_one_asks_again(
+    fake: FakeGitHub, barrier: tuple[Barrier, InstallationClient]
+) -> None:
+    """A command's run job takes the config its command was admitted with moments before
+    (webhooks/handlers.py), present or absent; past `max_age` the read is revalidated as usual."""
+    transport, gh = barrier
+    transport.both.set()
+    now = [1000.0]
+    gh.app.files.clock = lambda: now[0]
+    reads = lambda: len(fake.calls_to("repos/get-content"))  # noqa: E731
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: write\n"
+    assert reads() == 1  # nothing cached yet: asked
+    now[0] += 4.9
+    fake.set_file(REPO, "main", CONFIG, "trigger_permission: admin\n")
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: write\n"
+    assert reads() == 1 and gh.app.files.fresh_hits == 1
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main") == "trigger_permission: admin\n"
+    assert reads() == 2  # without max_age every read asks
+    now[0] += 5.0
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: admin\n"
+    assert reads() == 3 and fake.not_modified == 1  # too old: revalidated, and a 304 confirms it anew
+    now[0] += 4.9
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: admin\n"
+    assert reads() == 3
+    missing = ".github/other.yml"
+    assert await gh.get_file(OWNER, NAME, missing, "main", max_age=5) is None
+    assert await gh.get_file(OWNER, NAME, missing, "main", max_age=5) is None
+    assert reads() == 4  # the 404 is an answer too

@@ -110,6 +110,11 @@ def test_review_is_answered_on_github(bot: BotProcess) -> None:
     command_id = sent.json()["comment"]["id"]
     eyes = [r for r in bot.fake.reactions_on(command_id) if r.content == "eyes"]
     assert [r.user for r in eyes] == [BOT_LOGIN]
+    # The config was asked once, at admission: the run job took that answer (here: no file), so its
+    # tracking comment waits for no further round trip.
+    assert [c.path for c in bot.fake.calls_to("repos/get-content")] == [
+        "/repos/octo/demo/contents/.github/beam.yml"
+    ]
     # The checkout went through git over HTTP with the installation token, and the model saw the file.
     assert any(r.authorized for r in bot.git.requests)
     assert not any(not r.authorized and r.path.endswith("git-upload-pack") for r in bot.git.requests)

@@ -18,7 +18,7 @@ import httpx
 
 from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
 from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
-from bot.app.github.file_cache import CachedFile
+from bot.app.github.file_cache import CachedFile, absent
 from bot.app.github.models import (
     Account,
     AppInfo,
@@ -168,35 +168,43 @@ class InstallationClient:
         permission = response.json().get("permission")
         return permission if permission in ("admin", "write", "read") else "none"
 
-    async def get_file(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
+    async def get_file(
+        self, owner: str, repo: str, path: str, ref: str | None = None, *, max_age: float = 0.0
+    ) -> str | None:
         """A text file's contents at `ref`, or None when there is no such file (or it is a directory).
 
         Revalidated with the ETag of the last read (`GitHubApp.files`): an unchanged file costs a
-        `304` and no rate limit."""
+        `304` and no rate limit. With `max_age`, an answer GitHub gave less than that many seconds
+        ago is taken without asking (see file_cache)."""
         params = {"ref": ref} if ref else None
         key = (self.installation_id, owner, repo, path, ref or "")
-        cached = self.app.files.get(key)
+        files = self.app.files
+        if max_age > 0 and (fresh := files.fresh(key, max_age)) is not None:
+            return fresh.text
+        cached = files.get(key)
         try:
             response = await self._call(
                 "GET",
                 f"{_repo(owner, repo)}/contents/{quote(path, safe='/')}",
                 params=params,
-                headers={"If-None-Match": cached.etag} if cached is not None else None,
+                headers={"If-None-Match": cached.etag} if cached is not None and cached.etag else None,
             )
         except GitHubError as error:
             if error.status == 404:
-                self.app.files.drop(key)
+                files.put(key, absent(files.clock()))
                 return None
             raise
         if response.status_code == 304 and cached is not None:
-            self.app.files.hits += 1
-            return cached.text
+            files.hits += 1
+            return files.confirm(key, cached).text
         body = response.json()
         text = _file_text(body)
         etag = response.headers.get("etag")
         if etag:
             sha = body.get("sha") if isinstance(body, dict) else None
-            self.app.files.put(key, CachedFile(etag, sha if isinstance(sha, str) else None, text))
+            files.put(key, CachedFile(etag, sha if isinstance(sha, str) else None, text, files.clock()))
+        else:
+            files.drop(key)
         return text
 
     # --- issues and comments --------------------------------------------------------------------

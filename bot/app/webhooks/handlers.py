@@ -10,6 +10,7 @@ flow, every other skill to a plain `SkillRun`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import logging
@@ -199,7 +200,12 @@ class Webhooks:
         try:
             gh, installation_id = await event_client(self.github, event)
             repo = event.repository
-            config = await load_repo_config(gh.get_file, repo.owner.login, repo.name, repo.default_branch)
+            config = await load_repo_config(
+                functools.partial(gh.get_file, max_age=_admitted_config_age(job)),
+                repo.owner.login,
+                repo.name,
+                repo.default_branch,
+            )
             # Replies of the run job number apart from its delivery's (one run id, one journal).
             replies = itertools.count(RUN_REPLY_STEPS)
             ctx = JobContext(job, event, parsed, gh, installation_id, config, self.deps.effects(gh), replies)
@@ -209,6 +215,17 @@ class Webhooks:
 
     async def run_skill(self, ctx: JobContext) -> None:
         await SkillRun(self.deps, ctx).run()
+
+
+# How old the config read at admission may be for the run job to take it as is: the command was
+# admitted under that version moments before (the run job follows at once unless the queue is
+# busy), and asking GitHub again would put one more round trip before the tracking comment. A
+# retry, or a run that waited longer in the queue, reads it again.
+ADMITTED_CONFIG_MAX_AGE = 5.0
+
+
+def _admitted_config_age(job: Job) -> float:
+    return ADMITTED_CONFIG_MAX_AGE if job.attempts <= 1 else 0.0
 
 
 def _delivery_json(job: Job) -> dict[str, Any]:
