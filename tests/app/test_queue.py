@@ -339,12 +339,22 @@ async def test_a_second_os_process_never_claims_the_same_job(db_url: str) -> Non
         assert (await s.stats())["jobs"]["done"] == total
 
 
-async def test_a_database_from_before_the_claim_index_gets_it(db_url: str) -> None:
-    async with opened(db_url) as s, s.write() as conn:
-        await conn.execute(text("DROP INDEX jobs_state_id"))
-        await conn.execute(text("UPDATE schema_version SET version = 2"))  # v3 added the index
-    async with opened(db_url) as s, s.read() as conn:
-        version = (await conn.execute(text("SELECT version FROM schema_version"))).scalar_one()
-        indexes = await conn.run_sync(lambda c: {i["name"] for i in inspect(c).get_indexes("jobs")})
-    assert version == SCHEMA_VERSION
-    assert "jobs_state_id" in indexes
+async def test_the_claim_index_nothing_reads_is_dropped_from_older_databases(db_url: str) -> None:
+    """v3 added `jobs_state_id` for the claims before fairness; v6 drops it (each job wrote it twice).
+    A database of either version ends at the current one without it, its jobs still claimed."""
+    for old_version in (2, 5):
+        async with opened(db_url) as s, s.write() as conn:
+            await conn.execute(text("DROP INDEX IF EXISTS jobs_state_id"))
+            if old_version == 5:  # as v3 made it
+                await conn.execute(text("CREATE INDEX jobs_state_id ON jobs (state, id)"))
+            await conn.execute(text("UPDATE schema_version SET version = :v"), {"v": old_version})
+        async with opened(db_url) as s:
+            async with s.read() as conn:
+                version = (await conn.execute(text("SELECT version FROM schema_version"))).scalar_one()
+                indexes = await conn.run_sync(lambda c: {i["name"] for i in inspect(c).get_indexes("jobs")})
+            queue = JobQueue(s)
+            await queue.enqueue("w", f"after-v{old_version}")
+            job = await queue.claim("test", LEASE)
+        assert version == SCHEMA_VERSION == 6
+        assert "jobs_state_id" not in indexes and "jobs_installation_state" in indexes
+        assert job is not None and job.key == f"after-v{old_version}"
