@@ -108,31 +108,32 @@ async def test_a_deleted_config_is_forgotten(
     assert "if-none-match" not in fake.calls_to("repos/get-content")[-1].headers  # nothing to match
 
 
-async def test_a_read_within_max_age_takes_the_last_answer_and_an_older_one_asks_again(
+async def test_a_recent_answer_is_served_without_asking_and_only_while_recent(
     fake: FakeGitHub, barrier: tuple[Barrier, InstallationClient]
 ) -> None:
-    """A command's run job takes the config its command was admitted with moments before
-    (webhooks/handlers.py), present or absent; past `max_age` the read is revalidated as usual."""
+    """`recent_file` asks nothing: it has the last answer GitHub confirmed less than `max_age` ago
+    (a 200 or a 304; a 404 is an answer too), else None."""
     transport, gh = barrier
     transport.both.set()
     now = [1000.0]
     gh.app.files.clock = lambda: now[0]
-    reads = lambda: len(fake.calls_to("repos/get-content"))  # noqa: E731
-    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: write\n"
-    assert reads() == 1  # nothing cached yet: asked
+    assert gh.recent_file(OWNER, NAME, CONFIG, "main", 5) is None  # never read
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main") == "trigger_permission: write\n"
     now[0] += 4.9
     fake.set_file(REPO, "main", CONFIG, "trigger_permission: admin\n")
-    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: write\n"
-    assert reads() == 1 and gh.app.files.fresh_hits == 1
-    assert await gh.get_file(OWNER, NAME, CONFIG, "main") == "trigger_permission: admin\n"
-    assert reads() == 2  # without max_age every read asks
-    now[0] += 5.0
-    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: admin\n"
-    assert reads() == 3 and fake.not_modified == 1  # too old: revalidated, and a 304 confirms it anew
+    recent = gh.recent_file(OWNER, NAME, CONFIG, "main", 5)
+    assert recent is not None and recent.text == "trigger_permission: write\n"
+    assert len(fake.calls_to("repos/get-content")) == 1 and gh.app.files.fresh_hits == 1
+    now[0] += 0.2
+    assert gh.recent_file(OWNER, NAME, CONFIG, "main", 5) is None  # too old now
+    fake.set_file(REPO, "main", CONFIG, "trigger_permission: write\n")
+    assert await gh.get_file(OWNER, NAME, CONFIG, "main") == "trigger_permission: write\n"
+    assert fake.not_modified == 1  # the same text again: a 304, which confirms the entry anew
     now[0] += 4.9
-    assert await gh.get_file(OWNER, NAME, CONFIG, "main", max_age=5) == "trigger_permission: admin\n"
-    assert reads() == 3
+    recent = gh.recent_file(OWNER, NAME, CONFIG, "main", 5)
+    assert recent is not None and recent.text == "trigger_permission: write\n"
     missing = ".github/other.yml"
-    assert await gh.get_file(OWNER, NAME, missing, "main", max_age=5) is None
-    assert await gh.get_file(OWNER, NAME, missing, "main", max_age=5) is None
-    assert reads() == 4  # the 404 is an answer too
+    assert await gh.get_file(OWNER, NAME, missing, "main") is None
+    recent = gh.recent_file(OWNER, NAME, missing, "main", 5)
+    assert recent is not None and recent.text is None
+    assert len(fake.calls_to("repos/get-content")) == 3

@@ -5,6 +5,7 @@ stops a queued run, whose tracking comment says who cancelled it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -27,6 +28,7 @@ from bot.app.jobs.schema import jobs, runs
 from bot.app.jobs.store import Store
 from bot.app.limits.ledger import Ledger
 from bot.app.limits.policy import Limits, Policy
+from bot.app.repo_config import config_version
 from bot.app.runs.run import RunDeps
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import ScriptedClient
@@ -244,3 +246,37 @@ async def test_the_eyes_come_at_admission_and_the_run_job_does_not_react_again(r
     await rig.comment("/beam ask one", user="reader")  # not allowed: a reply, no 👀
     refused = rig.fake.comments_on(REPO, 7)[-2]
     assert refused.user == "reader" and rig.fake.reactions_on(refused.id) == []
+
+
+async def test_the_run_job_takes_the_config_its_command_was_admitted_with_and_nothing_older(
+    rig: Rig,
+) -> None:
+    """Issue 9: the run job does not ask GitHub again for the config its command was admitted with a
+    moment before (one round trip sooner to its tracking comment), but only on its first attempt,
+    for that very version, confirmed less than 5 seconds ago; otherwise it asks."""
+    first = "trigger_permission: write\n"
+    rig.fake.set_file(REPO, "main", ".github/beam.yml", first)
+    now = [1000.0]
+    rig.webhooks.github.files.clock = lambda: now[0]
+    await rig.comment("/beam review")
+    (row,) = await rig.run_jobs()
+    assert row["payload"]["config_version"] == config_version(first)
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None and job.kind == "run"
+
+    def reads() -> int:
+        return len(rig.fake.calls_to("repos/get-content"))
+
+    async def reads_of_run(attempt: Job) -> int:
+        before = reads()
+        await rig.webhooks.on_run(attempt)  # no model script: the run fails, which is fine here
+        return reads() - before
+
+    now[0] += 4.9
+    assert await reads_of_run(job) == 0
+    assert await reads_of_run(dataclasses.replace(job, attempts=2)) == 1  # a retry asks
+    now[0] += 5.0
+    assert await reads_of_run(job) == 1  # confirmed 5 s ago: too old, asked (and confirmed again)
+    rig.fake.set_file(REPO, "main", ".github/beam.yml", "trigger_permission: admin\n")
+    assert await reads_of_run(dataclasses.replace(job, attempts=2)) == 1  # the edit, read by a retry
+    assert await reads_of_run(job) == 1  # recent, but not the version it was admitted with: asked

@@ -168,19 +168,19 @@ class InstallationClient:
         permission = response.json().get("permission")
         return permission if permission in ("admin", "write", "read") else "none"
 
-    async def get_file(
-        self, owner: str, repo: str, path: str, ref: str | None = None, *, max_age: float = 0.0
-    ) -> str | None:
+    def recent_file(self, owner: str, repo: str, path: str, ref: str, max_age: float) -> CachedFile | None:
+        """What `get_file` last got for this file, if GitHub confirmed it less than `max_age` seconds
+        ago; None otherwise. Asks nothing (see file_cache)."""
+        return self.app.files.fresh((self.installation_id, owner, repo, path, ref), max_age)
+
+    async def get_file(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
         """A text file's contents at `ref`, or None when there is no such file (or it is a directory).
 
         Revalidated with the ETag of the last read (`GitHubApp.files`): an unchanged file costs a
-        `304` and no rate limit. With `max_age`, an answer GitHub gave less than that many seconds
-        ago is taken without asking (see file_cache)."""
+        `304` and no rate limit."""
         params = {"ref": ref} if ref else None
         key = (self.installation_id, owner, repo, path, ref or "")
         files = self.app.files
-        if max_age > 0 and (fresh := files.fresh(key, max_age)) is not None:
-            return fresh.text
         cached = files.get(key)
         try:
             response = await self._call(

@@ -6,10 +6,10 @@ body; the cached text is then used as is. An edit to the file changes its blob s
 the next read gets the new text: nothing is ever served stale, only never downloaded twice.
 One cache per process (it hangs off `GitHubApp`), bounded, oldest entries dropped first.
 
-One exception, asked for by the caller: a read may take an entry GitHub confirmed less than `max_age`
-seconds ago without asking again (`fresh`). A command's run job does, for the config its command
-was admitted with a moment before (webhooks/handlers.py): the same version, one round trip sooner
-to the tracking comment. A missing file is remembered too (`absent`), so that holds without one.
+Each entry also says when GitHub last confirmed it, and `fresh` answers only for an entry confirmed
+less than `max_age` seconds ago, without asking. A command's run job takes the config that way
+when it is the very version its command was admitted with a moment before (webhooks/handlers.py):
+one round trip sooner to the tracking comment. A missing file is remembered too (`absent`).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ class RunRequest:
     delivery_id: str | None
     issue_url: str  # the issue or pull request page, for links to a tracking comment
     queue_job: bool = True
+    config_version: str = ""  # the `.github/beam.yml` it was admitted under (repo_config)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +163,7 @@ class Ledger:
             now,
             installation_id=request.installation_id,
             delivery_id=request.delivery_id,
-            payload={"run_id": request.run_id},
+            payload={"run_id": request.run_id, "config_version": request.config_version},
         )
         job_id = int((await conn.execute(insert(jobs).values(job).returning(jobs.c.id))).scalar_one())
         await conn.run_sync(add_turns, conn.dialect.name == "sqlite", [request.installation_id])

@@ -15,8 +15,10 @@ May import permissions only: every layer of the app reads repository config.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import functools
+import hashlib
 import json
 import posixpath
 import re
@@ -237,6 +239,9 @@ class ConfigResult:
     found: bool = False
     # The 1-based line each error is about, where it has one (for `--check`'s FILE:LINE: output).
     lines: list[int | None] = field(default_factory=list)
+    # Which text it came from (`config_version`; "" when not read through `load_repo_config`): a
+    # command's run job checks that it runs under the version its command was admitted with.
+    version: str = ""
 
     @property
     def ok(self) -> bool:
@@ -294,7 +299,14 @@ async def load_repo_config(
     than the repository's real settings, so the caller retries instead.
     """
     text = await get_file(owner, repo, CONFIG_PATH, default_branch)
-    return parse_repo_config(text)
+    return dataclasses.replace(parse_repo_config(text), version=config_version(text))
+
+
+def config_version(text: str | None) -> str:
+    """A short digest of the file's text ("absent" when there is none)."""
+    if text is None:
+        return "absent"
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def config_json_schema() -> dict[str, Any]:

@@ -42,6 +42,7 @@ class Gate:
             command_url=event.comment.html_url,
             delivery_id=ctx.job.delivery_id,
             issue_url=f"{repo.html_url}/issues/{event.number}",
+            config_version=ctx.config_result.version,
         )
         result = await self.ledger.admit(request, effective(self.policy.limits, ctx.config.limits))
         if isinstance(result, Duplicate):

@@ -10,7 +10,6 @@ flow, every other skill to a plain `SkillRun`.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import json
 import logging
@@ -29,7 +28,7 @@ from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
 from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
-from bot.app.repo_config import load_repo_config
+from bot.app.repo_config import CONFIG_PATH, ConfigResult, load_repo_config
 from bot.app.reviews.threads import ThreadReplies, is_thread_question
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
@@ -200,12 +199,7 @@ class Webhooks:
         try:
             gh, installation_id = await event_client(self.github, event)
             repo = event.repository
-            config = await load_repo_config(
-                functools.partial(gh.get_file, max_age=_admitted_config_age(job)),
-                repo.owner.login,
-                repo.name,
-                repo.default_branch,
-            )
+            config = await _run_config(job, gh, repo.owner.login, repo.name, repo.default_branch)
             # Replies of the run job number apart from its delivery's (one run id, one journal).
             replies = itertools.count(RUN_REPLY_STEPS)
             ctx = JobContext(job, event, parsed, gh, installation_id, config, self.deps.effects(gh), replies)
@@ -217,15 +211,27 @@ class Webhooks:
         await SkillRun(self.deps, ctx).run()
 
 
-# How old the config read at admission may be for the run job to take it as is: the command was
-# admitted under that version moments before (the run job follows at once unless the queue is
-# busy), and asking GitHub again would put one more round trip before the tracking comment. A
-# retry, or a run that waited longer in the queue, reads it again.
+# How long after GitHub confirmed it the config read at admission may serve the run job: the command
+# was admitted under that version moments before (the run job follows at once unless the queue is
+# busy), and asking again would put one more round trip before the tracking comment.
 ADMITTED_CONFIG_MAX_AGE = 5.0
 
 
-def _admitted_config_age(job: Job) -> float:
-    return ADMITTED_CONFIG_MAX_AGE if job.attempts <= 1 else 0.0
+async def _run_config(job: Job, gh: InstallationClient, owner: str, name: str, branch: str) -> ConfigResult:
+    """The config a run job runs under: on its first attempt, the version its command was admitted
+    with when this process had it confirmed less than `ADMITTED_CONFIG_MAX_AGE` ago; otherwise (a
+    retry, a long wait in the queue, another version in this process's cache) GitHub is asked."""
+    admitted = (job.payload or {}).get("config_version") if job.attempts <= 1 else None
+    recent = gh.recent_file(owner, name, CONFIG_PATH, branch, ADMITTED_CONFIG_MAX_AGE) if admitted else None
+    if recent is not None:
+
+        async def read(*_: str) -> str | None:
+            return recent.text
+
+        taken = await load_repo_config(read, owner, name, branch)
+        if taken.version == admitted:
+            return taken
+    return await load_repo_config(gh.get_file, owner, name, branch)
 
 
 def _delivery_json(job: Job) -> dict[str, Any]:
