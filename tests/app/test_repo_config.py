@@ -19,6 +19,7 @@ from bot.app.repo_config import (
     RepoConfig,
     config_json_schema,
     config_json_schema_text,
+    config_version,
     expiry_seconds,
     load_repo_config,
     parse_repo_config,
@@ -329,10 +330,12 @@ async def test_load_reads_the_default_branch_never_the_head() -> None:
 async def test_load_missing_file_gives_defaults_and_invalid_gives_errors() -> None:
     missing = await load_repo_config(FakeContents({}).get_file, "octo", "hello", "trunk")
     assert missing == ConfigResult() and not missing.found
+    assert missing.version == config_version(None) == "absent"
     bad = await load_repo_config(
         FakeContents({(CONFIG_PATH, "trunk"): "skills: [x]\n"}).get_file, "o", "r", "trunk"
     )
     assert bad.config == defaults() and bad.errors[0].startswith("skills[0]: 'x' is not a skill")
+    assert bad.version == config_version("skills: [x]\n") != config_version("skills: [y]\n")
 
 
 @pytest.mark.anyio

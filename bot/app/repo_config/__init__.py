@@ -240,8 +240,9 @@ class ConfigResult:
     # The 1-based line each error is about, where it has one (for `--check`'s FILE:LINE: output).
     lines: list[int | None] = field(default_factory=list)
     # Which text it came from (`config_version`; "" when not read through `load_repo_config`): a
-    # command's run job checks that it runs under the version its command was admitted with.
-    version: str = ""
+    # command's run job checks that it runs under the version its command was admitted with. Not
+    # part of equality: two results that say the same are the same, whatever file they came from.
+    version: str = field(default="", compare=False)
 
     @property
     def ok(self) -> bool:
