@@ -517,3 +517,21 @@ async def test_fake_fails_the_test_when_out_of_replies() -> None:
                 await client.complete(MESSAGES, [READ_FILE])
     assert first.tool_calls is not None and first.tool_calls[0].args == {"path": "a"}
     assert second.text == "done"
+
+
+async def test_a_client_killed_mid_body_is_not_a_bad_request_and_the_next_one_is_answered() -> None:
+    """The kill tests kill the bot at any point, also halfway through a request to the model: the
+    fake then saw a closed connection, not a malformed request (the soak once failed on that)."""
+    with FakeOpenAI() as llm:
+        with socket.create_connection(("127.0.0.1", llm.port), timeout=5) as killed:
+            killed.sendall(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Authorization: Bearer k\r\nContent-Length: 200\r\n\r\n"
+                b'{"model": "m", "mess'
+            )
+            killed.shutdown(socket.SHUT_WR)  # the rest never comes
+            assert killed.recv(1024) == b""  # closed without an answer
+        llm.reply_text("fine")
+        completion = await complete_one(llm)
+        assert completion.text == "fine"
+        assert llm.errors == [] and len(llm.requests) == 1

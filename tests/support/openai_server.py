@@ -328,6 +328,11 @@ class FakeOpenAI:
     def _serve(self, handler: _Handler) -> None:
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
+        if len(raw) < length:
+            # The client went away mid-body (the kill tests kill the bot at any point): there is no
+            # request to judge or answer, as a real server would see only the closed connection.
+            handler.close_connection = True
+            return
         headers = {key.lower(): value for key, value in handler.headers.items()}
         try:
             parsed: Any = json.loads(raw)
