@@ -34,6 +34,7 @@ RANK = {
     "permissions": 0,
     "settings": 0,
     "logs": 0,
+    "fence": 0,  # the write fence: set by the worker pool, checked by the GitHub client
 }
 SIDEWAYS = {("repo_config", "permissions"), ("repo_config", "review_config"), ("limits", "jobs")}
 

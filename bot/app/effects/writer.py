@@ -24,6 +24,7 @@ from typing import Any
 
 from bot.app.effects.crash import NO_CRASH, CrashPoints
 from bot.app.effects.journal import Journal
+from bot.app.fence import before_write
 from bot.app.github.client import InlineComment, InstallationClient, ReactionContent
 
 log = logging.getLogger("beam.effects")
@@ -85,6 +86,8 @@ class GitHubEffects:
         if entry is None:
             await self.journal.intend(key, kind)
         self.crash.hit(kind, "before")
+        # Before a write that is not an API call (a git push) too: only while the job is ours.
+        await before_write()
         written = await make()
         self.crash.hit(kind, "after")
         await self.journal.record(key, kind, written.to_json())

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import httpx
 
+from bot.app.fence import before_write
 from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
 from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
 from bot.app.github.file_cache import CachedFile, absent
@@ -106,6 +107,8 @@ class InstallationClient:
         json: Any = None,
         headers: Mapping[str, str] | None = None,
     ) -> httpx.Response:
+        if method != "GET":
+            await before_write()  # a job's write only while the job is still ours (fence.py)
         # The installation travels in the context so the transport can count its rate limit.
         with log_context(installation_id=self.installation_id):
             return await self._call_as_installation(method, path, params=params, json=json, headers=headers)

@@ -4,13 +4,15 @@ Task code (webhook handlers, runs, the approval poller) raises these; `workers.p
 retry after a backoff (`RetryableError`, or after `retry_after` seconds when the cause said when,
 such as a GitHub rate limit), a final failure (`PermanentError`), or the same row queued again
 (`Reschedule`). Anything else a handler raises is retried too, up to the job's `max_attempts`.
+`LeaseLost` is raised to task code, not by it: the write fence (bot/app/fence.py) found that another
+worker holds the job now, so the attempt ends without a write and without a record.
 """
 
 from __future__ import annotations
 
 import time
 
-__all__ = ["PermanentError", "Reschedule", "RetryableError", "seconds_until"]
+__all__ = ["LeaseLost", "PermanentError", "Reschedule", "RetryableError", "seconds_until"]
 
 
 class RetryableError(Exception):
@@ -35,6 +37,11 @@ class Reschedule(Exception):
     def __init__(self, at: float) -> None:
         super().__init__(f"again at {at}")
         self.at = at
+
+
+class LeaseLost(Exception):
+    """This worker no longer holds the job: its lease expired and another worker claimed the job.
+    Nothing of the attempt may reach GitHub any more; the pool ends it as `lease_lost`."""
 
 
 def seconds_until(at: float | None, *, now: float | None = None) -> float | None:

@@ -6,6 +6,9 @@ again after a backoff, or after `retry_after`), `PermanentError` (never again), 
 or an outage we did not foresee: retried too, up to the job's `max_attempts`, so a transient fault
 heals and a persistent one ends as `dead` with its error). A timeout counts as a retryable failure.
 
+While a handler runs, every GitHub write it makes passes the write fence (bot/app/fence.py,
+`_confirm`): a worker that was paused past its lease finds out before its next write, not after it.
+
 Idle loops sleep `poll_interval` between claims; `notify()` (called by intake after it stored a job)
 wakes them at once, so latency is low without polling the database hard.
 
@@ -22,22 +25,23 @@ waiting for its lease to expire.
 
 from __future__ import annotations
 
-import bisect
+import functools
 import logging
 import os
 import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 
 import anyio
 import anyio.abc
 
+from bot.app.fence import fenced
 from bot.app.jobs.queue import Job, JobQueue
-from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError
+from bot.app.jobs.signals import LeaseLost, PermanentError, Reschedule, RetryableError
+from bot.app.jobs.worker_stats import OUTCOME_COUNTERS, WorkerStats
 from bot.app.logs import job_fields, log_context
 
 __all__ = ["Handler", "Job", "WorkerPool", "WorkerStats"]
@@ -48,69 +52,6 @@ Handler = Callable[[Job], Awaitable[None]]
 GaveUp = Callable[[Job, str], Awaitable[None]]
 Periodic = Callable[[], Awaitable[None]]
 Observer = Callable[[float, str], None]
-
-DURATION_BUCKETS = (0.1, 0.5, 1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1800.0)
-
-
-@dataclass(slots=True)
-class WorkerStats:
-    """Counters for /metrics. Outcomes: succeeded, retried, failed (permanent), dead (out of tries)."""
-
-    started: int = 0
-    succeeded: int = 0
-    retried: int = 0
-    failed: int = 0
-    dead: int = 0
-    timed_out: int = 0
-    lease_lost: int = 0
-    rescheduled: int = 0
-    released: int = 0
-    loop_errors: int = 0
-    in_flight: int = 0
-    duration_counts: list[int] = field(default_factory=lambda: [0] * (len(DURATION_BUCKETS) + 1))
-    duration_sum: float = 0.0
-
-    def snapshot(self) -> dict[str, Any]:
-        """The counters as a plain dict; `duration_buckets` maps upper bounds to (non-cumulative) counts."""
-        counters = {name: getattr(self, name) for name in _COUNTERS}
-        bounds = (*DURATION_BUCKETS, float("inf"))
-        return {
-            **counters,
-            "duration_buckets": dict(zip(bounds, self.duration_counts, strict=True)),
-            "duration_sum": self.duration_sum,
-        }
-
-    def observe(self, seconds: float) -> None:
-        """Non-cumulative bucket counts; the last bucket is +Inf."""
-        index = bisect.bisect_left(DURATION_BUCKETS, seconds)
-        self.duration_counts[index] += 1
-        self.duration_sum += seconds
-
-
-_COUNTERS = (
-    "started",
-    "succeeded",
-    "retried",
-    "failed",
-    "dead",
-    "timed_out",
-    "lease_lost",
-    "rescheduled",
-    "released",
-    "loop_errors",
-    "in_flight",
-)
-
-
-# The WorkerStats counter each recorded outcome adds to.
-_OUTCOME_COUNTERS = {
-    "success": "succeeded",
-    "queued": "retried",
-    "failed": "failed",
-    "dead": "dead",
-    "lease_lost": "lease_lost",
-    "rescheduled": "rescheduled",
-}
 
 
 @dataclass(slots=True)
@@ -135,6 +76,7 @@ class _Running:
     attempt: _Attempt
     scope: anyio.CancelScope  # the handler's: cancelled when the lease is lost
     next_beat: float  # monotonic time of its next heartbeat
+    confirmed: float  # monotonic time the database last said the lease is ours (sent at or after)
 
 
 def default_worker_id() -> str:
@@ -308,10 +250,14 @@ class WorkerPool:
         ended. One scope serves both ends: its deadline is the timeout, and `_heartbeats` cancels it
         when the lease is lost (a task group, a task and a cancel per job were a fifth of a no-op job)."""
         with anyio.CancelScope(deadline=anyio.current_time() + self.job_timeout) as scope:
-            running = _Running(job, attempt, scope, time.monotonic() + self.heartbeat_interval)
+            now = time.monotonic()
+            running = _Running(job, attempt, scope, now + self.heartbeat_interval, now)
             self._running[job.id] = running
             try:
-                await self.handler(job)
+                with fenced(functools.partial(self._confirm, running)):
+                    await self.handler(job)
+            except LeaseLost:
+                pass  # the fence marked the attempt: nothing of it is recorded
             except Reschedule as again:
                 attempt.reschedule_at = again.at
             except RetryableError as exc:
@@ -349,7 +295,7 @@ class WorkerPool:
             )
             attempt.outcome = state or "lease_lost"
             log.info("job %s attempt %s: %s (%s)", job.id, job.attempts, attempt.error, attempt.outcome)
-        counter = _OUTCOME_COUNTERS[attempt.outcome]
+        counter = OUTCOME_COUNTERS[attempt.outcome]
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
         if attempt.outcome in ("failed", "dead") and self.on_gave_up is not None:
             try:  # never silent: the job's tracking comment is made final now
@@ -372,17 +318,45 @@ class WorkerPool:
             await anyio.sleep(max(0.0, min(beats, default=now + self.heartbeat_interval) - time.monotonic()))
 
     async def _beat(self, running: _Running) -> None:
-        running.next_beat = time.monotonic() + self.heartbeat_interval
+        sent = time.monotonic()
+        running.next_beat = sent + self.heartbeat_interval
         job = running.job
         try:
             held = await self.queue.heartbeat(job, self.lease_seconds)
         except Exception:
             log.exception("job %s: heartbeat failed", job.id)
             return
-        if not held and self._running.get(job.id) is running:
-            # Someone else runs this job now: stop ours rather than do the work twice at once.
-            running.attempt.lease_lost = True
-            running.scope.cancel()
+        if held:
+            running.confirmed = max(running.confirmed, sent)
+        elif self._running.get(job.id) is running:
+            self._lost(running)
+
+    def _lost(self, running: _Running) -> None:
+        # Someone else runs this job now: stop ours rather than do the work twice at once.
+        running.attempt.lease_lost = True
+        running.scope.cancel()
+
+    async def _confirm(self, running: _Running) -> None:
+        """The write fence of a running job (bot/app/fence.py): return only while the lease is ours.
+
+        Fresh (confirmed under half a lease ago by both clocks: the monotonic one, and the wall clock
+        other workers compare the lease's expiry with), it answers without the database, so a job's
+        writes normally cost nothing more. Otherwise, after a pause or failed heartbeats, it renews
+        the lease by the heartbeat's compare-and-set: held, the write goes on with a full lease
+        ahead; taken by another worker, the attempt is lost and no write of it happens again.
+        """
+        job = running.job
+        if not running.attempt.lease_lost:
+            half = self.lease_seconds / 2
+            sent = time.monotonic()
+            if sent - running.confirmed < half and self.queue.store.clock() < job.lease_expires_at - half:
+                return
+            if await self.queue.heartbeat(job, self.lease_seconds):
+                running.confirmed = max(running.confirmed, sent)
+                return
+            log.warning("job %s: lease lost before a write; the write is not made", job.id)
+            self._lost(running)
+        raise LeaseLost(f"job {job.id}: attempt {job.attempts} no longer holds its lease")
 
     async def _release(self, job: Job) -> None:
         try:
