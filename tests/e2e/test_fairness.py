@@ -70,6 +70,10 @@ def test_one_installation_cannot_starve_another(tmp_path: Path, empty_pg_url: st
         for number in range(1, A_COMMANDS + 1):
             bot.fake.add_issue(A_REPO, number=number)
         bot.fake.add_issue(B_REPO, number=1)
+        # Each answer takes longer than a poll: while one process holds an installation's one slot,
+        # the other polls and finds the other installation's job, so both processes serve (without
+        # it, one process could complete-and-claim all 25 jobs before the other's first poll).
+        bot.fake.inject("POST", r"/issues/\d+/comments$", status=None, times=None, delay=0.25)
         commands = [(A_REPO, n, 1) for n in range(1, A_COMMANDS + 1)] + [(B_REPO, 1, 2)]
 
         workers = []
