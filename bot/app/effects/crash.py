@@ -44,7 +44,6 @@ class CrashPoints:
             logging.shutdown()
             os._exit(EXIT_CODE)
 
-
     def _first_to_pause(self) -> bool:
         if self.pause_once is None:
             return True

@@ -76,7 +76,7 @@ class _Running:
     attempt: _Attempt
     scope: anyio.CancelScope  # the handler's: cancelled when the lease is lost
     next_beat: float  # monotonic time of its next heartbeat
-    confirmed: float  # monotonic time the database last said the lease is ours (sent at or after)
+    confirmed: float  # monotonic time of the last claim or renewal the database accepted (when sent)
 
 
 def default_worker_id() -> str:
