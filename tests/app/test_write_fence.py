@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 import anyio
 import pytest
 
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import GitHubEffects
 from bot.app.github.client import InstallationClient
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.signals import LeaseLost
@@ -119,6 +121,33 @@ async def test_a_worker_paused_past_its_lease_writes_nothing_once_another_worker
     assert queue.beats == 1  # asked once; the second write was refused without asking again
     # B still holds the job, untouched by A's attempt, and completes it.
     assert await queue.complete(taken[0])
+
+
+async def test_a_push_of_a_job_another_worker_took_is_not_made(
+    clocked_store: Store, fake_clock: FakeClock, gh: InstallationClient
+) -> None:
+    # A push is git, not an API call: the journal's writer checks the fence itself before it.
+    queue = CountingQueue(clocked_store)
+    await queue.enqueue("run", f"{REPO}#5")
+    effects = GitHubEffects(gh, Journal(clocked_store))
+    pushed: list[str] = []
+
+    async def another_worker_takes_over() -> None:
+        fake_clock.advance(LEASE + 1)
+        assert await queue.claim("worker-b/0", LEASE) is not None
+
+    async def push(job: Job) -> None:
+        async def tip() -> str | None:
+            return None
+
+        async def send() -> None:
+            pushed.append("c1")
+
+        await effects.push(f"run-{job.id}:push", "c1", tip, send)
+
+    pool, refused = await run_paused_job(queue, push, another_worker_takes_over)
+
+    assert pushed == [] and len(refused) == 1 and pool.stats.lease_lost == 1
 
 
 async def test_a_paused_worker_whose_job_nobody_took_renews_its_lease_and_writes(
