@@ -318,18 +318,22 @@ class WorkerPool:
             await anyio.sleep(max(0.0, min(beats, default=now + self.heartbeat_interval) - time.monotonic()))
 
     async def _beat(self, running: _Running) -> None:
-        sent = time.monotonic()
-        running.next_beat = sent + self.heartbeat_interval
-        job = running.job
+        running.next_beat = time.monotonic() + self.heartbeat_interval
         try:
-            held = await self.queue.heartbeat(job, self.lease_seconds)
+            held = await self._renew(running)
         except Exception:
-            log.exception("job %s: heartbeat failed", job.id)
+            log.exception("job %s: heartbeat failed", running.job.id)
             return
+        if not held and self._running.get(running.job.id) is running:
+            self._lost(running)
+
+    async def _renew(self, running: _Running) -> bool:
+        """Extend the lease by the heartbeat's compare-and-set; False once another worker holds it."""
+        sent = time.monotonic()
+        held = await self.queue.heartbeat(running.job, self.lease_seconds)
         if held:
             running.confirmed = max(running.confirmed, sent)
-        elif self._running.get(job.id) is running:
-            self._lost(running)
+        return held
 
     def _lost(self, running: _Running) -> None:
         # Someone else runs this job now: stop ours rather than do the work twice at once.
@@ -348,11 +352,10 @@ class WorkerPool:
         job = running.job
         if not running.attempt.lease_lost:
             half = self.lease_seconds / 2
-            sent = time.monotonic()
-            if sent - running.confirmed < half and self.queue.store.clock() < job.lease_expires_at - half:
+            fresh = time.monotonic() - running.confirmed < half
+            if fresh and self.queue.store.clock() < job.lease_expires_at - half:
                 return
-            if await self.queue.heartbeat(job, self.lease_seconds):
-                running.confirmed = max(running.confirmed, sent)
+            if await self._renew(running):
                 return
             log.warning("job %s: lease lost before a write; the write is not made", job.id)
             self._lost(running)
