@@ -133,7 +133,7 @@ def test_the_checks_see_real_edges_and_catch_bad_ones() -> None:
     edges = graph()
     assert "bot.app.approvals.flow" in edges["bot.app.webhooks.handlers"]
     assert "bot.app.runs.render" in edges["bot.app.webhooks.handlers"]
-    assert "bot.app.permissions" in edges["bot.app.repo_config"]
+    assert "bot.app.permissions" in edges["bot.app.repo_config.model"]
     bad = {"bot.app.runs.run": {"bot.app.approvals.flow"}, "bot.app.approvals.flow": {"bot.app.runs.run"}}
     assert upward_edges(bad) == ["bot.app.runs.run -> bot.app.approvals.flow"]
     assert upward_edges({"bot.app.git.checkout": {"bot.app.jobs.store"}}) != []

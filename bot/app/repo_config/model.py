@@ -1,0 +1,227 @@
+"""The model of `.github/beam.yml`: `RepoConfig` and its sections, with the value rules they check.
+
+Parsing the file and wording its errors live in `parse.py`; this module holds only what a setting is.
+May import permissions only: every layer of the app reads repository config.
+"""
+
+from __future__ import annotations
+
+import functools
+import posixpath
+import re
+from datetime import timedelta
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
+
+from bot.app.permissions import Permission
+from bot.app.review_config import AutoReviewConfig
+
+CONFIG_PATH = ".github/beam.yml"
+MAX_CONFIG_BYTES = 64 * 1024
+# Aliases let a small file expand into a huge structure; count nodes as if every alias were copied.
+MAX_CONFIG_NODES = 10_000
+
+Skill = Literal["review", "summarize", "commit-notes", "ask", "author", "docs"]
+SKILLS: tuple[Skill, ...] = get_args(Skill)
+
+MIN_EXPIRY = timedelta(minutes=10)
+MAX_EXPIRY = timedelta(days=90)
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+_EXPIRY_TEXT = re.compile(r"^(?:[0-9]{1,10}|(?:[0-9]{1,10}[smhdw])+)$")
+_EXPIRY_PART = re.compile(r"([0-9]+)([smhdw])")
+
+_EXPIRY_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "string", "pattern": _EXPIRY_TEXT.pattern},
+        {
+            "type": "integer",
+            "minimum": int(MIN_EXPIRY.total_seconds()),
+            "maximum": int(MAX_EXPIRY.total_seconds()),
+        },
+    ],
+    "default": "7d",
+    "description": "How long a held push waits for approval: '7d', '12h', '30m', '1d12h' (units s, m, "
+    "h, d, w) or whole seconds; between 10 minutes and 90 days.",
+    "title": "Expiry",
+}
+
+
+def expiry_seconds(value: str | int) -> int:
+    """Seconds in an expiry setting; raises ValueError with a message fit for the config's author."""
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise ValueError("expected a duration such as '7d', '12h', '30m' or a number of seconds")
+    if isinstance(value, int):
+        seconds = value
+    else:
+        text = value.strip()
+        if not _EXPIRY_TEXT.fullmatch(text):
+            raise ValueError(
+                f"{_short(value)} is not a duration; write e.g. '7d', '12h', '30m', '1d12h' "
+                "(units s, m, h, d, w) or a number of seconds"
+            )
+        parts = _EXPIRY_PART.findall(text)
+        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else int(text)
+    if seconds < MIN_EXPIRY.total_seconds():
+        raise ValueError(f"{_short(value)} is shorter than the minimum of 10 minutes")
+    if seconds > MAX_EXPIRY.total_seconds():
+        raise ValueError(f"{_short(value)} is longer than the maximum of 90 days")
+    return seconds
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    # Anchored at the repository root; `**` spans directories, `*` and `?` stay within one. A pattern
+    # also covers everything below a path it matches, so `.github/workflows` blocks its files too.
+    # Case-insensitive on purpose: blocking too much is safe, missing `.GitHub/...` on a
+    # case-insensitive checkout is not.
+    text = pattern.strip().removeprefix("./").lstrip("/")
+    if text.endswith("/"):
+        text += "**"
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif text.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif text[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif text[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(text[i]))
+            i += 1
+    return re.compile("".join(out) + "(?:/.*)?", re.IGNORECASE | re.DOTALL)
+
+
+class RepoLimits(BaseModel):
+    """The `limits:` section: each may only lower the server's limit of the same name."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="RepoLimits")
+
+    max_tokens_per_run: int | None = Field(
+        default=None, ge=1, description="Tokens (input + output) one run may use before it stops."
+    )
+    max_minutes_per_run: int | None = Field(
+        default=None, ge=1, description="Minutes one run may take before it stops."
+    )
+    runs_per_user_per_day: int | None = Field(
+        default=None, ge=1, description="Runs one person may start on this repository per UTC day."
+    )
+    runs_per_repo_per_day: int | None = Field(
+        default=None, ge=1, description="Runs this repository may start per UTC day."
+    )
+
+
+DEFAULT_DOCS_PATHS = ("docs/**", "**/*.md", "**/*.rst", "**/*.txt", "mkdocs.yml", "docs/conf.py")
+
+
+class DocsConfig(BaseModel):
+    """`docs:`: what `/beam docs` may write."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="DocsConfig")
+
+    paths: list[str] = Field(
+        default=list(DEFAULT_DOCS_PATHS),
+        min_length=1,
+        description="Globs (from the repository root; `**` spans directories) `/beam docs` may write; "
+        "every other path is refused.",
+    )
+
+    @field_validator("paths", mode="after")
+    @classmethod
+    def _check_globs(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip().strip("/") or "\x00" in pattern:
+                raise ValueError(f"{_short(pattern)} is not a path glob")
+        return value
+
+
+class RepoConfig(BaseModel):
+    """Version 1 of `.github/beam.yml`; every field has a default, so an absent file is valid."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="RepoConfig")
+
+    version: Literal[1] = Field(default=1, description="Format version of this file; only 1 exists.")
+    skills: list[Skill] = Field(
+        default=list(SKILLS), description="Commands enabled on this repository (`/beam <skill>`)."
+    )
+    trigger_permission: Permission = Field(
+        default="write", description="Lowest repository permission a commenter needs to run a command."
+    )
+    approve_permission: Permission = Field(
+        default="write", description="Lowest repository permission needed to approve or reject a held push."
+    )
+    self_approval: bool = Field(default=True, description="May the requester approve their own held push?")
+    approvals_required: int = Field(
+        default=1, ge=1, le=10, description="Distinct approvals needed before a held push is pushed."
+    )
+    blocked_paths: list[str] = Field(
+        default=[".github/workflows/**"],
+        description="Globs (from the repository root; `**` spans directories) the author skill may "
+        "not change.",
+    )
+    expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
+    limits: RepoLimits = Field(
+        default_factory=RepoLimits,
+        description="Lower the server's limits for this repository (a higher value is ignored).",
+    )
+    docs: DocsConfig = Field(default_factory=DocsConfig, description="Settings of `/beam docs`.")
+    auto_review: AutoReviewConfig = Field(
+        default_factory=AutoReviewConfig, description="Automatic reviews of pull requests (optional)."
+    )
+
+    @field_validator("skills", mode="after")
+    @classmethod
+    def _dedupe_skills(cls, value: list[Skill]) -> list[Skill]:
+        return list(dict.fromkeys(value))
+
+    @field_validator("blocked_paths", mode="after")
+    @classmethod
+    def _check_globs(cls, value: list[str]) -> list[str]:
+        for pattern in value:
+            if not pattern.strip() or "\x00" in pattern:
+                raise ValueError(f"{_short(pattern)} is not a path glob")
+        return value
+
+    @field_validator("expiry", mode="before")
+    @classmethod
+    def _check_expiry(cls, value: Any) -> Any:
+        expiry_seconds(value)
+        return value
+
+    @property
+    def expiry_delta(self) -> timedelta:
+        """How long a held push stays approvable."""
+        return timedelta(seconds=expiry_seconds(self.expiry))
+
+    def skill_enabled(self, skill: str) -> bool:
+        return skill in self.skills
+
+    def blocked(self, path: str) -> bool:
+        """True when the author skill may not change `path` (repository-relative, `/`-separated)."""
+        return matches_any(self.blocked_paths, path)
+
+
+def matches_any(patterns: list[str], path: str) -> bool:
+    """Whether a repository path matches one of the globs (the rules of `blocked_paths`)."""
+    clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
+    return any(_glob_regex(pattern).fullmatch(clean) for pattern in patterns)
+
+
+def _short(value: Any) -> str:
+    # Never repr a container: a YAML alias bomb would make that enormous.
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
