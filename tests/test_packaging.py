@@ -203,6 +203,8 @@ def test_compose_runs_postgresql_one_server_and_two_workers() -> None:
     assert "readyz" in " ".join(services["serve"]["healthcheck"]["test"])
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "docker compose up" in readme and "`compose.yaml`" in readme
+    operating = (ROOT / "docs" / "operating.md").read_text(encoding="utf-8")  # the documented way
+    assert "docker compose up --scale worker=4" in operating and "`compose.yaml`" in operating
 
 
 def test_postgresql_tests_skip_cleanly_without_the_driver(tmp_path: Path) -> None:

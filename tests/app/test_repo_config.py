@@ -29,7 +29,7 @@ from bot.app.runs.render import render_config_errors
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"
 
-# The README's example, verbatim: keep the two in step.
+# The example of docs/configuration.md (once the README's) as it began, before `docs` and `auto_review`.
 README_EXAMPLE = """\
 # .github/beam.yml: read from the default branch only, so a pull request cannot change its own rules.
 version: 1
