@@ -69,7 +69,7 @@ class Settings(BaseSettings):
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
-    - Costs and limits (README "Costs and limits"): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
+    - Costs and limits (docs/costs-and-limits.md): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
     - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line).
@@ -105,7 +105,7 @@ class Settings(BaseSettings):
     concurrency: int = Field(default=2, ge=1, le=64)
     job_timeout: float = Field(default=1800.0, gt=0)
     lease_seconds: float = Field(default=30.0, gt=0)
-    # Issue 8: on SIGTERM, in-flight jobs get this long to finish (match it: README "Deploys").
+    # Issue 8: on SIGTERM, in-flight jobs get this long to finish (match it: docs/operating.md, "Deploys").
     shutdown_grace: float = Field(default=25.0, ge=0)
     # Issue 8: how often a worker process looks for tracking comments left non-final.
     sweep_interval: float = Field(default=60.0, gt=0)

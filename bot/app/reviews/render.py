@@ -101,7 +101,7 @@ def invalid_config(errors: Sequence[str]) -> str:
 
 def over_limit(author: str, limit: str, value: float, resets_at: datetime) -> str:
     """Why a push was not reviewed, in a command's words; a per-user limit is the author's (the
-    pull request's author is who an automatic review counts against, README "Costs and limits")."""
+    pull request's author is who an automatic review counts against, docs/costs-and-limits.md)."""
     return run_render.would_go_over(limit, value, resets_at, whose=f"@{author}'s")
 
 
