@@ -129,7 +129,7 @@ class Answer:
     next_url: str | None = None
 
 
-@dataclass
+@dataclass(eq=False)  # one per process, compared and hashed by identity as before
 class GitHubApi:
     """One GitHub (github.com or an Enterprise Server's `https://host/api/v3`) over a shared httpx client.
 
