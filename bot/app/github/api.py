@@ -1,10 +1,8 @@
-"""The HTTP layer under every GitHub call: gidgethub over our httpx client, with our retries on its hooks.
+"""The HTTP layer under every GitHub call: gidgethub over our httpx client, our retries on its hooks.
 
-gidgethub's `sansio` writes the request headers, deciphers each answer into its exceptions
-(`GitHubBroken` for 5xx, `RateLimitExceeded`, `BadRequest`, `RedirectionException` for a 304) and
-parses the rate-limit headers; `getiter` follows the `Link` pages. What a production bot needs on
-top stays ours, on gidgethub's two hooks: `_request` (the transport: counters, a dropped connection
-retried) and `handle_rate_limit_error` (the retry policy).
+gidgethub (`sansio`) writes the headers, deciphers answers into its exceptions and parses the rate
+limit; `getiter` follows the pages. Our counters and retries sit on its two hooks, `_request` and
+`handle_rate_limit_error`, so every page gets them (docs/github-adapter.md).
 
 Retries follow GitHub's guidance (https://docs.github.com/rest/using-the-rest-api/best-practices-
 for-using-the-rest-api): on a primary rate limit (403/429 with `x-ratelimit-remaining: 0`) wait until
@@ -13,7 +11,7 @@ exponentially; retry 5xx of idempotent methods with exponential backoff (a POST 
 have been done: the job retries it through the effects journal, which reads GitHub first). Attempts
 are bounded and a wait longer than `max_wait` is not slept: the error carries `retry_at` so the job
 queue can come back later instead of holding a worker. The sleep and the clock are injectable so
-tests assert on the waits, not time. Being on the hooks, every page of a `getiter` gets them too.
+tests assert on the waits, not time.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import aclosing
 from dataclasses import KW_ONLY, dataclass, field
+from itertools import count
 from typing import Any
 
 import anyio
@@ -248,9 +247,7 @@ class _Call(GidgetHubAPI):
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
         api, stats = self.api, self.api.stats
-        attempt = 0
-        while True:
-            attempt += 1
+        for attempt in count(1):
             try:
                 response = await api.http.request(method, url, headers=dict(headers), content=body)
                 break
