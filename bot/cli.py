@@ -20,11 +20,20 @@ from bot import package_version
 if TYPE_CHECKING:
     from bot.app.settings import Settings
 
+# What `beam-bot --help` opens with: whole sentences, every subcommand named (tests/test_cli_help.py).
+DESCRIPTION = (
+    "beam-bot brings the Riverbeam agent framework to GitHub pull requests. `serve` runs the GitHub "
+    "App (webhooks and workers) and `worker` runs more workers beside it; `run` tries a skill on a "
+    "local git checkout, without GitHub; `pending` lists held pushes, `prune` removes old records and "
+    "`usage` reports runs, tokens and cost."
+)
+EPILOG = "A wrong setting, database or port is one line on stderr and exit code 2, before anything runs."
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="beam-bot", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="beam-bot", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"beam-bot {package_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, title="commands", metavar="<command>")
 
     serve = sub.add_parser("serve", help="run the GitHub App (webhooks and workers)")
     serve.add_argument("--host", help="address to bind (default BEAM_HOST, else 127.0.0.1)")

@@ -445,7 +445,7 @@ async def test_tokens_and_keys_never_reach_errors_or_logs(
     async with httpx.AsyncClient() as http:  # nothing listens on port 9 of loopback
         dead = GitHubApi(http, base_url="http://127.0.0.1:9", sleep=local.sleep, clock=local.clock)
         with pytest.raises(GitHubError) as unreachable:
-            await dead.request("GET", "/app", auth=f"Bearer {token}")
+            await dead.request("GET", "/app", oauth_token=token)
     assert unreachable.value.status == 0 and unreachable.value.__cause__ is None
     assert local.sleep.delays == [1.0, 2.0, 4.0]  # an unsent request is always safe to repeat
     for error in (refused.value, unreachable.value):

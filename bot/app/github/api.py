@@ -1,4 +1,8 @@
-"""The HTTP layer under every GitHub call: headers, retries, rate-limit waits, errors and counters.
+"""The HTTP layer under every GitHub call: gidgethub over our httpx client, our retries on its hooks.
+
+gidgethub (`sansio`) writes the headers, deciphers answers into its exceptions and parses the rate
+limit; `getiter` follows the pages. Our counters and retries sit on its two hooks, `_request` and
+`handle_rate_limit_error`, so every page gets them (docs/github-adapter.md).
 
 Retries follow GitHub's guidance (https://docs.github.com/rest/using-the-rest-api/best-practices-
 for-using-the-rest-api): on a primary rate limit (403/429 with `x-ratelimit-remaining: 0`) wait until
@@ -12,23 +16,32 @@ tests assert on the waits, not time.
 
 from __future__ import annotations
 
+import http
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from contextlib import aclosing
+from dataclasses import KW_ONLY, dataclass, field
+from itertools import count
 from typing import Any
 
 import anyio
 import httpx
+from gidgethub import GitHubBroken, HTTPException, RateLimitExceeded, RedirectionException, sansio
+from gidgethub.abc import GitHubAPI as GidgetHubAPI
+from uritemplate.variable import VariableValue
 
 log = logging.getLogger("beam.github")
 
 API_VERSION = "2022-11-28"
-DEFAULT_API_URL = "https://api.github.com"
+ACCEPT = "application/vnd.github+json"
+DEFAULT_API_URL = sansio.DOMAIN
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
+UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 Sleep = Callable[[float], Awaitable[None]]
 Clock = Callable[[], float]
+UrlVars = Mapping[str, VariableValue]
 
 
 class GitHubError(Exception):
@@ -41,7 +54,6 @@ class GitHubError(Exception):
         *,
         method: str,
         path: str,
-        documentation_url: str | None = None,
         errors: list[Any] | None = None,
         retry_at: float | None = None,
     ) -> None:
@@ -50,7 +62,6 @@ class GitHubError(Exception):
         self.message = message
         self.method = method
         self.path = path
-        self.documentation_url = documentation_url
         self.errors = errors or []
         self.retry_at = retry_at
 
@@ -107,131 +118,196 @@ class RetryPolicy:
     secondary_wait: float = 60.0
 
 
-class GitHubApi:
-    """One GitHub (github.com or an Enterprise Server's `https://host/api/v3`) over a shared httpx client."""
+@dataclass(frozen=True)
+class Answer:
+    """A 2xx or 304 answer: the decoded body (None for a 304), its headers and the next page's URL."""
 
-    def __init__(
-        self,
-        http: httpx.AsyncClient,
-        *,
-        base_url: str = DEFAULT_API_URL,
-        user_agent: str = "beam-bot",
-        retry: RetryPolicy | None = None,
-        sleep: Sleep = anyio.sleep,
-        clock: Clock = time.time,
-        stats: GitHubStats | None = None,
-    ) -> None:
-        self.http = http
-        self.base_url = base_url.rstrip("/")
-        self.user_agent = user_agent
-        self.retry = retry or RetryPolicy()
-        self.sleep = sleep
-        self.clock = clock
-        self.stats = stats or GitHubStats()
+    status: int
+    data: Any
+    headers: Mapping[str, str]
+    next_url: str | None = None
+
+
+@dataclass(eq=False)  # one per process, compared and hashed by identity as before
+class GitHubApi:
+    """One GitHub (github.com or an Enterprise Server's `https://host/api/v3`) over a shared httpx client.
+
+    URLs are gidgethub's: relative to `base_url`, URI templates filled from `url_vars` (which
+    escapes owner, repo and user names from webhook payloads), or absolute (a `Link` page)."""
+
+    http: httpx.AsyncClient
+    _: KW_ONLY
+    base_url: str = DEFAULT_API_URL
+    user_agent: str = "beam-bot"
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Sleep = anyio.sleep
+    clock: Clock = time.time
+    stats: GitHubStats = field(default_factory=GitHubStats)
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
 
     async def request(
         self,
         method: str,
-        path: str,
+        url: str,
+        url_vars: UrlVars | None = None,
         *,
-        auth: str | None = None,
-        params: Mapping[str, str | int] | None = None,
-        json: Any = None,
+        jwt: str | None = None,
+        oauth_token: str | None = None,
+        data: Any = b"",
         headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
-        """Sends one call with retries; returns 2xx and 304 answers, raises GitHubError otherwise.
-
-        `auth` is the whole Authorization header value; it goes in the header only.
-        """
-        sent = {
-            "Accept": "application/vnd.github+json",
-            "X-GitHub-Api-Version": API_VERSION,
-            "User-Agent": self.user_agent,
-            **(headers or {}),
+    ) -> Answer:
+        """Sends one call with retries; returns 2xx and 304 answers, raises GitHubError otherwise."""
+        call = _Call(self, method, url, url_vars)
+        extra = {"x-github-api-version": API_VERSION, **(headers or {})}
+        send: dict[str, Any] = {
+            "accept": ACCEPT,
+            "jwt": jwt,
+            "oauth_token": oauth_token,
+            "extra_headers": extra,
         }
-        if auth is not None:
-            sent["Authorization"] = auth
-        url = self.base_url + path
-        attempt = 0
-        while True:
-            attempt += 1
-            try:
-                response = await self.http.request(method, url, params=params, json=json, headers=sent)
-            except httpx.TransportError as exc:
-                self.stats.transport_errors += 1
-                # A request that may have reached GitHub is only repeated when repeating is harmless.
-                unsent = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
-                if attempt < self.retry.max_attempts and (unsent or method in IDEMPOTENT):
-                    delay = self._backoff(attempt)
-                    log.info(
-                        "github %s %s failed (%s); retrying in %.1f s",
-                        method,
-                        path,
-                        type(exc).__name__,
-                        delay,
-                    )
-                    await self.sleep(delay)
-                    continue
-                raise GitHubError(0, f"{type(exc).__name__}: {exc}", method=method, path=path) from None
-            self.stats.calls += 1
-            self._note_rate_limit(response)
-            status = response.status_code
-            log.debug("github %s %s -> %s", method, path, status)
-            if status < 400:
-                if status == 304:
-                    self.stats.not_modified += 1
-                return response
-            self.stats.errors[status] = self.stats.errors.get(status, 0) + 1
-            wait = self._retry_wait(response, attempt)
-            if status >= 500 and method not in IDEMPOTENT:
-                # The write may have happened before GitHub failed: the job's retry first reads
-                # GitHub through the effects journal instead of writing blindly again (issue 8).
-                wait = None
-            if wait is None or attempt >= self.retry.max_attempts or wait > self.retry.max_wait:
-                retry_at = self.clock() + wait if wait is not None and status in (403, 429) else None
-                raise self._error(response, method, path, retry_at)
-            self.stats.retries += 1
-            if status in (403, 429):
-                self.stats.rate_limit_waits += 1
-            log.info("github %s %s -> %s; retrying in %.1f s", method, path, status, wait)
-            await self.sleep(wait)
+        try:
+            if method == "GET":
+                body = await call.getitem(url, url_vars, **send)
+            else:
+                body = await getattr(call, method.lower())(url, url_vars, data=data, **send)
+        except RedirectionException as exc:
+            if exc.status_code != http.HTTPStatus.NOT_MODIFIED:
+                raise call.error(exc) from None
+            return Answer(304, None, exc.headers)
+        except HTTPException as exc:
+            raise call.error(exc) from None
+        last = call.last
+        assert last is not None  # gidgethub answered, so a response came
+        return Answer(last.status_code, body, last.headers, last.links.get("next", {}).get("url"))
 
-    def _backoff(self, attempt: int) -> float:
+    async def pages(
+        self, url: str, url_vars: UrlVars | None = None, *, oauth_token: str | None = None, limit: int
+    ) -> list[Any]:
+        """Up to `limit` items of a listing, page after page by its `Link` header (gidgethub's getiter);
+        a page is asked for only while more items are wanted."""
+        call, items = _Call(self, "GET", url, url_vars), []
+        extra = {"x-github-api-version": API_VERSION}
+        pages = call.getiter(url, url_vars, accept=ACCEPT, oauth_token=oauth_token, extra_headers=extra)
+        try:
+            async with aclosing(pages):
+                async for item in pages:
+                    items.append(item)
+                    if len(items) >= limit:
+                        break
+        except HTTPException as exc:
+            raise call.error(exc) from None
+        return items[:limit]
+
+    def backoff(self, attempt: int) -> float:
         return float(min(self.retry.backoff_base * 2 ** (attempt - 1), self.retry.backoff_max))
 
-    def _retry_wait(self, response: httpx.Response, attempt: int) -> float | None:
-        status = response.status_code
-        retry_after = _seconds(response.headers.get("retry-after"))
+    def retry_wait(self, method: str, exc: HTTPException, message: str, attempt: int) -> float | None:
+        """Seconds to wait before asking again, or None when asking again would not help."""
+        status, headers = int(exc.status_code), exc.headers
+        retry_after = _seconds(headers.get("retry-after"))
         if status in (403, 429):
             if retry_after is not None:
                 return retry_after
-            if response.headers.get("x-ratelimit-remaining") == "0":
-                reset = _seconds(response.headers.get("x-ratelimit-reset"))
-                if reset is not None:
-                    return max(reset - self.clock(), 0.0) + 1.0
-            if status == 429 or "secondary rate limit" in _message(response).lower():
+            limit = (
+                exc.rate_limit if isinstance(exc, RateLimitExceeded) else sansio.RateLimit.from_http(headers)
+            )
+            if limit is not None and limit.remaining == 0:
+                return max(limit.reset_datetime.timestamp() - self.clock(), 0.0) + 1.0
+            if status == 429 or "secondary rate limit" in message.lower():
                 return float(self.retry.secondary_wait * 2 ** (attempt - 1))
             return None
-        if status >= 500:
-            return retry_after if retry_after is not None else self._backoff(attempt)
+        if isinstance(exc, GitHubBroken) and method in IDEMPOTENT:
+            # A write may have happened before GitHub failed: the job's retry first reads GitHub
+            # through the effects journal instead of writing blindly again (issue 8).
+            return retry_after if retry_after is not None else self.backoff(attempt)
         return None
 
-    def _note_rate_limit(self, response: httpx.Response) -> None:
-        remaining = response.headers.get("x-ratelimit-remaining")
-        if remaining is not None and remaining.isdigit():
-            self.stats.rate_limit_remaining = int(remaining)
 
-    def _error(self, response: httpx.Response, method: str, path: str, retry_at: float | None) -> GitHubError:
-        body = _json_object(response)
-        errors = body.get("errors")
+class _Call(GidgetHubAPI):
+    """One logical call, with its pages and retries, on gidgethub's abstract API over our httpx client.
+
+    Made per call (it is a few attributes) so what it records, the last response and when to come
+    back, belongs to this call and never to a concurrent one."""
+
+    def __init__(self, api: GitHubApi, method: str, url: str, url_vars: UrlVars | None) -> None:
+        super().__init__(api.user_agent, base_url=api.base_url)
+        self.api = api
+        self.method = method
+        # What errors and logs name: the path asked for, without the host or the query.
+        self.path = sansio.format_url(url, url_vars, base_url="/").partition("?")[0]
+        self.last: httpx.Response | None = None
+        self.retry_at: float | None = None
+
+    async def sleep(self, seconds: float) -> None:
+        await self.api.sleep(seconds)
+
+    async def _request(
+        self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
+    ) -> tuple[int, Mapping[str, str], bytes]:
+        api, stats = self.api, self.api.stats
+        for attempt in count(1):
+            try:
+                response = await api.http.request(method, url, headers=dict(headers), content=body)
+                break
+            except httpx.TransportError as exc:
+                stats.transport_errors += 1
+                # A request that may have reached GitHub is only repeated when repeating is harmless.
+                if attempt >= api.retry.max_attempts or not (isinstance(exc, UNSENT) or method in IDEMPOTENT):
+                    raise GitHubError(
+                        0, f"{type(exc).__name__}: {exc}", method=method, path=self.path
+                    ) from None
+                delay = api.backoff(attempt)
+                log.info("github %s %s: %s; retrying in %.1f s", method, self.path, type(exc).__name__, delay)
+                await self.sleep(delay)
+        stats.calls += 1
+        status = response.status_code
+        log.debug("github %s %s -> %s", method, self.path, status)
+        limit = sansio.RateLimit.from_http(response.headers)
+        if limit is not None:
+            stats.rate_limit_remaining = limit.remaining
+        if status == 304:
+            stats.not_modified += 1
+        elif status >= 400:
+            stats.errors[status] = stats.errors.get(status, 0) + 1
+        self.last = response
+        return status, response.headers, response.content
+
+    async def handle_rate_limit_error(
+        self, *, method: str, url: str, exception: HTTPException, attempt: int
+    ) -> bool:
+        api = self.api
+        status = int(exception.status_code)
+        wait = api.retry_wait(method, exception, self._message(status), attempt)
+        if wait is None or attempt >= api.retry.max_attempts or wait > api.retry.max_wait:
+            self.retry_at = api.clock() + wait if wait is not None and status in (403, 429) else None
+            return False
+        api.stats.retries += 1
+        if status in (403, 429):
+            api.stats.rate_limit_waits += 1
+        log.info("github %s %s -> %s; retrying in %.1f s", method, self.path, status, wait)
+        await self.sleep(wait)
+        return True
+
+    def _message(self, status: int) -> str:
+        """GitHub's own message, as it wrote it (gidgethub adds the errors to a 422's)."""
+        try:
+            message = self.last.json().get("message") if self.last is not None else None
+        except (ValueError, AttributeError):  # not JSON, or not an object
+            message = None
+        return message if isinstance(message, str) else http.HTTPStatus(status).phrase
+
+    def error(self, exc: HTTPException) -> GitHubError:
+        status = int(exc.status_code)
+        errors = getattr(exc, "errors", None)
         return GitHubError(
-            response.status_code,
-            _message(response),
-            method=method,
-            path=path,
-            documentation_url=body.get("documentation_url"),
+            status,
+            self._message(status),
+            method=self.method,
+            path=self.path,
             errors=errors if isinstance(errors, list) else None,
-            retry_at=retry_at,
+            retry_at=self.retry_at,
         )
 
 
@@ -240,18 +316,3 @@ def _seconds(value: str | None) -> float | None:
         return float(value) if value is not None else None
     except ValueError:
         return None
-
-
-def _json_object(response: httpx.Response) -> dict[str, Any]:
-    try:
-        body = response.json()
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _message(response: httpx.Response) -> str:
-    message = _json_object(response).get("message")
-    if isinstance(message, str):
-        return message
-    return response.reason_phrase or f"HTTP {response.status_code}"

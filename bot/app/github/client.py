@@ -1,33 +1,30 @@
 """The typed GitHub calls the bot makes for one installation, and the names the rest of the app imports.
 
 Build once per process: `api = GitHubApi(http, base_url=...)`, `app = GitHubApp(api, app_id, key)`;
-then per job `gh = InstallationClient(app, installation_id)`. Every call goes through GitHubApi, so
-retries, rate-limit waits and the counters in `api.stats` apply to all of them.
+then per job `gh = InstallationClient(app, installation_id)`. Every call goes through GitHubApi
+(gidgethub under our retries), so retries, rate-limit waits and the counters in `api.stats` apply
+to all of them; every write passes the job's write fence first.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
-from urllib.parse import quote
+from typing import Any, TypeVar
 
-import httpx
+from uritemplate.variable import VariableValue
 
 from bot.app.fence import before_write
-from bot.app.github.api import DEFAULT_API_URL, GitHubApi, GitHubError, GitHubStats, RetryPolicy
-from bot.app.github.auth import GitHubApp, TokenCache, app_jwt
+from bot.app.github.api import Answer, GitHubApi, GitHubError, RetryPolicy, UrlVars
+from bot.app.github.auth import GitHubApp, app_jwt
 from bot.app.github.file_cache import CachedFile, absent
 from bot.app.github.models import (
-    Account,
-    AppInfo,
     CheckRun,
     Comment,
     Comparison,
     InlineComment,
-    Installation,
     Issue,
     ManifestConversion,
     Permission,
@@ -45,6 +42,9 @@ from bot.app.logs import log_context
 
 MAX_PULL_FILES = 3000  # GitHub itself lists no more than 3000 files of a pull request
 PER_PAGE = 100
+REPO = "/repos/{owner}/{repo}"  # the URI template every repository call starts with
+
+T = TypeVar("T")
 
 
 def _file_text(body: Any) -> str | None:
@@ -56,24 +56,15 @@ def _file_text(body: Any) -> str | None:
         return None
 
 
-def _seg(value: str | int) -> str:
-    """One path segment, escaped: owner, repo and user names come from webhook payloads."""
-    return quote(str(value), safe="")
-
-
 def _iso(moment: float) -> str:
     """An ISO 8601 UTC timestamp, as GitHub's `since` parameters take it."""
     return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _repo(owner: str, repo: str) -> str:
-    return f"/repos/{_seg(owner)}/{_seg(repo)}"
-
-
 async def convert_manifest(api: GitHubApi, code: str) -> ManifestConversion:
     """Trades the code GitHub hands back after the App-manifest flow for the new App's credentials."""
-    response = await api.request("POST", f"/app-manifests/{_seg(code)}/conversions")
-    return ManifestConversion.model_validate(response.json())
+    answer = await api.request("POST", "/app-manifests/{code}/conversions", {"code": code})
+    return ManifestConversion.model_validate(answer.data)
 
 
 async def event_client(
@@ -89,7 +80,9 @@ async def event_client(
 
 
 class InstallationClient:
-    """Calls made as one installation of the App (its token is fetched and renewed by GitHubApp)."""
+    """Calls made as one installation of the App (its token is fetched and renewed by GitHubApp).
+
+    URLs are gidgethub's URI templates; the `url_vars` fill them, escaped."""
 
     def __init__(self, app: GitHubApp, installation_id: int) -> None:
         self.app = app
@@ -98,77 +91,67 @@ class InstallationClient:
     def __repr__(self) -> str:
         return f"InstallationClient(installation_id={self.installation_id})"
 
-    async def _call(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str | int] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
-        if method != "GET":
-            await before_write()  # a job's write only while the job is still ours (fence.py)
+    async def _as_installation(self, send: Callable[[str], Awaitable[T]]) -> T:
         # The installation travels in the context so the transport can count its rate limit.
         with log_context(installation_id=self.installation_id):
-            return await self._call_as_installation(method, path, params=params, json=json, headers=headers)
-
-    async def _call_as_installation(
-        self,
-        method: str,
-        path: str,
-        *,
-        params: Mapping[str, str | int] | None = None,
-        json: Any = None,
-        headers: Mapping[str, str] | None = None,
-    ) -> httpx.Response:
-        for attempt in (1, 2):
-            token = await self.app.installation_token(self.installation_id)
-            try:
-                return await self.app.api.request(
-                    method,
-                    path,
-                    auth=f"Bearer {token.get_secret_value()}",
-                    params=params,
-                    json=json,
-                    headers=headers,
-                )
-            except GitHubError as error:
-                # A revoked or rotated token: drop it and try once more with a new one.
-                if error.status != 401 or attempt == 2:
-                    raise
-                self.app.invalidate_token(self.installation_id)
+            for attempt in (1, 2):
+                token = await self.app.installation_token(self.installation_id)
+                try:
+                    return await send(token.get_secret_value())
+                except GitHubError as error:
+                    # A revoked or rotated token: drop it and try once more with a new one.
+                    if error.status != 401 or attempt == 2:
+                        raise
+                    self.app.invalidate_token(self.installation_id)
         raise AssertionError("unreachable")
 
-    async def _pages(
-        self, path: str, params: Mapping[str, str | int], limit: int, first: int = 1
+    async def _call(
+        self, method: str, url: str, url_vars: UrlVars, data: Any = b"", etag: str = ""
+    ) -> Answer:
+        """One call as the installation; with `etag`, a conditional GET (a 304 costs no rate limit)."""
+        if method != "GET":
+            await before_write()  # a job's write only while the job is still ours (fence.py)
+        api, headers = self.app.api, {"if-none-match": etag} if etag else None
+        return await self._as_installation(
+            lambda token: api.request(method, url, url_vars, oauth_token=token, data=data, headers=headers)
+        )
+
+    async def _get(self, owner: str, repo: str, url: str = "", **url_vars: VariableValue) -> Any:
+        """GET `/repos/{owner}/{repo}` + `url`: the decoded body."""
+        return (await self._call("GET", REPO + url, {"owner": owner, "repo": repo, **url_vars})).data
+
+    async def _send(
+        self, method: str, owner: str, repo: str, url: str, data: Any, **url_vars: VariableValue
+    ) -> Any:
+        return (await self._call(method, REPO + url, {"owner": owner, "repo": repo, **url_vars}, data)).data
+
+    async def _pages(self, url: str, limit: int, url_vars: UrlVars | None = None) -> list[Any]:
+        api = self.app.api
+        return await self._as_installation(
+            lambda token: api.pages(url, url_vars, oauth_token=token, limit=limit)
+        )
+
+    async def _list(
+        self, owner: str, repo: str, url: str, limit: int, **url_vars: VariableValue
     ) -> list[Any]:
-        items: list[Any] = []
-        page = first
-        while len(items) < limit:
-            response = await self._call("GET", path, params={**params, "per_page": PER_PAGE, "page": page})
-            batch = response.json()
-            items.extend(batch)
-            if "next" not in response.links or not batch:
-                break
-            page += 1
-        return items[:limit]
+        """Up to `limit` items of the listing at `/repos/{owner}/{repo}` + `url`, 100 a page."""
+        url_vars = {"owner": owner, "repo": repo, "per_page": PER_PAGE, **url_vars}
+        return await self._pages(REPO + url, limit, url_vars)
 
     # --- repositories ---------------------------------------------------------------------------
 
     async def get_repo(self, owner: str, repo: str) -> Repository:
-        return Repository.model_validate((await self._call("GET", _repo(owner, repo))).json())
+        return Repository.model_validate(await self._get(owner, repo))
 
     async def get_permission(self, owner: str, repo: str, user: str) -> Permission:
         """The user's permission now; `none` when GitHub does not know them (404)."""
-        path = f"{_repo(owner, repo)}/collaborators/{_seg(user)}/permission"
         try:
-            response = await self._call("GET", path)
+            body = await self._get(owner, repo, "/collaborators/{user}/permission", user=user)
         except GitHubError as error:
             if error.status == 404:
                 return "none"
             raise
-        permission = response.json().get("permission")
+        permission = body.get("permission")
         return permission if permission in ("admin", "write", "read") else "none"
 
     def recent_file(self, owner: str, repo: str, path: str, ref: str, max_age: float) -> CachedFile | None:
@@ -179,32 +162,28 @@ class InstallationClient:
     async def get_file(self, owner: str, repo: str, path: str, ref: str | None = None) -> str | None:
         """A text file's contents at `ref`, or None when there is no such file (or it is a directory).
 
-        Revalidated with the ETag of the last read (`GitHubApp.files`): an unchanged file costs a
-        `304` and no rate limit."""
-        params = {"ref": ref} if ref else None
+        Revalidated with the ETag of the last read (`GitHubApp.files`, not gidgethub's cache: see
+        file_cache): an unchanged file costs a `304` and no rate limit."""
         key = (self.installation_id, owner, repo, path, ref or "")
         files = self.app.files
         cached = files.get(key)
+        url_vars: UrlVars = {"owner": owner, "repo": repo, "path": path.split("/"), "ref": ref or None}
         try:
-            response = await self._call(
-                "GET",
-                f"{_repo(owner, repo)}/contents/{quote(path, safe='/')}",
-                params=params,
-                headers={"If-None-Match": cached.etag} if cached is not None and cached.etag else None,
+            answer = await self._call(
+                "GET", REPO + "/contents{/path*}{?ref}", url_vars, etag=cached.etag if cached else ""
             )
         except GitHubError as error:
             if error.status == 404:
                 files.put(key, absent(files.clock()))
                 return None
             raise
-        if response.status_code == 304 and cached is not None:
+        if answer.status == 304 and cached is not None:
             files.hits += 1
             return files.confirm(key, cached).text
-        body = response.json()
-        text = _file_text(body)
-        etag = response.headers.get("etag")
+        text = _file_text(answer.data)
+        etag = answer.headers.get("etag")
         if etag:
-            sha = body.get("sha") if isinstance(body, dict) else None
+            sha = answer.data.get("sha") if isinstance(answer.data, dict) else None
             files.put(key, CachedFile(etag, sha if isinstance(sha, str) else None, text, files.clock()))
         else:
             files.drop(key)
@@ -213,29 +192,32 @@ class InstallationClient:
     # --- issues and comments --------------------------------------------------------------------
 
     async def get_issue(self, owner: str, repo: str, number: int) -> Issue:
-        return Issue.model_validate((await self._call("GET", f"{_repo(owner, repo)}/issues/{number}")).json())
+        return Issue.model_validate(await self._get(owner, repo, "/issues/{number}", number=number))
 
     async def list_comments(
         self, owner: str, repo: str, number: int, *, limit: int = 1000, since: float | None = None
     ) -> list[Comment]:
         """Comments on an issue; with `since` (epoch seconds), only those updated since then."""
-        params = {} if since is None else {"since": _iso(since)}
-        items = await self._pages(f"{_repo(owner, repo)}/issues/{number}/comments", params, limit)
+        stamp = None if since is None else _iso(since)
+        items = await self._list(
+            owner, repo, "/issues/{number}/comments{?since,per_page}", limit, number=number, since=stamp
+        )
         return [Comment.model_validate(item) for item in items]
 
     async def create_comment(self, owner: str, repo: str, number: int, body: str) -> Comment:
-        response = await self._call(
-            "POST", f"{_repo(owner, repo)}/issues/{number}/comments", json={"body": body}
+        url = "/issues/{number}/comments"
+        return Comment.model_validate(
+            await self._send("POST", owner, repo, url, {"body": body}, number=number)
         )
-        return Comment.model_validate(response.json())
 
     async def update_comment(self, owner: str, repo: str, comment_id: int, body: str) -> Comment:
-        path = f"{_repo(owner, repo)}/issues/comments/{comment_id}"
-        return Comment.model_validate((await self._call("PATCH", path, json={"body": body})).json())
+        url = "/issues/comments/{id}"
+        return Comment.model_validate(
+            await self._send("PATCH", owner, repo, url, {"body": body}, id=comment_id)
+        )
 
     async def get_comment(self, owner: str, repo: str, comment_id: int) -> Comment:
-        path = f"{_repo(owner, repo)}/issues/comments/{comment_id}"
-        return Comment.model_validate((await self._call("GET", path)).json())
+        return Comment.model_validate(await self._get(owner, repo, "/issues/comments/{id}", id=comment_id))
 
     # --- reactions ------------------------------------------------------------------------------
 
@@ -248,23 +230,22 @@ class InstallationClient:
         *,
         review_comment: bool = False,
     ) -> Reaction:
-        kind = "pulls" if review_comment else "issues"
-        path = f"{_repo(owner, repo)}/{kind}/comments/{comment_id}/reactions"
-        return Reaction.model_validate((await self._call("POST", path, json={"content": content})).json())
+        url, kind = "/{kind}/comments/{id}/reactions", "pulls" if review_comment else "issues"
+        body = await self._send("POST", owner, repo, url, {"content": content}, kind=kind, id=comment_id)
+        return Reaction.model_validate(body)
 
     async def list_reactions(
         self, owner: str, repo: str, comment_id: int, etag: str | None = None
     ) -> tuple[list[Reaction] | None, str | None]:
         """Reactions on an issue comment, or None when unchanged since `etag` (a 304 costs no rate limit)."""
-        path = f"{_repo(owner, repo)}/issues/comments/{comment_id}/reactions"
-        headers = {"If-None-Match": etag} if etag else None
-        response = await self._call("GET", path, params={"per_page": PER_PAGE}, headers=headers)
-        if response.status_code == 304:
+        url_vars: UrlVars = {"owner": owner, "repo": repo, "id": comment_id, "per_page": PER_PAGE}
+        url = REPO + "/issues/comments/{id}/reactions{?per_page}"
+        first = await self._call("GET", url, url_vars, etag=etag or "")
+        if first.status == 304:
             return None, etag
-        items = list(response.json())
-        etag_out = response.headers.get("etag")
-        if "next" in response.links:
-            items += await self._pages(path, {}, limit=10_000, first=2)
+        items, etag_out = list(first.data), first.headers.get("etag")
+        if first.next_url is not None:
+            items += await self._pages(first.next_url, limit=10_000)
             # The ETag covers the first page only, and new reactions land on the last one:
             # without it the next poll asks unconditionally instead of missing an answer.
             etag_out = None
@@ -273,14 +254,12 @@ class InstallationClient:
     # --- pull requests --------------------------------------------------------------------------
 
     async def get_pull(self, owner: str, repo: str, number: int) -> PullRequest:
-        return PullRequest.model_validate(
-            (await self._call("GET", f"{_repo(owner, repo)}/pulls/{number}")).json()
-        )
+        return PullRequest.model_validate(await self._get(owner, repo, "/pulls/{number}", number=number))
 
     async def list_pull_files(
         self, owner: str, repo: str, number: int, *, max_files: int = MAX_PULL_FILES
     ) -> list[PullFile]:
-        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/files", {}, max_files)
+        items = await self._list(owner, repo, "/pulls/{number}/files{?per_page}", max_files, number=number)
         return [PullFile.model_validate(item) for item in items]
 
     async def list_review_comments(
@@ -288,7 +267,7 @@ class InstallationClient:
     ) -> list[ReviewComment]:
         """The review comments on a pull request's diff, oldest first (REST says nothing of threads
         being resolved; that is GraphQL only)."""
-        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/comments", {}, limit)
+        items = await self._list(owner, repo, "/pulls/{number}/comments{?per_page}", limit, number=number)
         return [ReviewComment.model_validate(item) for item in items]
 
     async def create_review(
@@ -306,36 +285,40 @@ class InstallationClient:
         inline = [InlineComment.model_validate(c).model_dump(exclude_none=True) for c in comments]
         if inline:
             payload["comments"] = inline
-        response = await self._call("POST", f"{_repo(owner, repo)}/pulls/{number}/reviews", json=payload)
-        return Review.model_validate(response.json())
+        return Review.model_validate(
+            await self._send("POST", owner, repo, "/pulls/{number}/reviews", payload, number=number)
+        )
 
     async def create_pull(
         self, owner: str, repo: str, title: str, head: str, base: str, body: str = "", draft: bool = False
     ) -> PullRequest:
         payload = {"title": title, "head": head, "base": base, "body": body, "draft": draft}
-        response = await self._call("POST", f"{_repo(owner, repo)}/pulls", json=payload)
-        return PullRequest.model_validate(response.json())
+        return PullRequest.model_validate(await self._send("POST", owner, repo, "/pulls", payload))
 
     async def reply_to_review_comment(
         self, owner: str, repo: str, pull_number: int, comment_id: int, body: str
     ) -> ReviewComment:
-        path = f"{_repo(owner, repo)}/pulls/{pull_number}/comments/{comment_id}/replies"
-        return ReviewComment.model_validate((await self._call("POST", path, json={"body": body})).json())
+        url, payload = "/pulls/{number}/comments/{id}/replies", {"body": body}
+        return ReviewComment.model_validate(
+            await self._send("POST", owner, repo, url, payload, number=pull_number, id=comment_id)
+        )
 
     async def get_review_comment(self, owner: str, repo: str, comment_id: int) -> ReviewComment:
-        path = f"{_repo(owner, repo)}/pulls/comments/{comment_id}"
-        return ReviewComment.model_validate((await self._call("GET", path)).json())
+        return ReviewComment.model_validate(
+            await self._get(owner, repo, "/pulls/comments/{id}", id=comment_id)
+        )
 
     async def compare(self, owner: str, repo: str, base: str, head: str) -> Comparison | None:
         """`base...head`, or None when GitHub no longer knows one of them (a force-push dropped it)."""
-        path = f"{_repo(owner, repo)}/compare/{_seg(base)}...{_seg(head)}"
         try:
-            response = await self._call("GET", path, params={"per_page": PER_PAGE})
+            body = await self._get(
+                owner, repo, "/compare/{base}...{head}{?per_page}", base=base, head=head, per_page=PER_PAGE
+            )
         except GitHubError as error:
             if error.status in (404, 422):
                 return None
             raise
-        return Comparison.model_validate(response.json())
+        return Comparison.model_validate(body)
 
     # --- check runs -----------------------------------------------------------------------------
 
@@ -345,61 +328,45 @@ class InstallationClient:
         payload = {"name": name, "head_sha": head_sha, "status": "queued"}
         if external_id is not None:
             payload["external_id"] = external_id
-        response = await self._call("POST", f"{_repo(owner, repo)}/check-runs", json=payload)
-        return CheckRun.model_validate(response.json())
+        return CheckRun.model_validate(await self._send("POST", owner, repo, "/check-runs", payload))
 
     async def update_check_run(self, owner: str, repo: str, check_run_id: int, **fields: Any) -> CheckRun:
         """PATCH a check run: status, conclusion, started_at, completed_at, output, details_url."""
-        path = f"{_repo(owner, repo)}/check-runs/{check_run_id}"
-        return CheckRun.model_validate((await self._call("PATCH", path, json=fields)).json())
+        return CheckRun.model_validate(
+            await self._send("PATCH", owner, repo, "/check-runs/{id}", fields, id=check_run_id)
+        )
 
     # --- listings: how a retried job finds what an earlier attempt wrote (bot/app/effects) -------
 
     async def list_reviews(self, owner: str, repo: str, number: int, *, limit: int = 1000) -> list[Review]:
-        items = await self._pages(f"{_repo(owner, repo)}/pulls/{number}/reviews", {}, limit)
+        items = await self._list(owner, repo, "/pulls/{number}/reviews{?per_page}", limit, number=number)
         return [Review.model_validate(item) for item in items]
 
     async def list_check_runs(self, owner: str, repo: str, ref: str, name: str) -> list[CheckRun]:
         """The check runs named `name` of commit `ref` (the newest 100: a commit has few)."""
-        path = f"{_repo(owner, repo)}/commits/{_seg(ref)}/check-runs"
-        params: dict[str, str | int] = {"check_name": name, "filter": "all", "per_page": PER_PAGE}
-        runs = (await self._call("GET", path, params=params)).json().get("check_runs") or []
-        return [CheckRun.model_validate(item) for item in runs]
+        url = "/commits/{ref}/check-runs{?check_name,filter,per_page}"
+        body = await self._get(owner, repo, url, ref=ref, check_name=name, filter="all", per_page=PER_PAGE)
+        return [CheckRun.model_validate(item) for item in body.get("check_runs") or []]
 
     async def list_open_pulls(self, owner: str, repo: str, head: str) -> list[PullRequest]:
         """Open pull requests whose head is `head` (`owner:branch`)."""
-        items = await self._pages(f"{_repo(owner, repo)}/pulls", {"state": "open", "head": head}, 100)
+        items = await self._list(owner, repo, "/pulls{?state,head,per_page}", 100, state="open", head=head)
         return [PullRequest.model_validate(item) for item in items]
 
 
+# What the rest of the app imports from here (the models' home is models.py).
 __all__ = [
-    "DEFAULT_API_URL",
-    "MAX_PULL_FILES",
-    "Account",
-    "AppInfo",
     "CheckRun",
-    "Comment",
-    "Comparison",
     "GitHubApi",
     "GitHubApp",
     "GitHubError",
-    "GitHubStats",
     "InlineComment",
-    "Installation",
     "InstallationClient",
-    "Issue",
-    "ManifestConversion",
-    "Permission",
     "PullFile",
     "PullRequest",
-    "Reaction",
     "ReactionContent",
-    "Repository",
     "RetryPolicy",
-    "Review",
-    "ReviewComment",
-    "ReviewEvent",
-    "TokenCache",
     "app_jwt",
     "convert_manifest",
+    "event_client",
 ]
