@@ -3,9 +3,10 @@
 Starts nothing: point it at a running llama-server (`../shared/tools/local-model start 0.5b`). It
 runs the framework's tool loop (`RigAgentRunner` over `OpenAiCompatible`) on a small fixed review
 and prints, per model call, the prompt tokens the server evaluated (`timings.prompt_n`) and those it
-served from its prompt cache (`timings.cache_n`). The ratio printed for a later round is
-`prompt_n / (previous round's prompt_n + cache_n)`: the share of the previous prompt it had to
-process again (target at most 0.10; tokens new in this round count against it too).
+served from its prompt cache (`timings.cache_n`). For a later round it prints two ratios against
+the previous round's whole prompt: `prompt_n` over it (the tokens processed, the new turns
+included; the issue's target is at most 0.10), and the part of it the cache did not cover (0 when
+the prefix stayed stable).
 
     .venv/bin/python bench/prompt_cache.py --base-url http://127.0.0.1:8089/v1 [--tools text]
 """
@@ -86,10 +87,11 @@ async def run(base_url: str, mode: ToolsMode, max_tokens: int) -> int:
     previous = None
     for n, timing in enumerate(transport.timings, 1):
         prompt_n, cache_n = int(timing.get("prompt_n", 0)), int(timing.get("cache_n", 0))
-        ratio = f"{prompt_n / previous:.3f}" if previous else "-"
-        print(
-            f"round {n}: prompt_n {prompt_n:5d}  cache_n {cache_n:5d}  re-processed/previous prompt {ratio}"
-        )
+        line = f"round {n}: prompt_n {prompt_n:5d}  cache_n {cache_n:5d}"
+        if previous:
+            again = max(0, previous - cache_n)  # of the last prompt, what the cache did not cover
+            line += f"  processed/previous {prompt_n / previous:.3f}  re-processed {again / previous:.3f}"
+        print(line)
         previous = prompt_n + cache_n
     print(f"review posted: {bool(posted)}; ended: {error or 'with an answer'}")
     return 0
