@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import SettingsConfigDict
 
-from bot.app.checks.settings import CheckSettings
+from bot.app.check_settings import CheckSettings
 
 CREDENTIALS_FILE = "app-credentials.json"
 DEFAULT_GITHUB_API_URL = "https://api.github.com"

@@ -121,6 +121,9 @@ _ENTRIES = [
     _e(340, 500, "The job failed and will not be retried."),
     # beam-bot: a repository's settings file that does not validate (said on the pull request).
     _e(341, 422, "The repository configuration is invalid."),
+    # beam-bot: the repository's checks (docs/checks.md).
+    _e(360, 429, "This run has used all its check runs."),
+    _e(361, 403, "A held push whose required checks did not pass cannot be approved."),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}
