@@ -123,7 +123,6 @@ class Checker:
             return CheckReport(sha, off=state.reason, required=required)
         specs = [CheckSpec(c.name, c.run) for c in config.checks]
         scratch = self.scratch_root / uuid.uuid4().hex
-        await anyio.to_thread.run_sync(lambda: scratch.mkdir(parents=True, mode=0o700))
         try:
             outcomes = await run_checks(
                 tree,
