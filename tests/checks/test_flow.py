@@ -206,7 +206,7 @@ async def test_run_checks_counts_against_the_cap(world: World, store: Store) -> 
     path, _, _ = await tree_with_commit(world, "run7", committed=FIXED, dirty=BROKEN)
     [tool] = checks_tool(world.checker, path, cfg, REPO, 2)
     assert tool.spec().name == "run_checks"
-    request = AgentInput(content=[], session_id=uuid.uuid4())
+    request = AgentInput(content=[], session_id=uuid.uuid4(), run_id=uuid.uuid4())
     first = await tool.invoke({}, request)
     assert first["all_passed"] is False and first["runs_left"] == 1
     assert first["checks"][0]["status"] == "failed" and "AssertionError" in first["checks"][0]["output_tail"]
