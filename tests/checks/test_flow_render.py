@@ -7,9 +7,10 @@ from __future__ import annotations
 from bot.app.approvals import render as render_push
 from bot.app.approvals.pushes import HeldPush, PushAction, PushContext
 from bot.app.checks import render
-from bot.app.checks.flow import CheckReport, report_of
+from bot.app.checks.flow import CheckReport, checks_detail, jail_state, report_of
 from bot.app.checks.jail import CheckOutcome
 from bot.app.checks.redaction import redact
+from bot.app.web.health import readiness
 
 SHA = "c0ffee" * 6 + "abcd"
 PASSED = CheckOutcome("tests", "passed", 0, 1.25, "ok\n" * 500, False)
@@ -130,3 +131,12 @@ def test_redaction_cuts_credentials_and_leaves_the_rest() -> None:
         assert secret not in out, secret
     assert "AssertionError: 0 != 4 (tokens=3)" in out and "url https://[redacted]@host/x" in out
     assert out.count("[redacted]") == 7
+
+
+def test_readyz_says_whether_checks_can_run_without_becoming_unready() -> None:
+    ok, body = readiness(
+        mode="serve", store=(True, "ok"), workers=(True, "ok"), credentials=None, jail="off: x"
+    )
+    assert ok and body["checks"]["jail"] == "off: x"
+    state = jail_state()
+    assert checks_detail() == ("on (bubblewrap jail)" if state.available else f"off: {state.reason}")
