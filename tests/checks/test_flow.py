@@ -33,7 +33,7 @@ FILES = {
     "test_calc.py": "import unittest\nfrom calc import add\n\n\nclass T(unittest.TestCase):\n"
     "    def test_add(self):\n        self.assertEqual(add(2, 2), 4)\n",
 }
-TESTS = "python3 -m unittest -q test_calc"
+TESTS = "python -m unittest -q test_calc"
 
 
 def needs_jail() -> None:

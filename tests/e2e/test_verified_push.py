@@ -38,7 +38,7 @@ TEST = (
     "    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
 )
 CHECKS = (
-    "version: 1\nchecks:\n  - name: tests\n    run: python3 -m unittest -v test_calc\nchecks_timeout: 2m\n"
+    "version: 1\nchecks:\n  - name: tests\n    run: python -m unittest -v test_calc\nchecks_timeout: 2m\n"
 )
 
 
