@@ -62,6 +62,9 @@ _HOST_ETC = (
 )
 
 
+_SYNTHETIC_ETC = ("passwd", "group", "hosts", "nsswitch.conf")
+
+
 def interpreter_prefix() -> Path:
     """The installation the bot's Python was made from: a check's `python` (never the bot's venv)."""
     return Path(sys.base_prefix).resolve()
@@ -127,7 +130,8 @@ def _etc_files(scratch: Path, uid: int) -> Path:
     (etc / "passwd").write_text(f"root:x:0:0::/:/usr/sbin/nologin\ncheck:x:{uid}:{uid}::/tmp:/bin/sh\n")
     (etc / "group").write_text(f"root:x:0:\ncheck:x:{uid}:\n")
     (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
-    for name in ("passwd", "group", "hosts"):
+    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
+    for name in _SYNTHETIC_ETC:
         (etc / name).chmod(0o644)
     etc.chmod(0o755)
     return etc
@@ -173,18 +177,16 @@ def argv(
             cmd += ["--ro-bind", name, name]
     prefix = interpreter_prefix()
     if not str(prefix).startswith("/usr/"):
-        cmd += ["--ro-bind", str(prefix), str(prefix)]
-        # bwrap makes the mount point's parents with the host's modes (/root is 0700): open them.
-        for parent in reversed(prefix.parents[:-1]):
-            cmd += ["--chmod", "0755", str(parent)]
+        cmd += ["--ro-bind", str(prefix), str(prefix), *_open_parents(prefix)]
     for name in _HOST_ETC:
         if Path("/etc", name).exists():
             cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
     etc = _etc_files(layout.scratch, USERNS_UID if uid is None else uid)
-    for name in ("passwd", "group", "hosts"):
+    for name in _SYNTHETIC_ETC:
         cmd += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    cmd += _open_parents(Path("/etc/passwd"))
     if "home" in weaken:
-        cmd += ["--ro-bind", str(Path.home()), str(Path.home())]
+        cmd += ["--ro-bind", str(Path.home()), str(Path.home()), *_open_parents(Path.home())]
     # A fresh /proc of the jail's own pid namespace, a minimal /dev.
     cmd += ["--ro-bind", "/proc", "/proc"] if "pid" in weaken else ["--proc", "/proc"]
     cmd += ["--dev", "/dev"]
@@ -227,10 +229,16 @@ def argv(
     return [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
 
 
+def _open_parents(path: Path) -> list[str]:
+    # bwrap (privileged) makes a mount point's missing parents 0700: open them to the jail's uid.
+    return [arg for parent in reversed(path.parents[:-1]) for arg in ("--chmod", "0755", str(parent))]
+
+
 def rlimits(
     *, memory_bytes: int, cpu_seconds: int, file_bytes: int, open_files: int, weaken: frozenset[str]
 ) -> None:
     """The preexec of bwrap: every process of the jail inherits these."""
+    os.umask(0o022)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
