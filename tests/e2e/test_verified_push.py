@@ -6,11 +6,14 @@ With `checks_required: true` a failing commit cannot be approved, by 👍 or by 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from bot.app.checks.jail import jail_status
@@ -42,12 +45,10 @@ CHECKS = (
 )
 
 
-@pytest.fixture
-def bot(tmp_path: Path) -> Iterator[BotProcess]:
-    state = jail_status()
-    if not state.available:
-        pytest.skip(f"needs the checks jail (real bubblewrap): {state.reason}")
-    with bot_stack(tmp_path, BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2") as bot:
+@contextmanager
+def calc_stack(tmp_path: Path, **env: str) -> Iterator[BotProcess]:
+    """The `/beam author` stack on a tiny Python repository with one test, pull request #7 open."""
+    with bot_stack(tmp_path, BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2", **env) as bot:
         main = bot.git.seed(REPO, {"calc.py": CALC, "test_calc.py": TEST, "README.md": "calc\n"})
         head = bot.git.commit(REPO, {"README.md": "calc, the adder\n"}, branch="feature", message="Docs")
         bot.git.create_pull_ref(REPO, NUMBER, head)
@@ -66,6 +67,15 @@ def bot(tmp_path: Path) -> Iterator[BotProcess]:
             files=[PullFile("README.md", patch="@@ -1 +1 @@\n-calc\n+calc, the adder\n")],
         )
         bot.start()
+        yield bot
+
+
+@pytest.fixture
+def bot(tmp_path: Path) -> Iterator[BotProcess]:
+    state = jail_status()
+    if not state.available:
+        pytest.skip(f"needs the checks jail (real bubblewrap): {state.reason}")
+    with calc_stack(tmp_path) as bot:
         yield bot
 
 
@@ -157,3 +167,34 @@ def test_a_required_failing_check_cannot_be_approved(bot: BotProcess) -> None:
     stays(lambda: push_state(bot, push_id) == "pending" and receive_packs(bot) == 0, 3.0)
     assert not bot.fake.check_runs
     assert len([c for c in bot_comments(bot) if c.body.startswith("@boss, held push")]) == 1  # said once
+
+
+def test_where_the_jail_cannot_be_built_checks_are_off_and_say_so(tmp_path: Path) -> None:
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    bwrap = fake_bin / "bwrap"  # a bubblewrap that cannot create namespaces (some containers)
+    bwrap.write_text("#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n")
+    bwrap.chmod(0o755)
+    with calc_stack(tmp_path, PATH=f"{fake_bin}:{os.environ['PATH']}") as bot:
+        ready = httpx.get(f"{bot.url}/readyz", timeout=10).json()
+        assert ready["checks"]["jail"].startswith("off: ") and "namespace" in ready["checks"]["jail"]
+        assert "checks are off: the jail cannot be built here" in bot.log()
+        bot.fake.set_file(REPO, "main", ".github/beam.yml", CHECKS)
+        bot.llm.reply_tool_calls(("write_file", {"path": "calc.py", "body": FIX}))
+        bot.llm.reply_tool_calls(("git_add", {"path": "calc.py"}), ("git_commit", {"message": "Commute"}))
+        bot.llm.reply_tool_calls(("git_push", {}))
+        send_command(bot, "/beam author make add commute")
+        push_id, sha, comment_id = held_push(bot)
+        body = approval_comment(bot).body
+        assert "**Checks**: off on this server (bwrap cannot create" in body
+        assert f"nothing was run on commit `{sha}`" in body and "**To answer**" in body
+        offered = [t["function"]["name"] for t in bot.llm.requests[0]["tools"]]
+        assert "run_checks" not in offered and "git_push" in offered  # nothing to run them with
+        bot.fake.add_reaction(comment_id, "boss", "+1")
+        wait_for(lambda: push_state(bot, push_id) == "pushed", what="the push")
+        run = wait_for(
+            lambda: next((r for r in bot.fake.check_runs.values() if r.status == "completed"), None),
+            what="the check run",
+        )
+        assert run.head_sha == sha and run.conclusion == "neutral" and run.output is not None
+        assert run.output["title"] == "Checks were off"
