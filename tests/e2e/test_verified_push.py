@@ -198,3 +198,17 @@ def test_where_the_jail_cannot_be_built_checks_are_off_and_say_so(tmp_path: Path
         )
         assert run.head_sha == sha and run.conclusion == "neutral" and run.output is not None
         assert run.output["title"] == "Checks were off"
+
+
+def test_a_docs_push_is_checked_the_same_way(bot: BotProcess) -> None:
+    bot.fake.set_file(REPO, "main", ".github/beam.yml", CHECKS)
+    bot.llm.reply_tool_calls(("write_file", {"path": "docs/calc.md", "body": "# calc\n\n`add(a, b)`\n"}))
+    bot.llm.reply_tool_calls(
+        ("git_add", {"path": "docs/calc.md"}), ("git_commit", {"message": "Document add"})
+    )
+    bot.llm.reply_tool_calls(("git_push", {}))
+    send_command(bot, "/beam docs document add")
+    _, sha, _ = held_push(bot)
+    body = approval_comment(bot).body
+    assert f"**Checks** on exactly commit `{sha}`: the check passed." in body
+    assert "docs/calc.md" in body and rows(bot)[0]["branch"].startswith("beam/pr-7/docs-")
