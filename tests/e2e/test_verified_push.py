@@ -30,6 +30,7 @@ from tests.e2e.author_support import (
     stays,
     tracking_final,
 )
+from tests.e2e.followup_support import BotPull, new_held_push
 from tests.support.bot_process import BotProcess, bot_stack, wait_for
 from tests.support.fake_github_state import PullFile
 
@@ -212,3 +213,37 @@ def test_a_docs_push_is_checked_the_same_way(bot: BotProcess) -> None:
     body = approval_comment(bot).body
     assert f"**Checks** on exactly commit `{sha}`: the check passed." in body
     assert "docs/calc.md" in body and rows(bot)[0]["branch"].startswith("beam/pr-7/docs-")
+
+
+def test_an_update_and_a_follow_up_are_checked_on_their_new_tip(bot: BotProcess) -> None:
+    bot.fake.set_file(REPO, "main", ".github/beam.yml", CHECKS)
+    bot.llm.reply_tool_calls(("write_file", {"path": "calc.py", "body": FIX}))
+    bot.llm.reply_tool_calls(("git_add", {"path": "calc.py"}), ("git_commit", {"message": "Commute"}))
+    bot.llm.reply_tool_calls(("git_push", {}))
+    send_command(bot, "/beam author make add commute")
+    first = bot_pull(bot)
+
+    bot.git.commit(REPO, {"README.md": "calc, the adder, v2\n"}, branch="feature", message="Base moves")
+    send_command(bot, "/beam update", number=first.number)
+    _, merge, _, body = new_held_push(bot, first.number, set())
+    assert f"**Checks** on exactly commit `{merge}`: the check passed." in body
+    assert "(Merge branch 'feature' into " in body  # the merge commit itself, not the branch tip
+
+    bot.llm.reply_tool_calls(("write_file", {"path": "calc.py", "body": BUG}))
+    bot.llm.reply_tool_calls(("git_add", {"path": "calc.py"}), ("git_commit", {"message": "Oops"}))
+    bot.llm.reply_tool_calls(("git_push", {}))
+    known = {r["id"] for r in rows(bot)}
+    send_command(bot, "/beam author rewrite add", number=first.number)
+    _, tip, _, body = new_held_push(bot, first.number, known)
+    assert f"**Checks** on exactly commit `{tip}`: 1 of 1 checks did not pass." in body
+    assert "AssertionError: -1 != 5" in body and "**To answer**" in body  # not required: offered
+
+
+def bot_pull(bot: BotProcess) -> BotPull:
+    """The held push approved and pushed: the pull request the bot opened from its branch."""
+    push_id, commit, comment_id = held_push(bot)
+    bot.fake.add_reaction(comment_id, "boss", "+1")
+    wait_for(lambda: push_state(bot, push_id) == "pushed", what="the first push")
+    branch = rows(bot)[0]["branch"]
+    pulls = wait_for(lambda: [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch], what="the PR")
+    return BotPull(pulls[0].number, branch, commit)
