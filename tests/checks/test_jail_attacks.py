@@ -319,3 +319,15 @@ async def test_a_setuid_binary_grants_nothing(tmp_path: Path) -> None:
 
 def _with(limits: JailLimits, **changes: float) -> JailLimits:
     return dataclasses.replace(limits, **changes)  # type: ignore[arg-type]
+
+
+async def test_a_symlink_in_the_tree_does_not_reach_the_hosts_file(tmp_path: Path) -> None:
+    files = _plant_work_dir(tmp_path)
+    tree = make_tree(tmp_path)
+    (tree / "key").symlink_to(files["key"])  # top level: the jail binds each top-level entry
+    (tree / "pkg" / "key").symlink_to(files["key"])
+    command = "ls -l key pkg/key; cat key pkg/key 2>&1"
+    outcome = await run_one(tmp_path, command, tree=tree)
+    assert "PLANTED" not in outcome.output_tail
+    assert f"key -> {files['key']}" in outcome.output_tail  # still a symlink, to nothing in the jail
+    assert "PLANTED-KEY" in _bare(command, tree)

@@ -125,16 +125,28 @@ def _privileged() -> bool:
 
 
 def _etc_files(scratch: Path, uid: int) -> Path:
-    etc = scratch / "etc"
+    etc = scratch / f"etc-{uid}"
+    files = {
+        "passwd": f"root:x:0:0::/:/usr/sbin/nologin\ncheck:x:{uid}:{uid}::/tmp:/bin/sh\n",
+        "group": f"root:x:0:\ncheck:x:{uid}:\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    }
+    if all(_holds(etc / name, text) for name, text in files.items()):
+        return etc  # made by an earlier check of this scratch directory
     etc.mkdir(parents=True, exist_ok=True)
-    (etc / "passwd").write_text(f"root:x:0:0::/:/usr/sbin/nologin\ncheck:x:{uid}:{uid}::/tmp:/bin/sh\n")
-    (etc / "group").write_text(f"root:x:0:\ncheck:x:{uid}:\n")
-    (etc / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n")
-    (etc / "nsswitch.conf").write_text("passwd: files\ngroup: files\nhosts: files\n")
-    for name in _SYNTHETIC_ETC:
+    for name, text in files.items():
+        (etc / name).write_text(text)
         (etc / name).chmod(0o644)
     etc.chmod(0o755)
     return etc
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except OSError:
+        return False
 
 
 def argv(
@@ -144,7 +156,7 @@ def argv(
     args: Sequence[str],
     *,
     uid: int | None,
-    nproc: int,
+    rlimits: Rlimits,
     status_fd: int,
 ) -> list[str]:
     """bwrap's arguments for `bash -c script beam-jail args...`; `uid`: the host uid (root mode)."""
@@ -196,13 +208,20 @@ def argv(
     else:
         cmd += ["--perms", "1777", "--size", str(layout.tmpfs_bytes), "--tmpfs", SANDBOX]
     cmd += ["--symlink", SANDBOX_TMP, JAIL_TMP]
+    cmd += ["--perms", "1777", "--dir", SANDBOX_TMP]
     if layout.tree is not None:
-        cmd += ["--ro-bind", str(layout.tree), SOURCE]
-        git = layout.tree / ".git"
-        if git.is_dir() and not git.is_symlink():
-            cmd += ["--tmpfs", f"{SOURCE}/.git"]
-        elif git.exists() or git.is_symlink():
-            cmd += ["--ro-bind", "/dev/null", f"{SOURCE}/.git"]
+        # The tree's top-level entries but `.git` (its objects, config and the mirror's path), one
+        # bind each, so the copy needs no `rm` afterwards.
+        cmd += ["--perms", "0755", "--dir", SOURCE]
+        with os.scandir(layout.tree) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                if entry.name == ".git":
+                    continue
+                if entry.is_symlink():
+                    # Never a bind: bwrap would follow the link to the host's file it names.
+                    cmd += ["--symlink", os.readlink(entry.path), f"{SOURCE}/{entry.name}"]
+                elif entry.is_dir() or entry.is_file():
+                    cmd += ["--ro-bind", entry.path, f"{SOURCE}/{entry.name}"]
     if layout.cache is not None:
         cmd += ["--ro-bind", str(layout.cache), CACHE]
     if layout.deps_tmpfs:
@@ -220,10 +239,11 @@ def argv(
     if privileged and "uid" not in weaken:
         cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
         cmd += ["--bounding-set=-all", "--inh-caps=-all", "--"]
-    if "nproc" not in weaken:
-        # Set inside, after the namespaces exist: in user-namespace mode a limit set before bwrap would
-        # also cap the bot's own uid (the parent namespace's count), so a fork bomb could starve the bot.
-        cmd += ["prlimit", f"--nproc={nproc}:{nproc}", "--"]
+    # The rlimits are set here, inside, by prlimit, rather than in a preexec of bwrap: a preexec makes
+    # Python fork instead of vfork (about 10 ms of the start-up), and in user-namespace mode an
+    # RLIMIT_NPROC set before bwrap would also cap the bot's own uid (the parent namespace's count),
+    # so a fork bomb could starve the bot. Every process of the check inherits them from here.
+    cmd += ["prlimit", *rlimits.args(weaken), "--"]
     # bash for our wrapper script, which names pipe fds above 9 (dash parses only one digit); the
     # check's own command line runs with /bin/sh.
     return [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
@@ -234,23 +254,32 @@ def _open_parents(path: Path) -> list[str]:
     return [arg for parent in reversed(path.parents[:-1]) for arg in ("--chmod", "0755", str(parent))]
 
 
-def rlimits(
-    *, memory_bytes: int, cpu_seconds: int, file_bytes: int, open_files: int, weaken: frozenset[str]
-) -> None:
-    """The preexec of bwrap: every process of the jail inherits these."""
-    os.umask(0o022)
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_seconds, cpu_seconds))
-    if "fsize" not in weaken:
-        resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+@dataclass(frozen=True, slots=True)
+class Rlimits:
+    processes: int
+    memory_bytes: int
+    cpu_seconds: int
+    file_bytes: int
+    open_files: int
 
-
-def nproc_cap(wanted: int) -> int:
-    """`wanted`, or the bot's own hard limit if lower (the jail can only lower a limit)."""
-    hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-    return wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+    def args(self, weaken: frozenset[str]) -> list[str]:
+        wanted = {
+            "nproc": (resource.RLIMIT_NPROC, self.processes),
+            "as": (resource.RLIMIT_AS, self.memory_bytes),
+            "cpu": (resource.RLIMIT_CPU, self.cpu_seconds),
+            "fsize": (resource.RLIMIT_FSIZE, self.file_bytes),
+            "nofile": (resource.RLIMIT_NOFILE, self.open_files),
+            "core": (resource.RLIMIT_CORE, 0),
+        }
+        out = []
+        for name, (which, value) in wanted.items():
+            if name in weaken:
+                continue
+            # The jail can only lower a limit: never ask for more than the bot's own hard limit.
+            hard = resource.getrlimit(which)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            out.append(f"--{name}={value}:{value}")
+        return out
 
 
 @cache
@@ -267,7 +296,9 @@ def probe() -> Probe:
     uid = JAIL_UID_BASE + JAIL_UID_COUNT - 1 if privileged else None
     read, write = os.pipe()
     try:
-        cmd = argv(bwrap, Layout(None, scratch, 1 << 20), "exit 0", (), uid=uid, nproc=8, status_fd=write)
+        limits = Rlimits(processes=8, memory_bytes=1 << 30, cpu_seconds=10, file_bytes=1 << 20, open_files=64)
+        layout = Layout(None, scratch, 1 << 20)
+        cmd = argv(bwrap, layout, "exit 0", (), uid=uid, rlimits=limits, status_fd=write)
         done = subprocess.run(
             cmd, pass_fds=(write,), stdin=subprocess.DEVNULL, capture_output=True, timeout=20, check=False
         )

@@ -44,7 +44,7 @@ from typing import Literal
 import anyio.to_thread
 
 from bot.app.checks import bwrap, spawn
-from bot.app.checks.bwrap import CACHE, DEPS, HELPERS, JAIL_TMP, SANDBOX_TMP, SOURCE, TREE, Layout
+from bot.app.checks.bwrap import CACHE, DEPS, HELPERS, JAIL_TMP, SOURCE, TREE, Layout
 from bot.beam.errors import BeamError
 
 Status = Literal["passed", "failed", "timed_out", "error"]
@@ -98,7 +98,7 @@ def _copy_script(mark_fd: int, status_fd: int) -> str:
     # check writes reaches the run's tree (bound read-only at SOURCE). A masked `.git` is an empty dir.
     return (
         f"exec {status_fd}>&-\n"
-        f"mkdir -p {SANDBOX_TMP} && cp -a {SOURCE} {TREE} && rm -rf {TREE}/.git || exit {_COPY_FAILED}\n"
+        f"umask 022; cp -a {SOURCE} {TREE} || exit {_COPY_FAILED}\n"
         f"printf copied >&{mark_fd} && exec {mark_fd}>&-\n"
         f"cd {TREE} || exit {_COPY_FAILED}\n"
     )
@@ -163,20 +163,17 @@ async def _jailed(
             script_for(mark_fd[1], status_fd[1]),
             args,
             uid=uid,
-            nproc=bwrap.nproc_cap(limits.processes),
+            rlimits=bwrap.Rlimits(
+                processes=limits.processes,
+                memory_bytes=limits.memory_bytes,
+                cpu_seconds=limits.cpu_seconds,
+                file_bytes=limits.file_bytes,
+                open_files=limits.open_files,
+            ),
             status_fd=status_fd[1],
-        )
-        preexec = partial(
-            bwrap.rlimits,
-            memory_bytes=limits.memory_bytes,
-            cpu_seconds=limits.cpu_seconds,
-            file_bytes=limits.file_bytes,
-            open_files=limits.open_files,
-            weaken=layout.weaken,
         )
         return await spawn.run(
             cmd,
-            preexec=preexec,
             status_fd=status_fd,
             mark_fd=mark_fd,
             extra_fds=extra_fds,
@@ -327,7 +324,7 @@ async def _setup(
         )
         return (
             f"exec {status}>&-\n"
-            f"mkdir -p {SANDBOX_TMP} && cp -a {SOURCE} {TREE} && rm -rf {TREE}/.git || exit {_COPY_FAILED}\n"
+            f"umask 022; cp -a {SOURCE} {TREE} || exit {_COPY_FAILED}\n"
             f"cd {TREE} || exit {_COPY_FAILED}\n{forward}printf copied >&{mark}\n"
             f'/bin/sh -c "$1" {closed}\nrc=$?\n'
             # Nothing the setup started outlives it (kill -1 spares only this shell and pid 1), so

@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 _CHUNK = 1 << 16
@@ -80,7 +79,6 @@ def _killpg(pgid: int, sig: int) -> None:
 async def run(
     cmd: list[str],
     *,
-    preexec: Callable[[], None],
     status_fd: tuple[int, int],
     mark_fd: tuple[int, int],
     extra_fds: tuple[int, ...] = (),
@@ -101,7 +99,6 @@ async def run(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=preexec,
             pass_fds=(status_fd[1], mark_fd[1], *extra_fds),
         )
     finally:
