@@ -225,3 +225,13 @@ def test_a_report_survives_its_round_trip() -> None:
     report = CheckReport("a" * 40, (outcome,), None, True)
     assert CheckReport.from_json(report.to_json()) == report
     assert report.blocks and report.failing == [outcome]
+
+
+async def test_a_jail_that_refuses_to_start_is_a_check_that_could_not_run(
+    world: World, tmp_path: Path
+) -> None:
+    cfg = config(f"checks_required: true\nchecks:\n  - name: tests\n    run: {TESTS}\n")
+    report = await world.checker.run(tmp_path / "no-such-tree", cfg, REPO, None)
+    [outcome] = report.outcomes
+    assert outcome.status == "error" and outcome.output_tail.startswith("BEM-353: ")
+    assert report.blocks and not report.passed

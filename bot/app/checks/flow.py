@@ -27,6 +27,7 @@ from bot.app.checks.redaction import redact
 from bot.app.effects.journal import Journal
 from bot.app.git.checkout import Checkouts
 from bot.app.repo_config import RepoConfig
+from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.checks")
 
@@ -36,8 +37,13 @@ MAX_TAIL_CHARS = 64 * 1024  # of each check's output kept in the report (the jai
 
 @functools.cache
 def jail_state() -> JailStatus:
-    """Whether the jail can be built on this machine; asked once per process (it starts bubblewrap)."""
-    return jail_status()
+    """Whether the jail can be built on this machine; asked once per process (it starts bubblewrap).
+    A probe that breaks leaves checks off: it must never keep the server from starting."""
+    try:
+        return jail_status()
+    except Exception as exc:  # whatever broke, nothing may run unjailed
+        log.exception("the checks jail could not be probed")
+        return JailStatus(False, f"the jail could not be probed ({type(exc).__name__}), so checks are off")
 
 
 def checks_detail() -> str:
@@ -133,6 +139,10 @@ class Checker:
                 allowed_hosts=self.settings.checks_allowed_hosts,
                 scratch=scratch,
             )
+        except BeamError as error:  # the jail refused to start: each check "could not run", and why
+            log.warning("checks of %s could not start: %s", repo_full_name, error)
+            reason = f"{error.code}: {error.message} {error.detail or ''}".strip()
+            outcomes = [CheckOutcome(c.name, "error", None, 0.0, reason, False) for c in specs]
         finally:
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(lambda: shutil.rmtree(scratch, ignore_errors=True))
