@@ -210,18 +210,14 @@ def argv(
     cmd += ["--symlink", SANDBOX_TMP, JAIL_TMP]
     cmd += ["--perms", "1777", "--dir", SANDBOX_TMP]
     if layout.tree is not None:
-        # The tree's top-level entries but `.git` (its objects, config and the mirror's path), one
-        # bind each, so the copy needs no `rm` afterwards.
-        cmd += ["--perms", "0755", "--dir", SOURCE]
-        with os.scandir(layout.tree) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                if entry.name == ".git":
-                    continue
-                if entry.is_symlink():
-                    # Never a bind: bwrap would follow the link to the host's file it names.
-                    cmd += ["--symlink", os.readlink(entry.path), f"{SOURCE}/{entry.name}"]
-                elif entry.is_dir() or entry.is_file():
-                    cmd += ["--ro-bind", entry.path, f"{SOURCE}/{entry.name}"]
+        # The whole tree in one bind (a bind never follows the symlinks inside it), `.git` masked: its
+        # objects, config and the mirror's path stay out of reach, and the copy leaves it out.
+        cmd += ["--ro-bind", str(layout.tree), SOURCE, "--perms", "0777", "--dir", TREE]
+        git = layout.tree / ".git"
+        if git.is_dir() and not git.is_symlink():
+            cmd += ["--tmpfs", f"{SOURCE}/.git"]
+        elif git.exists() or git.is_symlink():
+            cmd += ["--ro-bind", "/dev/null", f"{SOURCE}/.git"]
     if layout.cache is not None:
         cmd += ["--ro-bind", str(layout.cache), CACHE]
     if layout.deps_tmpfs:
