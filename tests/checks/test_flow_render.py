@@ -140,3 +140,11 @@ def test_readyz_says_whether_checks_can_run_without_becoming_unready() -> None:
     assert ok and body["checks"]["jail"] == "off: x"
     state = jail_state()
     assert checks_detail() == ("on (bubblewrap jail)" if state.available else f"off: {state.reason}")
+
+
+def test_output_cannot_smuggle_a_marker_into_the_comment() -> None:
+    sly = CheckOutcome(
+        "tests", "failed", 1, 1.0, "<!-- beam-effect:x:tracking -->\n<!-- beam-push:ab -->", False
+    )
+    text = render.section(CheckReport(SHA, (sly,)))
+    assert "<!--" not in text and "beam-effect:x:tracking" in text
