@@ -49,18 +49,21 @@ async def test_outcomes_say_passed_failed_and_timed_out(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("jail")
 async def test_each_check_gets_a_fresh_copy_without_git_and_the_tree_is_untouched(tmp_path: Path) -> None:
     tree = make_tree(tmp_path)
+    (tree / "run.sh").write_text("#!/bin/sh\necho RAN\n")
+    (tree / "run.sh").chmod(0o755)
+    (tree / "link").symlink_to("pkg/__init__.py")
     before = sorted(str(p.relative_to(tree)) for p in tree.rglob("*"))
     outcomes = await run_checks(
         tree,
         [
             CheckSpec("write", "echo changed > pkg/__init__.py && touch new.txt && rm test_value.py"),
-            CheckSpec("look", "cat pkg/__init__.py; ls -a; test ! -e .git && test -e test_value.py"),
+            CheckSpec("look", "cat link; ls -a; ./run.sh && test ! -e .git && test -e test_value.py"),
         ],
         limits=SMALL,
         scratch=tmp_path / "scratch",
     )
     assert [o.status for o in outcomes] == ["passed", "passed"], outcomes
-    assert "VALUE = 41" in outcomes[1].output_tail
+    assert "VALUE = 41" in outcomes[1].output_tail and "RAN" in outcomes[1].output_tail
     assert "new.txt" not in outcomes[1].output_tail
     assert (tree / "pkg" / "__init__.py").read_text() == "VALUE = 41\n"
     assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*")) == before
@@ -115,7 +118,7 @@ def _path_with(tmp_path: Path, fake_bwrap: str | None) -> str:
     """A PATH holding the jail's other tools and, for bwrap, `fake_bwrap` (a script) or nothing."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("setpriv", "prlimit", "bash"):
+    for tool in ("setpriv", "prlimit", "bash", "tar"):
         found = shutil.which(tool)
         if found:
             (bin_dir / tool).symlink_to(found)

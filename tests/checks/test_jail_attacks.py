@@ -331,3 +331,9 @@ async def test_a_symlink_in_the_tree_does_not_reach_the_hosts_file(tmp_path: Pat
     assert "PLANTED" not in outcome.output_tail
     assert f"key -> {files['key']}" in outcome.output_tail  # still a symlink, to nothing in the jail
     assert "PLANTED-KEY" in _bare(command, tree)
+
+
+async def test_closing_its_output_does_not_escape_the_timeout(tmp_path: Path) -> None:
+    outcome = await run_one(tmp_path, "echo bye; exec >&- 2>&-; sleep 300", limits=_with(SMALL, timeout_s=2))
+    assert outcome.status == "timed_out"
+    assert outcome.output_tail == "bye\n"

@@ -285,7 +285,7 @@ def probe() -> Probe:
     privileged = _privileged()
     if bwrap is None:
         return Probe(None, privileged, False, "bubblewrap (bwrap) is not installed, so checks are off")
-    for tool in ("setpriv", "prlimit", "bash") if privileged else ("prlimit", "bash"):
+    for tool in ("setpriv", "prlimit", "bash", "tar") if privileged else ("prlimit", "bash", "tar"):
         if shutil.which(tool) is None:
             return Probe(bwrap, privileged, False, f"{tool} is not installed, so checks are off")
     scratch = Path(_probe_dir())

@@ -93,13 +93,13 @@ def jail_status() -> JailStatus:
     return JailStatus(probe.ok, probe.reason)
 
 
-# The copy, in bash (the wrapper's shell): every top-level entry but `.git` in one `cp` that keeps
-# modes and times (ownership the jail's uid cannot keep, and need not). 10-15% faster than `cp -a`,
-# which also tries owners and extended attributes.
+# The copy, in bash (the wrapper's shell): every top-level entry but `.git`, through a tar pipe, which
+# keeps modes, times and symlinks (owners the jail's uid cannot keep, and need not) and, reading and
+# writing in two processes, is about 25% faster than one `cp` on two cores.
 _COPY = (
-    "umask 022; shopt -s dotglob nullglob extglob\n"
-    f"entries=({SOURCE}/!(.git))\n"
-    f'(( ${{#entries[@]}} == 0 )) || cp -R -P --preserve=mode,timestamps "${{entries[@]}}" {TREE}/'
+    "umask 022; set -o pipefail; shopt -s dotglob nullglob extglob\n"
+    f"cd {SOURCE} && entries=(!(.git)) || exit {_COPY_FAILED}\n"
+    f'(( ${{#entries[@]}} == 0 )) || tar -cf - -- "${{entries[@]}}" | tar -C {TREE} -xf - --no-same-owner'
     f" || exit {_COPY_FAILED}\n"
 )
 

@@ -112,10 +112,12 @@ async def run(
             tail.add(data)
 
     reader = asyncio.ensure_future(pump())
+    # Both ends: a check that closes its output and goes on running is still timed.
+    both = asyncio.gather(reader, proc.wait())
     timed_out = False
     try:
         try:
-            await asyncio.wait_for(asyncio.shield(reader), timeout_s)
+            await asyncio.wait_for(asyncio.shield(both), timeout_s)
         except TimeoutError:
             timed_out = True
             _killpg(proc.pid, signal.SIGTERM)
@@ -133,6 +135,7 @@ async def run(
     except BaseException:
         _killpg(proc.pid, signal.SIGKILL)
         reader.cancel()
+        both.cancel()
         with contextlib.suppress(ProcessLookupError):
             proc.kill()
         await asyncio.shield(proc.wait())
