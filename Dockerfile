@@ -6,9 +6,11 @@
 FROM python:3.11-slim
 
 # git: mirror upkeep uses the git command line where it is much faster than libgit2.
+# bubblewrap: the checks jail (docs/checks.md); it also needs setpriv and prlimit (util-linux) and
+# bash, which the base image has. Without it checks are off, never unjailed.
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git \
+    && apt-get install -y --no-install-recommends git bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --gid 10001 beam \

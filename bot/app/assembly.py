@@ -6,12 +6,14 @@ restart), so nothing here runs in setup mode.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Protocol
 
 import httpx
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
+from bot.app.checks.flow import Checker, jail_state
 from bot.app.effects.crash import CrashPoints
 from bot.app.git.checkout import Checkouts
 from bot.app.github.api import GitHubStats
@@ -35,6 +37,8 @@ from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
+
+log = logging.getLogger("beam.checks")
 
 # A run stops this long before the worker's hard job timeout, so it can still write its final comment.
 FINAL_COMMENT_MARGIN = 60.0
@@ -72,6 +76,19 @@ def llm_client(settings: Settings | None = None) -> CompletionClient:
     return client
 
 
+def checker(settings: Settings, checkouts: Checkouts) -> Checker:
+    """The checks runner; says once, at start, when this machine cannot build the jail."""
+    state = jail_state()
+    if not state.available:
+        log.warning(
+            "checks are off: the jail cannot be built here (%s); install bubblewrap and allow user "
+            "namespaces to run the repositories' checks (docs/checks.md)",
+            state.reason,
+        )
+    cache = settings.checks_cache_dir or settings.work_dir / "check-cache"
+    return Checker(settings, cache_root=cache, scratch_root=checkouts.runs_dir / ".checks")
+
+
 def build_dispatcher(runtime: Resources) -> JobDispatcher:
     """Every part built once, in order (each from the ones before it), and never changed after."""
     settings, credentials = runtime.settings, runtime.credentials
@@ -87,9 +104,10 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         github.invalidate_token(installation_id)  # git was refused the cached one (a 401)
         return await installation_token(installation_id)
 
+    checkouts = Checkouts(settings.work_dir, settings.runs_dir)
     deps = RunDeps(
         store=runtime.store,
-        checkouts=Checkouts(settings.work_dir, settings.runs_dir),
+        checkouts=checkouts,
         llm=llm_client(settings),
         installation_token=installation_token,
         identity=BotIdentity(github, settings.bot_login),
@@ -98,6 +116,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         observe=runtime.metrics.observe_skill_run,
         crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
         refresh_token=refresh_token,
+        checks=checker(settings, checkouts),
     )
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from bot.app.check_settings import CheckSettings
 
 CREDENTIALS_FILE = "app-credentials.json"
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
@@ -46,7 +48,7 @@ def _http_url(value: str, name: str) -> str:
     return value.rstrip("/")
 
 
-class Settings(BaseSettings):
+class Settings(CheckSettings):
     """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
 
     - APP_ID, PRIVATE_KEY (PEM text; one line with literal \\n accepted) or PRIVATE_KEY_PATH,
@@ -74,7 +76,7 @@ class Settings(BaseSettings):
     - Costs and limits (docs/costs-and-limits.md): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
-    - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line).
+    - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line). Checks: `CheckSettings`.
     - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned,
       and so is the effects journal no job that may still run could read (jobs/retention.py); held
       pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL

@@ -152,6 +152,17 @@ _ENTRIES = [
     _e(340, 500, "The job failed and will not be retried."),
     # beam-bot: a repository's settings file that does not validate (said on the pull request).
     _e(341, 422, "The repository configuration is invalid."),
+    # beam-bot: the checks jail (bot/app/checks, docs/checks.md).
+    _e(350, 503, "Checks are off: bubblewrap cannot build the jail on this host."),
+    _e(351, 500, "The jail could not be built for this check."),
+    _e(352, 503, "Too many checks are running at once in this process."),
+    _e(353, 400, "The tree to check is not a directory."),
+    _e(354, 403, "The checks proxy refused a host that BEAM_CHECKS_ALLOWED_HOSTS does not name."),
+    _e(355, 500, "Could not start the checks proxy."),
+    _e(356, 413, "What the checks setup installed is larger than the jail's tmpfs."),
+    # beam-bot: the repository's checks (docs/checks.md).
+    _e(360, 429, "This run has used all its check runs."),
+    _e(361, 403, "A held push whose required checks did not pass cannot be approved."),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

@@ -1,8 +1,9 @@
 """Skills: a name, a system prompt and a tool allowlist (riverbeam-reference.md section 7).
 
-The six built-in skills keep the original's names, order and allowlists; the prompts are ours,
-written for work on a GitHub pull request. Allowlisted names that are host tools (`search`,
-`review_change`, ...) only take effect when the host passes tools with those names.
+The six built-in skills keep the original's names, order and allowlists (author also lists our
+`run_checks`); the prompts are ours, written for work on a GitHub pull request. Allowlisted names
+that are host tools (`search`, `review_change`, `run_checks`, ...) only take effect when the host
+passes tools with those names.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ _BUILTIN: tuple[Skill, ...] = (
             "propose_suggestion",
             "commit_paths",
             "review_change",
+            "run_checks",  # beam-bot: the repository's checks, a host tool (bot/app/checks/tool.py)
         ),
     ),
     Skill(

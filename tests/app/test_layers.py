@@ -23,6 +23,7 @@ RANK = {
     "approvals": 3,
     "reviews": 3,
     "runs": 2,
+    "checks": 1.75,  # issue 22: the repositories' checks in a jail, over git, effects and repo_config
     "effects": 1.5,  # issue 8: the journal of GitHub writes, over github and jobs
     "github": 1,
     "git": 1,
@@ -33,10 +34,16 @@ RANK = {
     "review_config": 0,
     "permissions": 0,
     "settings": 0,
+    "check_settings": 0,  # issue 22: the server's settings for checks, a base of `settings.Settings`
     "logs": 0,
     "fence": 0,  # the write fence: set by the worker pool, checked by the GitHub client
 }
-SIDEWAYS = {("repo_config", "permissions"), ("repo_config", "review_config"), ("limits", "jobs")}
+SIDEWAYS = {
+    ("repo_config", "permissions"),
+    ("repo_config", "review_config"),
+    ("limits", "jobs"),
+    ("settings", "check_settings"),
+}
 
 
 def module_name(path: Path) -> str:

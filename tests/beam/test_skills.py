@@ -28,6 +28,7 @@ ALLOWLISTS = {
         "propose_suggestion",
         "commit_paths",
         "review_change",
+        "run_checks",  # beam-bot's addition (issue 22): the repository's checks, offered by the host
     ],
     "consume": ["search", "get_page", "get_block", "graph_neighbors"],
     "summarize": ["list_tree", "read_file", "git_diff", "git_log", "search", "get_page", "get_block"],

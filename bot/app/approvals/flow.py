@@ -32,6 +32,9 @@ from bot.app.approvals.held_push import (
 from bot.app.approvals.landing import Landing
 from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
 from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
+from bot.app.approvals.verified import blocking_report, refuse_approval
+from bot.app.checks import render as render_checks
+from bot.app.checks.flow import check_commit
 from bot.app.git.checkout import RunTree
 from bot.app.github.auth import GitHubApp
 from bot.app.github.client import InstallationClient, PullRequest
@@ -149,13 +152,24 @@ class Approvals:
         *,
         continues: bool,
     ) -> tuple[HeldPush, str]:
-        """Pin a checked commit, supersede older pushes, record it, post the approval comment.
-        `continues`: the branch is the bot's own, pushed only while it is still at the run's start."""
+        """Pin a checked commit, run the repository's checks on it, supersede older pushes, record
+        it, post the approval comment. `continues`: the branch is the bot's own, pushed only while it
+        is still at the run's start."""
         repo = ctx.repository
         number = ctx.event.number
         commit = summary.sha
         push_id = new_push_id()
         await self.deps.checkouts.pin(repo.full_name, run_tree, commit, push_id)
+        checks = await check_commit(
+            self.deps.checks,
+            self.deps.checkouts,
+            ctx.effects.journal,
+            run_id=run_id,
+            repo_full_name=repo.full_name,
+            sha=commit,
+            branch=run_tree.branch,
+            config=ctx.config,
+        )
         await self._supersede(ctx.gh, repo.full_name, number, render_push.replaced_by(push_id))
         now = self.clock()
         push = HeldPush(
@@ -185,8 +199,9 @@ class Approvals:
             created_at=now,
             expires_at=now + ctx.config.expiry_delta.total_seconds(),
             diffstat=summary.diffstat,
+            result={"checks": checks.to_json()} if checks is not None else {},
         )
-        body = render_push.approval_request(push, summary.patch, summary.message)
+        body = render_push.approval_request(push, summary.patch, summary.message, checks)
         comment = await ctx.effects.comment(
             f"{run_id}:approval", push.owner, push.name, number, body, kind="approval"
         )
@@ -263,6 +278,10 @@ class Approvals:
         if not permission_at_least(permission, needed) and not (command.name == "reject" and is_requester):
             await ctx.reply(render_push.cannot_answer(login, needed, push.id))
             return
+        blocked = blocking_report(push)
+        if command.name == "approve" and blocked is not None:
+            await ctx.reply(render_checks.approval_refused(login, push.id, blocked))
+            return
         if command.name == "approve" and push.state == "failed":
             if await self.pushes.approve(push.id, login, self.clock(), again=True):
                 await self._schedule(push, self.clock())
@@ -289,6 +308,8 @@ class Approvals:
         self, gh: InstallationClient, push: HeldPush, verdict: Verdict, *, in_watch_job: bool
     ) -> None:
         now = self.clock()
+        if verdict.outcome == "approve" and blocking_report(push) is not None:
+            return  # `checks_required` and its checks did not pass: nothing approves it
         if verdict.outcome == "approve":
             if await self.pushes.approve(push.id, ",".join(verdict.approvers), now):
                 if in_watch_job:
@@ -325,7 +346,10 @@ class Approvals:
         if signals is not None:
             config = await load_repo_config(gh.get_file, push.owner, push.name, push.context.default_branch)
             verdict = await self._verdict(gh, push, signals, config.config)
-            if verdict.outcome != "wait":
+            blocked = blocking_report(push)
+            if verdict.outcome == "approve" and blocked is not None:  # nothing approves it
+                await refuse_approval(self.deps.effects(gh), push, verdict.approvers[0], blocked)
+            elif verdict.outcome != "wait":
                 await self._apply(gh, push, verdict, in_watch_job=True)
                 return
         delay = next_poll_delay(

@@ -14,6 +14,9 @@ from collections.abc import Callable
 from bot.app.approvals import render as render_push
 from bot.app.approvals.pushes import HeldPush, Pushes
 from bot.app.approvals.resume import push_held
+from bot.app.approvals.verified import publish_check_run
+from bot.app.checks import render as render_checks
+from bot.app.checks.flow import report_of
 from bot.app.git.checkout import CheckoutError
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InstallationClient
@@ -59,8 +62,13 @@ class Landing:
         await self._announce(gh, push, now)
 
     async def _announce(self, gh: InstallationClient, push: HeldPush, now: float) -> None:
-        """Open the pull request of a pushed commit and say so on the approval comment."""
+        """Publish the checks on the pushed commit, open its pull request, and say so on the approval
+        comment."""
+        checks_url = await publish_check_run(self.deps.effects(gh), push)
         link, note = await self._open_pull(gh, push)
+        report = report_of(push.result)
+        if report is not None:
+            note = f"{render_checks.pushed_note(report, checks_url)} {note}".strip()
         await self.pushes.update(push.id, result={**push.result, "pull": link})
         await self.edit(
             gh, push, render_push.pushed(push, push.approvers, push.decided_at or now, link, note)

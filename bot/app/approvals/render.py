@@ -12,6 +12,8 @@ import time
 from typing import Any
 
 from bot.app.approvals.pushes import HeldPush
+from bot.app.checks import render as render_checks
+from bot.app.checks.flow import CheckReport, report_of
 from bot.app.runs.plan import ReviewNote
 
 MARKER = "<!-- beam-push:{id} -->"
@@ -37,7 +39,7 @@ def _files_table(diffstat: dict[str, Any]) -> str:
     return f"{total}\n\n| file | added | removed |\n|---|---|---|\n" + "\n".join(rows)
 
 
-def approval_request(push: HeldPush, diff: str, message: str) -> str:
+def approval_request(push: HeldPush, diff: str, message: str, checks: CheckReport | None = None) -> str:
     lines = diff.splitlines()
     cut = len(lines) > MAX_DIFF_LINES
     shown = "\n".join(lines[:MAX_DIFF_LINES]) + ("\n… (diff cut here)" if cut else "")
@@ -46,13 +48,20 @@ def approval_request(push: HeldPush, diff: str, message: str) -> str:
     if len(lines) > COLLAPSE_OVER:
         block = f"<details><summary>Diff ({len(lines)} lines)</summary>\n\n{block}\n\n</details>"
     subject = (message.strip().splitlines()[0] if message.strip() else "(no message)").replace("`", "'")
+    checked = render_checks.section(checks)
+    answer = (
+        f"**To answer**: react 👍 on this comment to approve or 👎 to reject, or comment "
+        f"`/beam approve {push.id}` or `/beam reject {push.id}`. It expires on {_when(push.expires_at)}."
+    )
+    if checks is not None and checks.blocks:
+        answer = render_checks.not_offered(checks)
     return (
         f"🔒 **Held push `{push.id}`**: @{push.requester} asked for a change; nothing is pushed until a "
         f"maintainer approves.\n\n"
         f"Commit `{push.commit_sha}` ({subject}) to branch `{push.branch}`.\n\n"
         f"{_files_table(push.diffstat)}\n\n{block}\n\n"
-        f"**To answer**: react 👍 on this comment to approve or 👎 to reject, or comment "
-        f"`/beam approve {push.id}` or `/beam reject {push.id}`. It expires on {_when(push.expires_at)}.\n\n"
+        + (f"{checked}\n\n" if checked else "")
+        + f"{answer}\n\n"
         + MARKER.format(id=push.id)
     )
 
@@ -92,6 +101,19 @@ def push_failed(push: HeldPush, reason: str) -> str:
 
 
 def held(push: HeldPush, comment_url: str) -> str:
+    checks = report_of(push.result)
+    if checks is not None and checks.blocks:
+        return (
+            f"Prepared commit `{push.commit_sha[:12]}` on `{push.branch}`, but it is not offered for "
+            f"approval: {render_checks.why_blocked(checks)} (see [held push `{push.id}`]({comment_url}))."
+        )
+    if checks is not None:
+        verdict = f" Checks: {render_checks.headline(checks)}."
+        return held_text(push, comment_url) + verdict
+    return held_text(push, comment_url)
+
+
+def held_text(push: HeldPush, comment_url: str) -> str:
     return (
         f"Prepared commit `{push.commit_sha[:12]}` on `{push.branch}`. It is held until a maintainer "
         f"approves: see [held push `{push.id}`]({comment_url})."

@@ -23,6 +23,7 @@ class Limits:
     runs_per_user_per_day: int | None = None
     runs_per_repo_per_day: int | None = None
     tokens_per_installation_per_month: int | None = None
+    check_runs_per_run: int | None = None  # `run_checks` calls by the author skill (docs/checks.md)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ class Policy:
                 runs_per_user_per_day=whole(settings.runs_per_user_per_day),
                 runs_per_repo_per_day=whole(settings.runs_per_repo_per_day),
                 tokens_per_installation_per_month=whole(settings.tokens_per_installation_per_month),
+                check_runs_per_run=whole(settings.check_runs_per_run),
             ),
             prices=Prices(settings.price_input_per_mtok, settings.price_output_per_mtok),
             max_per_installation=whole(settings.max_concurrency_per_installation),

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from bot.app.permissions import Permission
+from bot.app.repo_config.checks import DEFAULT_CHECKS_TIMEOUT, Checks, ChecksTimeout, Command, check_seconds
 from bot.app.review_config import AutoReviewConfig
 
 CONFIG_PATH = ".github/beam.yml"
@@ -174,6 +175,21 @@ class RepoConfig(BaseModel):
     auto_review: AutoReviewConfig = Field(
         default_factory=AutoReviewConfig, description="Automatic reviews of pull requests (optional)."
     )
+    checks: Checks = Field(
+        default_factory=list,
+        description="The repository's own checks, run in a jail on every commit offered for approval "
+        "(docs/checks.md).",
+    )
+    checks_timeout: ChecksTimeout = DEFAULT_CHECKS_TIMEOUT
+    checks_required: bool = Field(
+        default=False,
+        description="A held push whose checks fail (or cannot run) is not offered for approval.",
+    )
+    checks_setup: Command | None = Field(
+        default=None,
+        description="A command run before the checks in the same jail, whose only network is a proxy "
+        "to the package registries the server allows (e.g. `pip install -e .`).",
+    )
 
     @field_validator("skills", mode="after")
     @classmethod
@@ -198,6 +214,11 @@ class RepoConfig(BaseModel):
     def expiry_delta(self) -> timedelta:
         """How long a held push stays approvable."""
         return timedelta(seconds=expiry_seconds(self.expiry))
+
+    @property
+    def checks_seconds(self) -> int:
+        """Each check's timeout as the file sets it (the server may lower it)."""
+        return check_seconds(self.checks_timeout)
 
     def skill_enabled(self, skill: str) -> bool:
         return skill in self.skills

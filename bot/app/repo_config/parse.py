@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from bot.app.permissions import PERMISSIONS
+from bot.app.repo_config.checks import MAX_CHECKS, CheckEntry
 from bot.app.repo_config.model import (
     CONFIG_PATH,
     MAX_CONFIG_BYTES,
@@ -154,6 +155,7 @@ def _path(loc: tuple[int | str, ...]) -> str:
     return out or "(top level)"
 
 
+CHECK_EXAMPLE = "{name: tests, run: python -m pytest -q}"
 _TYPE_WORDS = {
     "list_type": "expected a list, e.g. [a, b]",
     "bool_type": "expected true or false",
@@ -177,9 +179,20 @@ def _error_message(error: Any) -> str:
         names = list(
             (model if isinstance(model, type) and issubclass(model, BaseModel) else RepoConfig).model_fields
         )
+        if loc[0] == "checks" and len(loc) == 3:  # an entry of the `checks` list
+            names = list(CheckEntry.model_fields)
         close = difflib.get_close_matches(key, names, n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         return f"{path}: unknown setting; {hint}valid settings are {', '.join(names)}"
+    if kind == "missing" and loc[0] == "checks":
+        return f"{path}: missing; each check needs a name and a command to run, e.g. {CHECK_EXAMPLE}"
+    if kind == "string_pattern_mismatch" and loc[0] == "checks":
+        return (
+            f"{path}: {_short(value)} is not a check name; use at most 64 letters, digits, spaces "
+            "and _ . : / -, starting with a letter or digit"
+        )
+    if kind == "too_long" and loc == ("checks",):
+        return f"checks: at most {MAX_CHECKS} checks, got {len(value) if isinstance(value, list) else '?'}"
     if kind == "literal_error" and loc[0] == "skills":
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):

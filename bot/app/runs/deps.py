@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from bot.app.checks.flow import Checker
 from bot.app.effects.crash import NO_CRASH, CrashPoints
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects
@@ -51,6 +52,8 @@ class RunDeps:
     crash: CrashPoints = NO_CRASH
     # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
     refresh_token: Callable[[int], Awaitable[str]] | None = None
+    # Runs the repositories' checks in the jail (docs/checks.md); None: this process runs none.
+    checks: Checker | None = None
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""

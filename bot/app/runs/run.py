@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
 from bot.app.effects.conversation import RunConversation
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
@@ -313,19 +314,22 @@ class SkillRun(RunWorkspace):
             return f"{blob_base}/{path}#L{start}-L{end}"
 
         memory = RunMemory(self.deps.store, event.repository.full_name)
+        guard = await self.usage.arm(self.ctx.config.limits)
+        cap = guard.limits.check_runs_per_run
         tools = [
             *sandbox_tools(tree),
             *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
+            # `run_checks` (author): where the repository has checks and the jail can be built.
+            *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
         hub = RiverBeam(memory=memory)
-        guard = await self.usage.arm(self.ctx.config.limits)
         checkpoint = None
         if self.skill in RESUMABLE_SKILLS:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
         # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
         # back to the model as the tool's result; the rest still end the run.
-        recoverable = RECOVERABLE_TOOL_ERRORS | self.plan.refusals_for_model
+        recoverable = RECOVERABLE_TOOL_ERRORS | self.plan.refusals_for_model | CHECK_TOOL_REFUSALS
         hub.register_agent(
             RigAgentRunner.for_skill(
                 self.skill,

@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from bot.app.checks.flow import checks_detail
 from bot.app.jobs.identity import WorkerIdentity, claim_identity
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.retention import prune_periodically
@@ -295,6 +296,7 @@ def create_app(
             store=await runtime.store_state(),
             workers=runtime.workers_state(),
             credentials=runtime.credentials_check,
+            jail=await anyio.to_thread.run_sync(checks_detail),
         )
         return JSONResponse(body, status_code=200 if ok else 503)
 

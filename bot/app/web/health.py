@@ -125,11 +125,19 @@ class CredentialsCheck:
 
 
 def readiness(
-    *, mode: str, store: tuple[bool, str], workers: tuple[bool, str], credentials: CredentialsCheck | None
+    *,
+    mode: str,
+    store: tuple[bool, str],
+    workers: tuple[bool, str],
+    credentials: CredentialsCheck | None,
+    jail: str | None = None,
 ) -> tuple[bool, dict[str, Any]]:
     """Ready when the store accepts writes, the workers run (where this process runs them), and GitHub
-    has not refused the credentials. In setup mode the process is ready to serve the setup page."""
+    has not refused the credentials. In setup mode the process is ready to serve the setup page.
+    `jail` says whether the repositories' checks can run here; off is a detail, not unreadiness."""
     checks: dict[str, Any] = {"store": store[1], "workers": workers[1]}
+    if jail is not None:
+        checks["jail"] = jail
     ok = store[0] and workers[0]
     if credentials is None:
         checks["credentials"] = "not registered (setup mode)" if mode == "setup" else "not checked here"

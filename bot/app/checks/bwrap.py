@@ -1,0 +1,323 @@
+"""The bubblewrap command line of one jailed process, and the probe that says whether it can run here.
+
+Two modes, chosen by who runs the bot:
+
+- as root (a host or a container running the bot as uid 0): bwrap runs privileged, with no user
+  namespace, and the jailed process drops to a dedicated host uid (`setpriv`) before it runs anything.
+  A user namespace would map the jail's uid to host root, which owns the device nodes bwrap binds into
+  `/dev`: `chmod 000 /dev/null` in the jail would then change the host's. A dedicated uid owns nothing
+  of the host and is one nothing else runs as, so RLIMIT_NPROC (counted per real uid) counts only the
+  jail's processes.
+- as any other user (the Dockerfile's `beam`, uid 10001): bwrap makes an unprivileged user namespace
+  in which the jail is uid 65534, and nested user namespaces are disabled.
+
+Either way: empty network namespace (loopback only), own pid/ipc/uts namespaces, no capabilities,
+no_new_privs, a new session, and death with the bot.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+# Inside the jail. The tree is copied from SOURCE (read-only) to TREE, on the capped tmpfs SANDBOX,
+# which also holds /tmp: one cap bounds everything a check can write.
+SANDBOX = "/sandbox"
+TREE = f"{SANDBOX}/tree"
+SANDBOX_TMP = f"{SANDBOX}/tmp"  # noqa: S108 - a path inside the jail
+JAIL_TMP = "/tmp"  # noqa: S108 - inside the jail: a symlink to SANDBOX_TMP
+SOURCE = "/src"
+CACHE = "/cache"
+DEPS = "/deps"
+HELPERS = "/beam"
+
+# Host uids 65000-65533 are reserved by Debian and allocated to nothing; the jail takes a block of them
+# (one per check running at once in this process, so one check's processes never count against another's).
+JAIL_UID_BASE = 65400
+JAIL_UID_COUNT = 64
+USERNS_UID = 65534
+
+# Weakenings a test may ask for, to show that an attack succeeds without the limit it names.
+WEAKENINGS = frozenset({"net", "pid", "env", "nproc", "fsize", "tmpfs", "uid", "home", "session"})
+
+_HOST_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Of the host's /etc, only what toolchains need to start: no passwd (ours is synthetic), no hosts, no
+# resolver configuration, nothing with a secret.
+_HOST_ETC = (
+    "alternatives",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ssl",
+    "ca-certificates",
+    "localtime",
+)
+
+
+_SYNTHETIC_ETC = ("passwd", "group", "hosts", "nsswitch.conf")
+
+
+def interpreter_prefix() -> Path:
+    """The installation the bot's Python was made from: a check's `python` (never the bot's venv)."""
+    return Path(sys.base_prefix).resolve()
+
+
+def path_dirs(*, deps: bool, cache: bool) -> str:
+    prefix = interpreter_prefix()
+    dirs = [f"{DEPS}/bin"] if deps else []
+    dirs += [f"{CACHE}/bin"] if cache else []
+    if not str(prefix).startswith("/usr/"):
+        dirs.append(f"{prefix}/bin")
+    dirs += ["/usr/local/bin", "/usr/bin", "/bin"]
+    return ":".join(dirs)
+
+
+@dataclass(slots=True)
+class Layout:
+    """What one jailed process sees, besides the read-only toolchains every jail has."""
+
+    tree: Path | None  # copied into TREE before the command runs
+    scratch: Path  # host directory for the synthetic /etc files
+    tmpfs_bytes: int
+    cache: Path | None = None
+    deps: Path | None = None  # setup's installed packages, read-only
+    deps_tmpfs: bool = False  # setup: a writable, capped DEPS
+    helpers: Path | None = None  # bound read-only at HELPERS (the forwarder and the proxy's socket)
+    env: dict[str, str] = field(default_factory=dict)
+    weaken: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    bwrap: str | None
+    privileged: bool
+    ok: bool
+    reason: str
+
+
+class _UidPool:
+    def __init__(self) -> None:
+        self._free = list(range(JAIL_UID_BASE + JAIL_UID_COUNT - 1, JAIL_UID_BASE - 1, -1))
+        self._lock = threading.Lock()
+
+    def take(self) -> int | None:
+        with self._lock:
+            return self._free.pop() if self._free else None
+
+    def give(self, uid: int) -> None:
+        with self._lock:
+            self._free.append(uid)
+
+
+UIDS = _UidPool()
+
+
+def _privileged() -> bool:
+    return os.geteuid() == 0
+
+
+def _etc_files(scratch: Path, uid: int) -> Path:
+    etc = scratch / f"etc-{uid}"
+    files = {
+        "passwd": f"root:x:0:0::/:/usr/sbin/nologin\ncheck:x:{uid}:{uid}::/tmp:/bin/sh\n",
+        "group": f"root:x:0:\ncheck:x:{uid}:\n",
+        "hosts": "127.0.0.1 localhost\n::1 localhost\n",
+        "nsswitch.conf": "passwd: files\ngroup: files\nhosts: files\n",
+    }
+    if all(_holds(etc / name, text) for name, text in files.items()):
+        return etc  # made by an earlier check of this scratch directory
+    etc.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (etc / name).write_text(text)
+        (etc / name).chmod(0o644)
+    etc.chmod(0o755)
+    return etc
+
+
+def _holds(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except OSError:
+        return False
+
+
+def argv(
+    bwrap: str,
+    layout: Layout,
+    script: str,
+    args: Sequence[str],
+    *,
+    uid: int | None,
+    rlimits: Rlimits,
+    status_fd: int,
+) -> list[str]:
+    """bwrap's arguments for `bash -c script beam-jail args...`; `uid`: the host uid (root mode)."""
+    weaken = layout.weaken
+    privileged = uid is not None
+    cmd = [bwrap]
+    if "net" in weaken:
+        cmd += ["--share-net"]
+    if privileged:
+        cmd += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        cmd += [] if "net" in weaken else ["--unshare-net"]
+        cmd += [] if "pid" in weaken else ["--unshare-pid"]
+        keep = ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
+        cmd += ["--cap-drop", "ALL"] + [arg for cap in keep for arg in ("--cap-add", cap)]
+    else:
+        cmd += ["--unshare-user", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        cmd += [] if "net" in weaken else ["--unshare-net"]
+        cmd += [] if "pid" in weaken else ["--unshare-pid"]
+        cmd += ["--uid", str(USERNS_UID), "--gid", str(USERNS_UID), "--disable-userns", "--cap-drop", "ALL"]
+    cmd += ["--die-with-parent"]
+    cmd += [] if "session" in weaken else ["--new-session"]
+    cmd += ["--json-status-fd", str(status_fd)]
+    # Toolchains, read-only.
+    cmd += ["--ro-bind", "/usr", "/usr"]
+    for name in _HOST_DIRS:
+        path = Path(name)
+        if path.is_symlink():
+            cmd += ["--symlink", os.readlink(path), name]
+        elif path.is_dir():
+            cmd += ["--ro-bind", name, name]
+    prefix = interpreter_prefix()
+    if not str(prefix).startswith("/usr/"):
+        cmd += ["--ro-bind", str(prefix), str(prefix), *_open_parents(prefix)]
+    for name in _HOST_ETC:
+        if Path("/etc", name).exists():
+            cmd += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
+    etc = _etc_files(layout.scratch, USERNS_UID if uid is None else uid)
+    for name in _SYNTHETIC_ETC:
+        cmd += ["--ro-bind", str(etc / name), f"/etc/{name}"]
+    cmd += _open_parents(Path("/etc/passwd"))
+    if "home" in weaken:
+        cmd += ["--ro-bind", str(Path.home()), str(Path.home()), *_open_parents(Path.home())]
+    # A fresh /proc of the jail's own pid namespace, a minimal /dev.
+    cmd += ["--ro-bind", "/proc", "/proc"] if "pid" in weaken else ["--proc", "/proc"]
+    cmd += ["--dev", "/dev"]
+    # Everything writable: one capped tmpfs (with /tmp on it).
+    if "tmpfs" in weaken:
+        cmd += ["--perms", "1777", "--tmpfs", SANDBOX]
+    else:
+        cmd += ["--perms", "1777", "--size", str(layout.tmpfs_bytes), "--tmpfs", SANDBOX]
+    cmd += ["--symlink", SANDBOX_TMP, JAIL_TMP]
+    cmd += ["--perms", "1777", "--dir", SANDBOX_TMP]
+    if layout.tree is not None:
+        # The whole tree in one bind (a bind never follows the symlinks inside it), `.git` masked: its
+        # objects, config and the mirror's path stay out of reach, and the copy leaves it out.
+        cmd += ["--ro-bind", str(layout.tree), SOURCE, "--perms", "0777", "--dir", TREE]
+        git = layout.tree / ".git"
+        if git.is_dir() and not git.is_symlink():
+            cmd += ["--tmpfs", f"{SOURCE}/.git"]
+        elif git.exists() or git.is_symlink():
+            cmd += ["--ro-bind", "/dev/null", f"{SOURCE}/.git"]
+    if layout.cache is not None:
+        cmd += ["--ro-bind", str(layout.cache), CACHE]
+    if layout.deps_tmpfs:
+        cmd += ["--perms", "1777", "--size", str(layout.tmpfs_bytes), "--tmpfs", DEPS]
+    elif layout.deps is not None:
+        cmd += ["--ro-bind", str(layout.deps), DEPS]
+    if layout.helpers is not None:
+        cmd += ["--ro-bind", str(layout.helpers), HELPERS]
+    cmd += ["--chdir", "/"]
+    if "env" not in weaken:
+        cmd += ["--clearenv"]
+    for key, value in layout.env.items():
+        cmd += ["--setenv", key, value]
+    cmd += ["--"]
+    if privileged and "uid" not in weaken:
+        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
+        cmd += ["--bounding-set=-all", "--inh-caps=-all", "--"]
+    # The rlimits are set here, inside, by prlimit, rather than in a preexec of bwrap: a preexec makes
+    # Python fork instead of vfork (about 10 ms of the start-up), and in user-namespace mode an
+    # RLIMIT_NPROC set before bwrap would also cap the bot's own uid (the parent namespace's count),
+    # so a fork bomb could starve the bot. Every process of the check inherits them from here.
+    cmd += ["prlimit", *rlimits.args(weaken), "--"]
+    # bash for our wrapper script, which names pipe fds above 9 (dash parses only one digit); the
+    # check's own command line runs with /bin/sh.
+    return [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
+
+
+def _open_parents(path: Path) -> list[str]:
+    # bwrap (privileged) makes a mount point's missing parents 0700: open them to the jail's uid.
+    return [arg for parent in reversed(path.parents[:-1]) for arg in ("--chmod", "0755", str(parent))]
+
+
+@dataclass(frozen=True, slots=True)
+class Rlimits:
+    processes: int
+    memory_bytes: int
+    cpu_seconds: int
+    file_bytes: int
+    open_files: int
+
+    def args(self, weaken: frozenset[str]) -> list[str]:
+        wanted = {
+            "nproc": (resource.RLIMIT_NPROC, self.processes),
+            "as": (resource.RLIMIT_AS, self.memory_bytes),
+            "cpu": (resource.RLIMIT_CPU, self.cpu_seconds),
+            "fsize": (resource.RLIMIT_FSIZE, self.file_bytes),
+            "nofile": (resource.RLIMIT_NOFILE, self.open_files),
+            "core": (resource.RLIMIT_CORE, 0),
+        }
+        out = []
+        for name, (which, value) in wanted.items():
+            if name in weaken:
+                continue
+            # The jail can only lower a limit: never ask for more than the bot's own hard limit.
+            hard = resource.getrlimit(which)[1]
+            value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+            out.append(f"--{name}={value}:{value}")
+        return out
+
+
+@cache
+def probe() -> Probe:
+    """Can a jail be made here? Runs `true` in the same jail a check gets, once per process."""
+    bwrap = shutil.which("bwrap")
+    privileged = _privileged()
+    if bwrap is None:
+        return Probe(None, privileged, False, "bubblewrap (bwrap) is not installed, so checks are off")
+    for tool in ("setpriv", "prlimit", "bash", "tar") if privileged else ("prlimit", "bash", "tar"):
+        if shutil.which(tool) is None:
+            return Probe(bwrap, privileged, False, f"{tool} is not installed, so checks are off")
+    scratch = Path(_probe_dir())
+    uid = JAIL_UID_BASE + JAIL_UID_COUNT - 1 if privileged else None
+    read, write = os.pipe()
+    try:
+        limits = Rlimits(processes=8, memory_bytes=1 << 30, cpu_seconds=10, file_bytes=1 << 20, open_files=64)
+        layout = Layout(None, scratch, 1 << 20)
+        cmd = argv(bwrap, layout, "exit 0", (), uid=uid, rlimits=limits, status_fd=write)
+        done = subprocess.run(
+            cmd, pass_fds=(write,), stdin=subprocess.DEVNULL, capture_output=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return Probe(bwrap, privileged, False, f"bwrap could not be started ({exc}), so checks are off")
+    finally:
+        os.close(write)
+        os.close(read)
+        shutil.rmtree(scratch, ignore_errors=True)
+    if done.returncode != 0:
+        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        why = said[-1] if said else f"exit status {done.returncode}"
+        return Probe(
+            bwrap,
+            privileged,
+            False,
+            f"bwrap cannot create the jail's namespaces here ({why}), so checks are off",
+        )
+    mode = "a dedicated uid, no user namespace" if privileged else "an unprivileged user namespace"
+    return Probe(bwrap, privileged, True, f"checks run in a bubblewrap jail ({bwrap}, {mode})")
+
+
+def _probe_dir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="beam-jail-probe-")

@@ -1,0 +1,339 @@
+"""Hostile checks against the real jail: each attack fails or finds nothing, and the bot's process is
+unharmed. Each test also shows the attack working where the jail's corresponding limit is off (a
+test-only weakening of `_run_checks`, or the same command run bare), so it cannot pass vacuously.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import resource
+import shutil
+import socket
+import sqlite3
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bot.app.checks import bwrap
+from bot.app.checks.jail import JailLimits
+from tests.checks.test_jail_support import SMALL, jail_uid_processes, make_tree, need_jail, run_one
+
+pytestmark = [pytest.mark.anyio]
+
+
+@pytest.fixture(autouse=True)
+def jail() -> Iterator[None]:
+    need_jail()
+    yield
+    # Whatever the attack did, nothing of the jail outlives its check.
+    deadline = time.monotonic() + 5
+    while jail_uid_processes() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert jail_uid_processes() == []
+
+
+def _bare(command: str, cwd: Path) -> str:
+    """The same attack without the jail (as the bot's own uid)."""
+    done = subprocess.run(  # noqa: S602 - the test's own command line
+        command, shell=True, cwd=cwd, capture_output=True, timeout=30, check=False
+    )
+    return (done.stdout + done.stderr).decode("utf-8", "replace")
+
+
+_CONNECT = (
+    'python -c "import socket,sys\n'
+    "try:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), 3); print('CONNECTED')\n"
+    "except OSError as e: print('BLOCKED', e.errno)\" {host} {port}"
+)
+
+
+async def test_no_connection_to_the_hosts_loopback_listener_or_the_database_port(tmp_path: Path) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    try:
+        for target in (port, 5432):
+            outcome = await run_one(tmp_path / str(target), _CONNECT.format(host="127.0.0.1", port=target))
+            assert "BLOCKED" in outcome.output_tail and "CONNECTED" not in outcome.output_tail
+        # Proof: with the host's network namespace, the same check reaches the listener.
+        shared = await run_one(
+            tmp_path / "shared", _CONNECT.format(host="127.0.0.1", port=port), weaken=frozenset({"net"})
+        )
+        assert "CONNECTED" in shared.output_tail
+    finally:
+        listener.close()
+
+
+async def test_no_route_to_any_other_address(tmp_path: Path) -> None:
+    outcome = await run_one(tmp_path / "jailed", _CONNECT.format(host="192.0.2.1", port=80))
+    # ENETUNREACH: the jail's namespace has only loopback, so no address but 127.0.0.1 has a route.
+    assert "BLOCKED 101" in outcome.output_tail, outcome.output_tail
+    shared = await run_one(
+        tmp_path / "shared", _CONNECT.format(host="192.0.2.1", port=80), weaken=frozenset({"net"})
+    )
+    assert "BLOCKED 101" not in shared.output_tail  # the host has a route there (or any other error)
+
+
+async def test_names_do_not_resolve(tmp_path: Path) -> None:
+    # Resolution needs a resolver (no /etc/resolv.conf, no host /etc/hosts in the jail) and a
+    # network to reach it (none). The loopback test above proves the network half with a weakening;
+    # here the jail's own files: only `localhost` is known.
+    command = (
+        "test ! -e /etc/resolv.conf && echo NO-RESOLV; getent hosts localhost;"
+        " getent hosts github.com || echo UNRESOLVED; getent hosts pypi.org || echo UNRESOLVED"
+    )
+    outcome = await run_one(tmp_path, command)
+    assert "NO-RESOLV" in outcome.output_tail
+    assert outcome.output_tail.count("UNRESOLVED") == 2
+    assert "localhost" in outcome.output_tail
+
+
+def _plant_work_dir(root: Path) -> dict[str, Path]:
+    work = root / "work"
+    (work / "mirrors" / "octo" / "repo.git").mkdir(parents=True)
+    files = {
+        "key": work / "app-private-key.pem",
+        "db": work / "beam.db",
+        "mirror": work / "mirrors" / "octo" / "repo.git" / "config",
+    }
+    files["key"].write_text("-----BEGIN RSA PRIVATE KEY-----\nPLANTED-KEY\n-----END RSA PRIVATE KEY-----\n")
+    with sqlite3.connect(files["db"]) as db:
+        db.execute("create table t (secret text)")
+        db.execute("insert into t values ('PLANTED-DB')")
+    files["mirror"].write_text("[remote]\n\turl = PLANTED-MIRROR\n")
+    for path in files.values():
+        path.chmod(0o644)
+    return files
+
+
+async def test_the_bots_files_are_not_there(tmp_path: Path) -> None:
+    files = _plant_work_dir(tmp_path)
+    command = " ; ".join(f"cat {path} 2>&1 | head -c 300" for path in files.values())
+    command += f" ; grep -a -o PLANTED-DB {files['db']} ; ls {files['key'].parent}"
+    outcome = await run_one(tmp_path / "jailed", command)
+    assert "PLANTED" not in outcome.output_tail
+    assert "No such file or directory" in outcome.output_tail
+    # Proof: the same command outside the jail reads all three.
+    bare = _bare(command, tmp_path)
+    assert all(word in bare for word in ("PLANTED-KEY", "PLANTED-DB", "PLANTED-MIRROR"))
+
+
+async def test_the_bots_proc_entry_is_not_there(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("BEAM_WEBHOOK_SECRET", "planted-webhook-secret")
+    pid = os.getpid()
+    command = f"ls /proc | grep -c -x '[0-9]*'; cat /proc/{pid}/environ; cat /proc/{pid}/cmdline; echo"
+    outcome = await run_one(tmp_path / "jailed", command)
+    assert "planted-webhook-secret" not in outcome.output_tail
+    assert "pytest" not in outcome.output_tail
+    assert f"/proc/{pid}/environ: No such file or directory" in outcome.output_tail
+    # Proof: with the host's pid namespace and /proc, the bot's process is there to see.
+    shared = await run_one(tmp_path / "shared", command, weaken=frozenset({"pid"}))
+    assert "pytest" in shared.output_tail
+
+
+async def test_no_home_directory_and_no_ssh_keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    home = Path(tempfile.mkdtemp(prefix="beam-home-", dir="/var/tmp"))  # not under /tmp: the jail has its own
+    request_cleanup = shutil.rmtree
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("PLANTED-SSH-KEY\n")
+    for path in (home, home / ".ssh"):
+        path.chmod(0o755)
+    (home / ".ssh" / "id_ed25519").chmod(0o644)
+    monkeypatch.setenv("HOME", str(home))
+    command = f"echo HOME=$HOME; cat ~/.ssh/id_ed25519 {home}/.ssh/id_ed25519 /root/.ssh/* 2>&1"
+    outcome = await run_one(tmp_path / "jailed", command)
+    assert "PLANTED-SSH-KEY" not in outcome.output_tail
+    assert "HOME=/tmp" in outcome.output_tail
+    # Proof: were the home directory bound in, the key would be read.
+    try:
+        shared = await run_one(tmp_path / "shared", command, weaken=frozenset({"home"}))
+    finally:
+        request_cleanup(home, ignore_errors=True)
+    assert "PLANTED-SSH-KEY" in shared.output_tail
+
+
+async def test_the_environment_holds_no_variable_of_the_bots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BEAM_WEBHOOK_SECRET", "planted-webhook-secret")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghs_plantedtoken")
+    monkeypatch.setenv("BEAM_LLM_API_KEY", "sk-planted")
+    outcome = await run_one(tmp_path / "jailed", "env; cat /proc/self/environ /proc/1/environ 2>/dev/null")
+    for secret in ("planted-webhook-secret", "ghs_plantedtoken", "sk-planted", "BEAM_"):
+        assert secret not in outcome.output_tail
+    names = sorted(line.split("=", 1)[0] for line in outcome.output_tail.splitlines() if "=" in line)
+    assert set(names) <= {"HOME", "LANG", "LC_ALL", "PATH", "PWD", "SHLVL", "TMPDIR", "OLDPWD", "_"}
+    # Proof: without --clearenv, bwrap hands the bot's environment down.
+    shared = await run_one(tmp_path / "shared", "env", weaken=frozenset({"env"}))
+    assert "planted-webhook-secret" in shared.output_tail
+
+
+async def test_nothing_outside_the_trees_copy_can_be_written(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    outside = tmp_path / "outside.txt"
+    targets = [
+        str(outside),
+        f"{tree}/pkg/written",
+        "/usr/written",
+        "/src/pkg/written",
+        "/etc/written",
+        "/written",
+    ]
+    command = "; ".join(f"(echo x > {t}) 2>/dev/null && echo WROTE {t}" for t in targets)
+    outcome = await run_one(tmp_path, command, tree=tree)
+    assert "WROTE" not in outcome.output_tail, outcome.output_tail
+    assert not outside.exists() and not (tree / "pkg" / "written").exists()
+    assert not Path("/usr/written").exists()
+    # Proof: the host's own uid writes the first two.
+    bare = _bare("; ".join(f"(echo x > {t}) 2>/dev/null && echo WROTE {t}" for t in targets[:2]), tmp_path)
+    assert bare.count("WROTE") == 2
+
+
+_SPAWN_200 = """python -c '
+import subprocess
+n = 0
+for _ in range(200):
+    try:
+        subprocess.Popen(["sleep", "3"])
+        n += 1
+    except OSError:
+        pass
+print("STARTED", n)'"""
+
+
+async def test_a_fork_bomb_is_bounded_and_the_bot_goes_on(tmp_path: Path) -> None:
+    limits = _with(SMALL, timeout_s=5, processes=32)
+    outcome = await run_one(tmp_path / "bomb", "bomb() { bomb | bomb & }; bomb; sleep 30", limits=limits)
+    assert outcome.status in {"timed_out", "failed"}
+    assert "fork" in outcome.output_tail.lower() or outcome.status == "timed_out"
+    # The bot still forks, and the next check runs normally.
+    assert subprocess.run(["true"], check=False).returncode == 0
+    after = await run_one(tmp_path / "after", "echo fine")
+    assert after.status == "passed"
+    # Proof, bounded (a real bomb without the cap would hurt the machine): 200 sleeps are refused
+    # under the cap of 32 processes and all started without it.
+    capped = await run_one(tmp_path / "capped", _SPAWN_200, limits=_with(SMALL, processes=32))
+    uncapped = await run_one(
+        tmp_path / "uncapped", _SPAWN_200, limits=_with(SMALL, processes=32), weaken=frozenset({"nproc"})
+    )
+    assert int(capped.output_tail.split()[-1]) < 32, capped.output_tail
+    assert int(uncapped.output_tail.split()[-1]) == 200, uncapped.output_tail
+
+
+async def test_filling_the_disk_hits_the_caps_at_once(tmp_path: Path) -> None:
+    ten_gb = "dd if=/dev/zero of={0} bs=1M count=10240 2>&1 | tail -3; ls -la {0}"
+    in_tree = await run_one(tmp_path / "tree", ten_gb.format("big"))  # the file cap (64 MiB) first
+    assert in_tree.status == "passed"  # dd's status is lost in the pipe; what it said is what counts
+    assert "File size limit exceeded" in in_tree.output_tail or "File too large" in in_tree.output_tail
+    many = "for i in 1 2 3 4; do dd if=/dev/zero of=/tmp/f$i bs=1M count=60 2>&1; done"
+    in_tmp = await run_one(tmp_path / "tmp", many)  # four files under the file cap: the tmpfs cap (128 MiB)
+    assert "No space left on device" in in_tmp.output_tail
+    # Proof: without the tmpfs cap the four files (240 MiB) fit; without the file cap one file of
+    # 100 MiB does (bounded sizes, in RAM, rather than 10 GB).
+    no_tmpfs_cap = await run_one(tmp_path / "nocap", many, weaken=frozenset({"tmpfs"}))
+    assert "No space left" not in no_tmpfs_cap.output_tail
+    one = "dd if=/dev/zero of=big bs=1M count=100 2>&1 | tail -1"
+    no_file_cap = await run_one(tmp_path / "nofcap", one, weaken=frozenset({"fsize", "tmpfs"}))
+    assert (
+        "File size limit exceeded" not in no_file_cap.output_tail
+        and "104857600 bytes" in no_file_cap.output_tail
+    )
+
+
+async def test_a_gigabyte_of_output_keeps_only_the_tail_and_the_bot_stays_small(tmp_path: Path) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    command = "head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo THE-END"
+    outcome = await run_one(tmp_path, command, limits=_with(SMALL, timeout_s=120))
+    assert outcome.status == "passed"
+    assert outcome.output_truncated
+    assert len(outcome.output_tail.encode()) <= SMALL.output_bytes
+    assert outcome.output_tail.endswith("x\nTHE-END\n")
+    grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+    assert grown_kib < 64 * 1024  # read in chunks: never the gigabyte, nor a large part of it
+
+
+async def test_ignoring_sigterm_does_not_keep_the_check_alive(tmp_path: Path) -> None:
+    command = "trap '' TERM; (trap '' TERM; while :; do sleep 1; done) & while :; do sleep 1; done"
+    outcome = await run_one(tmp_path, command, limits=_with(SMALL, timeout_s=2, kill_grace_s=1))
+    assert outcome.status == "timed_out"
+    assert outcome.duration_s < 15
+    # No weakening is needed to prove it: the fixture checks that no process of the jail's uid
+    # remains, and these processes would run forever were they not killed with the jail.
+
+
+async def test_a_daemon_does_not_outlive_its_check(tmp_path: Path) -> None:
+    marker = "beam-daemon-test-sleeper"
+    command = f"setsid sh -c 'exec -a {marker} sleep 300' </dev/null >/dev/null 2>&1 & echo started"
+    outcome = await run_one(tmp_path / "jailed", command)
+    assert outcome.status == "passed"
+    await asyncio.sleep(0.5)
+    assert jail_uid_processes() == []
+    # Proof: without the jail's pid namespace the daemon stays behind (killed here by the test).
+    shared = await run_one(tmp_path / "shared", command, weaken=frozenset({"pid"}))
+    assert shared.status == "passed"
+    survivors = jail_uid_processes()
+    try:
+        assert survivors, "the daemon should survive without the pid namespace"
+    finally:
+        for pid in survivors:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+
+
+async def test_a_setuid_binary_grants_nothing(tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("planting a setuid-root binary needs root")
+    cache = Path(tempfile.mkdtemp(prefix="beam-setuid-"))
+    try:
+        cache.chmod(0o755)
+        (cache / "bin").mkdir(mode=0o755)
+        rootid = cache / "bin" / "rootid"
+        shutil.copy2("/usr/bin/id", rootid)
+        os.chown(rootid, 0, 0)
+        rootid.chmod(0o4755)
+        outcome = await run_one(
+            tmp_path / "jailed", "rootid -u; id -u; grep NoNewPrivs /proc/self/status", cache_dir=cache
+        )
+        lines = outcome.output_tail.split()
+        assert lines[0] == lines[1] != "0", outcome.output_tail
+        assert "NoNewPrivs:\t1" in outcome.output_tail
+        # Proof that the binary does grant root without the jail: run it as the jail's uid, bare.
+        uid = str(bwrap.JAIL_UID_BASE)
+        bare = subprocess.run(
+            ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", str(rootid), "-u"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+        assert bare.stdout.strip() == "0"
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _with(limits: JailLimits, **changes: float) -> JailLimits:
+    return dataclasses.replace(limits, **changes)  # type: ignore[arg-type]
+
+
+async def test_a_symlink_in_the_tree_does_not_reach_the_hosts_file(tmp_path: Path) -> None:
+    files = _plant_work_dir(tmp_path)
+    tree = make_tree(tmp_path)
+    (tree / "key").symlink_to(files["key"])  # top level: the jail binds each top-level entry
+    (tree / "pkg" / "key").symlink_to(files["key"])
+    command = "ls -l key pkg/key; cat key pkg/key 2>&1"
+    outcome = await run_one(tmp_path, command, tree=tree)
+    assert "PLANTED" not in outcome.output_tail
+    assert f"key -> {files['key']}" in outcome.output_tail  # still a symlink, to nothing in the jail
+    assert "PLANTED-KEY" in _bare(command, tree)
+
+
+async def test_closing_its_output_does_not_escape_the_timeout(tmp_path: Path) -> None:
+    outcome = await run_one(tmp_path, "echo bye; exec >&- 2>&-; sleep 300", limits=_with(SMALL, timeout_s=2))
+    assert outcome.status == "timed_out"
+    assert outcome.output_tail == "bye\n"
