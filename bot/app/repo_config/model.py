@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
 from bot.app.permissions import Permission
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 
 CONFIG_PATH = ".github/beam.yml"
@@ -173,6 +174,11 @@ class RepoConfig(BaseModel):
     docs: DocsConfig = Field(default_factory=DocsConfig, description="Settings of `/beam docs`.")
     auto_review: AutoReviewConfig = Field(
         default_factory=AutoReviewConfig, description="Automatic reviews of pull requests (optional)."
+    )
+    review: ReviewRules = Field(
+        default_factory=ReviewRules,
+        description="What every review (`/beam review` and automatic) says: path instructions, at most "
+        "how many comments, the lowest severity, tone, linters, chunked calls.",
     )
 
     @field_validator("skills", mode="after")
