@@ -195,7 +195,8 @@ def _error_message(error: Any) -> str:
         return f"{path}: {_short(value)} is not a {loc[-1]}; choose from {choices}"
     if loc[:2] == ("review", "linters") and len(loc) >= 3:
         if len(loc) > 3:  # a value in the mapping: name it without the union's branch
-            return f"{_path((*loc[:2], *loc[3:]))}: {_TYPE_WORDS.get(kind, error['msg'])}, got {_short(value)}"
+            words = _TYPE_WORDS.get(kind, error["msg"])
+            return f"{_path((*loc[:2], *loc[3:]))}: {words}, got {_short(value)}"
         if isinstance(value, dict):
             return ""  # the mapping branch names what is wrong inside it
         return (

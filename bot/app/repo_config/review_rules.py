@@ -26,7 +26,7 @@ _LINTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
 
 def severity_rank(severity: str) -> int:
     """0 for `nit` up to 3 for `critical`; an unknown word ranks as `minor` (what the model omitted)."""
-    return SEVERITIES.index(severity) if severity in SEVERITIES else 1  # type: ignore[arg-type]
+    return SEVERITIES.index(severity) if severity in SEVERITIES else 1
 
 
 class ReviewRules(BaseModel):
@@ -89,7 +89,8 @@ class ReviewRules(BaseModel):
         if isinstance(value, dict):
             for name in value:
                 if not _LINTER_NAME.fullmatch(name):
-                    raise ValueError(f"{name[:40]!r} is not a linter name (lower-case letters, digits, - and _)")
+                    words = "lower-case letters, digits, - and _"
+                    raise ValueError(f"{name[:40]!r} is not a linter name ({words})")
         return value
 
     def linter_enabled(self, name: str) -> bool:
