@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -22,14 +22,18 @@ import anyio.lowlevel
 
 from bot.app.github.client import InlineComment, InstallationClient, PullRequest
 from bot.app.repo_config import RepoLimits
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
 from bot.app.reviews.findings import fresh_findings, known_keys
-from bot.app.reviews.prompt import build_review_prompt
+from bot.app.reviews.prompt import build_review_prompts
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
+from bot.app.runs.diff_context import added_lines
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
+from bot.app.runs.linters import lint_skipped, run_linters
+from bot.app.runs.review_context import ReviewContext, UntrustedSection, merge_parts, read_gitattributes
 from bot.app.runs.run import RunDeps
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.hub import RiverBeam
@@ -94,6 +98,8 @@ class AgentOutcome:
     truncated: list[str] = field(default_factory=list)
     stop: Stop | None = None
     usage: run_render.Usage | None = None
+    left_out: list[str] = field(default_factory=list)  # files no call read, each with why
+    lint_skipped: list[str] = field(default_factory=list)  # linters that could not run
 
 
 @dataclass
@@ -108,6 +114,26 @@ class AgentReview:
     current: Current  # still the newest generation?
     bot_login: str
     limits: RepoLimits = field(default_factory=RepoLimits)  # the repository's `limits:` section
+    rules: ReviewRules = field(default_factory=ReviewRules)  # the repository's `review:` section
+    # Extra data for every call (path instructions, findings already dismissed), filled by the caller.
+    sections: Sequence[UntrustedSection] = ()
+
+    async def _context(self, root: SandboxRoot) -> ReviewContext:
+        """The budget, the head's `.gitattributes` and the linters' findings on changed lines."""
+        limits = self.deps.policy.limits
+        changed = {f.filename: added_lines(f.patch) for f in self.scope.files if f.status != "removed"}
+        lint = (
+            await run_linters(root, changed, enabled=self.rules.linter_enabled)
+            if self.rules.linters
+            else None
+        )
+        return ReviewContext(
+            gitattributes=await anyio.to_thread.run_sync(read_gitattributes, root),
+            lint=lint,
+            sections=self.sections,
+            tokens_per_call=limits.review_tokens_per_call,
+            max_calls=self.rules.calls_limit(limits.review_max_calls),
+        )
 
     async def run(self, run_id: str) -> AgentOutcome:
         """Review under `run_id`, the run the ledger admitted (reviews/admission.py)."""
@@ -154,7 +180,6 @@ class AgentReview:
         head = self.pull.head.sha
         protected = sorted({"main", "master", self.target.default_branch, self.pull.base.ref})
         tree = WorkingTree(SandboxRoot(path), protected, allowed_push_branches=set())
-        ledger = RunLedger()
         existing = await self.gh.list_review_comments(
             self.target.owner, self.target.name, self.pull.number, limit=3000
         )
@@ -189,37 +214,60 @@ class AgentReview:
 
         blob_base = f"{self.target.html_url}/blob/{head}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in self.scope.files)
-        tools = sandbox_tools(tree) + host_tools(
-            tree.sandbox,
-            ledger,
-            diff=diff,
-            post_review=post,
-            blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
-            fold_outside=False,
+        context = await self._context(tree.sandbox)
+        prompts = build_review_prompts(
+            self.target.repo, self.pull, self.scope, self.changed, self.since, context
         )
-        hub = RiverBeam()
+        result.left_out = prompts.plan.left_out_names()
+        result.lint_skipped = lint_skipped(context.lint)
+        # Each call of a chunked review posts into `parts`; the findings are merged and posted once.
+        parts: list[tuple[str, list[dict[str, Any]]]] = []
+
+        async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
+            parts.append((body, comments))
+            return len(parts)
+
         guard = await usage.arm(self.limits)
-        hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
-        text = build_review_prompt(self.target.repo, self.pull, self.scope, self.changed, self.since)
 
         async def on_frame(frame: StreamChunk) -> None:
             steps[0] += frame.type is StreamChunkType.TOOL
             if not await self.current():
                 scope.cancel()
 
-        request = InvokeRequest(
-            agent_name="review",
-            content=[ContentPart.text_part(text)],
-            session_id=uuid.UUID(run_id),
-            request_id=uuid.UUID(run_id),
-            metadata={"repository": self.target.repo, "number": self.pull.number},
-        )
+        truncated: list[str] = []
         try:
-            await hub.invoke(request, on_frame=on_frame)
+            for index, text in enumerate(prompts.texts):
+                ledger = RunLedger()
+                tools = sandbox_tools(tree) + host_tools(
+                    tree.sandbox,
+                    ledger,
+                    diff=diff,
+                    post_review=collect,
+                    blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
+                    fold_outside=False,
+                    checked=CheckedSuggestions(ruff=context.lint is not None),
+                )
+                hub = RiverBeam()
+                hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
+                call_id = uuid.UUID(run_id) if index == 0 else uuid.uuid5(uuid.UUID(run_id), f"call-{index}")
+                request = InvokeRequest(
+                    agent_name="review",
+                    content=[ContentPart.text_part(text)],
+                    session_id=uuid.UUID(run_id),
+                    request_id=call_id,
+                    metadata={"repository": self.target.repo, "number": self.pull.number},
+                )
+                await hub.invoke(request, on_frame=on_frame)
+                truncated += ledger.truncated
+                if guard.stop is not None:
+                    break
+            if guard.stop is None and parts:
+                body, comments = merge_parts(parts)
+                await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
         finally:
             with anyio.CancelScope(shield=True):
                 await usage.record()
-        result.truncated = ledger.truncated
+        result.truncated = truncated
         result.usage = usage.summary(steps[0])
         if guard.stop is not None and result.kind != "reviewed":  # a posted review is the whole work
             result.kind, result.stop = "capped", guard.stop

@@ -17,7 +17,9 @@ import anyio
 
 from bot.app.runs import render
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.suggestions import check_suggestion
+from bot.app.runs.linters import ruff_syntax_errors
+from bot.app.runs.suggestion_check import breaks_parse
+from bot.app.runs.suggestions import SuggestionCheck, apply_suggestion, check_suggestion
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool, ToolSpec, json_params, string_arg
@@ -33,6 +35,15 @@ MAX_LINE_CHARS = 500
 # new findings). Each comment: path, line, side, body, optionally start_line and start_side, plus
 # `finding` (the model's text, without a suggestion) and `line_text` (the line at the head).
 PostReview = Callable[[str, list[dict[str, Any]]], Awaitable[int | None]]
+
+
+@dataclass(frozen=True)
+class CheckedSuggestions:
+    """How a suggestion is checked before it is offered: the file parsed with it applied
+    (runs/suggestion_check.py), and ruff's syntax errors counted when the review's linters are on."""
+
+    parse: bool = True
+    ruff: bool = False
 
 
 @dataclass
@@ -188,22 +199,29 @@ class ReviewChangeTool(Tool):
         root: SandboxRoot,
         *,
         fold_outside: bool = True,
+        checked: CheckedSuggestions = CheckedSuggestions(),
     ) -> None:
         self.diff = diff
         self.ledger = ledger
         self.post = post
         self.root = root
         self.fold_outside = fold_outside
+        self.checked = checked
 
     def spec(self) -> ToolSpec:
         comment = {
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
-                "line": {"type": "integer", "description": "line number in the new version (last line)"},
+                "line": {
+                    "type": "integer",
+                    "description": "the number shown before the line in `__new hunk__` (the new "
+                    "version's line number; for several lines, the last one)",
+                },
                 "start_line": {
                     "type": "integer",
-                    "description": "first line, for a comment on several lines",
+                    "description": "for a comment on several lines: the number shown before the "
+                    "first one in `__new hunk__`",
                 },
                 "body": {"type": "string"},
                 "suggestion": {
@@ -264,6 +282,8 @@ class ReviewChangeTool(Tool):
         if isinstance(suggestion, str):
             first = start or line
             check = check_suggestion(lines, first, line, suggestion, lambda n: self.diff.accepts(path, n))
+            if check.applies and lines is not None:
+                check = await self._still_parses(path, lines, first, line, suggestion)
             if check.applies:
                 body = f"{text}\n\n{render.suggestion_block(suggestion)}"
             else:
@@ -275,6 +295,23 @@ class ReviewChangeTool(Tool):
             comment.update(start_line=start, start_side="RIGHT")
         comment["body"] = body
         return comment
+
+    async def _still_parses(
+        self, path: str, lines: list[str], start: int, end: int, suggestion: str
+    ) -> SuggestionCheck:
+        """Refused when the file parsed before and not with the suggestion applied."""
+        if not self.checked.parse:
+            return SuggestionCheck(True)
+        before = "\n".join(lines) + "\n"
+        after = "\n".join(apply_suggestion(lines, start, end, suggestion)) + "\n"
+        if await anyio.to_thread.run_sync(breaks_parse, path, before, after):
+            return SuggestionCheck(False, render.NOT_PARSING)
+        if self.checked.ruff and path.endswith((".py", ".pyi")):
+            was = await ruff_syntax_errors(path, before, self.root.path)
+            now = await ruff_syntax_errors(path, after, self.root.path)
+            if was is not None and now is not None and now > was:
+                return SuggestionCheck(False, render.NOT_PARSING_RUFF)
+        return SuggestionCheck(True)
 
     def _range_ok(self, path: str, start: int, end: int) -> bool:
         return all(self.diff.accepts(path, n) for n in range(start, end + 1))
@@ -298,9 +335,10 @@ def host_tools(
     post_review: PostReview,
     blob_url: Callable[[str, int, int], str],
     fold_outside: bool = True,
+    checked: CheckedSuggestions = CheckedSuggestions(),
 ) -> list[Tool]:
     return [
         SearchTool(root, ledger),
         GetPageTool(root, ledger, blob_url),
-        ReviewChangeTool(diff, ledger, post_review, root, fold_outside=fold_outside),
+        ReviewChangeTool(diff, ledger, post_review, root, fold_outside=fold_outside, checked=checked),
     ]

@@ -117,6 +117,27 @@ def with_usage(body: str, usage: Usage) -> str:
     return f"{body}\n\n<sub>{usage_line(usage)}</sub>"
 
 
+NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (runs/suggestion_check.py)
+NOT_PARSING_RUFF = "ruff finds a syntax error in the file with it applied"
+
+
+def coverage_lines(left_out: Sequence[str], lint_skipped: Sequence[str]) -> list[str]:
+    """What a review did not read and which linters did not run: said, not hidden."""
+    lines = []
+    if left_out:
+        lines.append("Not reviewed: " + ", ".join(f"`{_inline(p)}`" for p in left_out[:30]))
+        if len(left_out) > 30:
+            lines[-1] += f" and {len(left_out) - 30} more"
+    if lint_skipped:
+        lines.append("Linters skipped: " + ", ".join(lint_skipped))
+    return lines
+
+
+def with_coverage(body: str, left_out: Sequence[str], lint_skipped: Sequence[str]) -> str:
+    lines = coverage_lines(left_out, lint_skipped)
+    return body if not lines else body + "\n\n" + "\n".join(f"<sub>{line}</sub><br>" for line in lines)
+
+
 def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: Usage | None = None) -> str:
     details = ""
     if progress.tools:
