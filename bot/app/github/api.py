@@ -138,10 +138,12 @@ class GitHubApi:
         params: Mapping[str, str | int] | None = None,
         json: Any = None,
         headers: Mapping[str, str] | None = None,
+        url: str | None = None,
     ) -> httpx.Response:
         """Sends one call with retries; returns 2xx and 304 answers, raises GitHubError otherwise.
 
-        `auth` is the whole Authorization header value; it goes in the header only.
+        `auth` is the whole Authorization header value; it goes in the header only. `url` replaces
+        the REST address (GraphQL's, `graphql_url`); `path` still names the call in logs.
         """
         sent = {
             "Accept": "application/vnd.github+json",
@@ -151,7 +153,7 @@ class GitHubApi:
         }
         if auth is not None:
             sent["Authorization"] = auth
-        url = self.base_url + path
+        url = url or self.base_url + path
         attempt = 0
         while True:
             attempt += 1
@@ -195,6 +197,13 @@ class GitHubApi:
                 self.stats.rate_limit_waits += 1
             log.info("github %s %s -> %s; retrying in %.1f s", method, path, status, wait)
             await self.sleep(wait)
+
+    @property
+    def graphql_url(self) -> str:
+        """GitHub's GraphQL endpoint: `/graphql` beside the REST root on github.com, `/api/graphql`
+        on an Enterprise Server (whose REST root is `/api/v3`)."""
+        base = self.base_url
+        return base.removesuffix("/v3") + "/graphql" if base.endswith("/api/v3") else base + "/graphql"
 
     def _backoff(self, attempt: int) -> float:
         return float(min(self.retry.backoff_base * 2 ** (attempt - 1), self.retry.backoff_max))
