@@ -99,6 +99,8 @@ def line_maps(tree: Path, old: str, new: str) -> LineMaps:
     diff.find_similar()
     files: dict[str, FileMap] = {}
     for patch in diff:
+        if patch is None:
+            continue
         delta = patch.delta
         gone = delta.status_char() == "D"
         hunks = [Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in patch.hunks]
