@@ -71,7 +71,14 @@ def entry_line(entry: Entry) -> str:
         line = f"- {span}: skipped ({entry.note})"
     if entry.skipped_files:
         line += f"\n  - not reviewed: {_files(entry.skipped_files)}"
+    if entry.kind in ("reviewed", "no_findings") and entry.note:
+        line += f"\n  - {entry.note}"
     return line
+
+
+def linters_skipped(names: Sequence[str]) -> str:
+    """The summary's note when a linter could not run: skipped, never fatal (issue 21)."""
+    return "linters skipped: " + ", ".join(names) if names else ""
 
 
 def summary(entries: Sequence[Entry]) -> str:

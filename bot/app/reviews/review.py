@@ -30,6 +30,7 @@ from bot.app.github.client import CheckRun, GitHubApp, InstallationClient, PullR
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
 from bot.app.repo_config import RepoLimits, matches_any
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
@@ -159,7 +160,7 @@ class ReviewJob:
             note = render.too_large(scope.changed_lines, config.max_changed_lines)
             await run.conclude(Entry("too_large", head, since=pull.base.sha, note=note))
             return
-        await run.review(scope, config, settings.limits)
+        await run.review(scope, config, settings.limits, settings.rules)
 
 
 class _Range:
@@ -214,7 +215,9 @@ class _Range:
         entry = Entry("failed" if await self.current() else "superseded", head, note=note)
         await finish_check(self.gh, repo, self.check_id, entry, quiet=True)
 
-    async def review(self, scope: Scope, config: AutoReviewConfig, limits: RepoLimits) -> None:
+    async def review(
+        self, scope: Scope, config: AutoReviewConfig, limits: RepoLimits, rules: ReviewRules
+    ) -> None:
         pull, state, head = self.pull, self.state, self.pull.head.sha
         digest = diff_digest(scope.files)
         since, changed = pull.base.sha, None
@@ -254,6 +257,7 @@ class _Range:
             self.current,
             await self.job.bot_login(),
             limits,
+            rules,
         )
         try:
             outcome = await agent.run(ledger.run_id)
@@ -267,6 +271,10 @@ class _Range:
             await ledger.end("failed")
             raise
         await ledger.end("cancelled" if outcome.kind == "stopped" else "succeeded", outcome)
+        # What the budget left out (lock, generated, vendored files, or past `max_calls`) and the
+        # linters that could not run are named on the summary's line (issue 21).
+        skipped = [*base.skipped_files, *outcome.left_out]
+        base = replace(base, skipped_files=skipped, note=render.linters_skipped(outcome.lint_skipped))
         if outcome.kind == "capped":  # not reviewed: the next push reviews these commits again
             stop = outcome.stop
             assert stop is not None and stop.limit is not None  # no `/beam cancel` reaches it
