@@ -19,7 +19,6 @@ from bot.app.github.client import InstallationClient
 from bot.app.permissions import Permission
 from bot.app.repo_config import CONFIG_PATH, MAX_CONFIG_BYTES, RepoLimits, parse_repo_config
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.state import Entry
@@ -34,7 +33,6 @@ class ReviewSettings:
     rules: ReviewRules = field(default_factory=ReviewRules)  # the repository's `review:` (issue 21)
     # Who may dismiss a finding (a 👎, a reply): whoever may trigger a command (issue 21).
     trigger_permission: Permission = "write"
-    rules: ReviewRules = field(default_factory=ReviewRules)  # the `review:` section (issue 21)
 
     @property
     def invalid(self) -> bool:
