@@ -7,7 +7,7 @@ as ranges are reviewed and never posted twice (the hidden marker finds it again 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from bot.app.repo_config import CONFIG_PATH
@@ -81,7 +81,18 @@ def linters_skipped(names: Sequence[str]) -> str:
     return "linters skipped: " + ", ".join(names) if names else ""
 
 
-def summary(entries: Sequence[Entry]) -> str:
+def findings_line(counts: Mapping[str, int]) -> str:
+    """The ledger's count of this pull request's findings (issue 21), or "" before the first."""
+    if not any(counts.values()):
+        return ""
+    parts = [f"{counts.get(state, 0)} {state}" for state in ("open", "fixed", "dismissed")]
+    return (
+        f'Findings: {", ".join(parts)}. A 👎, a reply with "won\'t fix", "not a bug" or '
+        "`/beam dismiss`, or resolving the thread dismisses one: it is not raised again here."
+    )
+
+
+def summary(entries: Sequence[Entry], counts: Mapping[str, int] | None = None) -> str:
     lines = [
         SUMMARY_MARKER,
         "### beam-bot automatic review",
@@ -91,7 +102,38 @@ def summary(entries: Sequence[Entry]) -> str:
         "",
         *(entry_line(entry) for entry in entries),
     ]
+    counted = findings_line(counts or {})
+    if counted:
+        lines += ["", counted]
     return "\n".join(lines) + "\n"
+
+
+# -- the findings ledger (issue 21): what the model is told, and the reply to a fixed finding ------
+
+TONE_TITLE = "how the maintainers want comments written (review.tone)"
+TONES = {
+    "concise": "concise: one or two sentences per comment, the problem and the fix; no praise, no summary "
+    "of the change.",
+    "detailed": "detailed: explain each problem, why it matters and how to fix it, with an example when "
+    "it helps.",
+}
+INSTRUCTIONS_TITLE = "what the maintainers ask reviewers to check in these files (review.path_instructions)"
+DISMISSED_TITLE = (
+    "findings already dismissed on this pull request by its maintainers: do not raise them again, "
+    "even where the code changed"
+)
+
+
+def path_instruction(glob: str, text: str, paths: Sequence[str]) -> str:
+    return f"- `{glob}` ({_files(list(paths))}): {' '.join(text.split())}"
+
+
+def dismissed_line(path: str, line: int, claim: str) -> str:
+    return f"- {path} line {line}: {' '.join(claim.split())[:300]}"
+
+
+def fixed_in(commit: str) -> str:
+    return f"Fixed in `{short(commit)}`."
 
 
 def too_large(changed: int, limit: int) -> str:

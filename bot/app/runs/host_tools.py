@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 
+from bot.app.repo_config.review_rules import SEVERITIES
 from bot.app.runs import render
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.linters import ruff_syntax_errors
@@ -224,13 +225,19 @@ class ReviewChangeTool(Tool):
                     "first one in `__new hunk__`",
                 },
                 "body": {"type": "string"},
+                "severity": {
+                    "type": "string",
+                    "enum": list(SEVERITIES),
+                    "description": "how much it matters: nit (style, naming) < minor < major (a bug "
+                    "users will hit) < critical (data loss, security)",
+                },
                 "suggestion": {
                     "type": "string",
                     "description": "replacement for lines start_line..line (or line), offered as a "
                     "committable suggestion",
                 },
             },
-            "required": ["path", "line", "body"],
+            "required": ["path", "line", "body", "severity"],
         }
         return ToolSpec(
             name="review_change",
@@ -276,6 +283,10 @@ class ReviewChangeTool(Tool):
         start = start if isinstance(start, int) and not isinstance(start, bool) and start < line else None
         lines = await anyio.to_thread.run_sync(self._lines, path)
         comment: dict[str, Any] = {"path": path, "line": line, "side": "RIGHT", "finding": text}
+        # Every finding carries a severity (the repository's `review.severity` and `max_comments`
+        # read it); a model that leaves it out gets `minor`.
+        severity = item.get("severity")
+        comment["severity"] = severity if severity in SEVERITIES else "minor"
         comment["line_text"] = lines[line - 1] if lines is not None and 0 < line <= len(lines) else ""
         suggestion = item.get("suggestion")
         body = text

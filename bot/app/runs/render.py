@@ -355,3 +355,15 @@ def link_citations(text: str, known_paths: set[str], blob_base: str) -> str:
         return f"[`{label}`]({blob_base}/{path}{anchor})"
 
     return _CITATION.sub(replace, text)
+
+
+def not_posted(below: int, over: int, severity: str, max_comments: int) -> str:
+    """The review body's line for findings the repository's `review:` rules kept back (issue 21)."""
+    parts = []
+    if over:
+        noun = "finding" if over == 1 else "findings"
+        parts.append(f"{over} more {noun} not posted (`review.max_comments` is {max_comments})")
+    if below:
+        noun = "finding" if below == 1 else "findings"
+        parts.append(f"{below} {noun} below `review.severity: {severity}` not posted")
+    return "; ".join(parts) + "." if parts else ""
