@@ -9,11 +9,16 @@ holds (the head's `.gitattributes`, linter findings), so a local run builds the 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from bot.app.github.models import PullFile
+from bot.app.limits.policy import Limits
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.runs.budget import (
     AttrRule,
     BudgetPlan,
@@ -24,8 +29,15 @@ from bot.app.runs.budget import (
     plan_budget,
     skip_reason,
 )
-from bot.app.runs.diff_context import file_heading, format_file, format_hunk, normalised_claim, parse_hunks
-from bot.app.runs.linters import LintFinding, LintReport
+from bot.app.runs.diff_context import (
+    added_lines,
+    file_heading,
+    format_file,
+    format_hunk,
+    normalised_claim,
+    parse_hunks,
+)
+from bot.app.runs.linters import LintFinding, LintReport, run_linters
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 
@@ -196,3 +208,46 @@ def merge_parts(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> tuple[str,
             if not any(_same(comment, kept) for kept in comments):
                 comments.append(comment)
     return "\n\n".join(dict.fromkeys(bodies)), comments
+
+
+async def review_context(
+    root: SandboxRoot,
+    files: Sequence[PullFile],
+    rules: ReviewRules,
+    limits: Limits,
+    sections: Sequence[UntrustedSection] = (),
+    *,
+    lint: bool = True,
+) -> ReviewContext:
+    """A review's context from its checkout: the head's `.gitattributes`, the linters' findings on
+    changed lines (unless `review.linters` is off), the budget (`review.max_calls` lowers the server's)."""
+    changed = {f.filename: added_lines(f.patch) for f in files if f.status != "removed"}
+    report = None
+    if lint and rules.linters is not False:
+        report = await run_linters(root, changed, enabled=rules.linter_enabled)
+    return ReviewContext(
+        gitattributes=await anyio.to_thread.run_sync(read_gitattributes, root),
+        lint=report,
+        sections=sections,
+        tokens_per_call=limits.review_tokens_per_call,
+        max_calls=rules.calls_limit(limits.review_max_calls),
+    )
+
+
+@dataclass
+class CallParts:
+    """What the calls of a chunked review posted; merged and posted once when all have run."""
+
+    parts: list[tuple[str, list[dict[str, Any]]]] = field(default_factory=list)
+
+    async def collect(self, body: str, comments: list[dict[str, Any]]) -> int | None:
+        self.parts.append((body, comments))
+        return len(self.parts)
+
+    def merged(self) -> tuple[str, list[dict[str, Any]]] | None:
+        return merge_parts(self.parts) if self.parts else None
+
+
+def call_session(run_id: str, index: int) -> uuid.UUID:
+    """Each call of a chunked review is a conversation of its own: no call sees another's files."""
+    return uuid.uuid5(uuid.UUID(run_id), f"review-call-{index}")

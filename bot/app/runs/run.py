@@ -38,10 +38,11 @@ from bot.app.runs.deps import (
     run_id_for,
 )
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
+from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.prompt import build_prompt
+from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
@@ -313,16 +314,27 @@ class SkillRun(RunWorkspace):
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
+        coverage, context = await self._prompt(tree, pull, files, total)
+        # Over one call's budget, each call posts into `parts`; the merged review is posted once.
+        parts = CallParts() if len(coverage.calls) > 1 else None
+        checked = CheckedSuggestions(ruff=context.lint is not None)
         memory = RunMemory(self.deps.store, event.repository.full_name)
         tools = [
             *sandbox_tools(tree),
-            *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
+            *host_tools(
+                tree.sandbox,
+                ledger,
+                diff=diff,
+                post_review=parts.collect if parts is not None else post_review,
+                blob_url=blob_url,
+                checked=checked,
+            ),
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
         ]
         hub = RiverBeam(memory=memory)
         guard = await self.usage.arm(self.ctx.config.limits)
         checkpoint = None
-        if self.skill in RESUMABLE_SKILLS:
+        if self.skill in RESUMABLE_SKILLS and parts is None:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
         # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
         # back to the model as the tool's result; the rest still end the run.
@@ -337,27 +349,23 @@ class SkillRun(RunWorkspace):
                 should_stop=guard,
             )
         )
-        text, coverage = build_prompt(
-            event,
-            self.skill,
-            self.ctx.command.text,
-            pull,
-            files,
-            total,
-            guidance=self.plan.guidance,
-            default_task=self.plan.default_task,
-            notes=self.follow_up.notes if self.follow_up is not None else (),
-        )
         tracker = Tracker(self.progress, self.publish)
-        request = InvokeRequest(
-            agent_name=self.skill,
-            content=[ContentPart.text_part(text)],
-            session_id=uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}"),
-            request_id=uuid.UUID(self.run_id),
-            metadata={"repository": event.repository.full_name, "number": self.number},
-        )
-        outcome = await hub.invoke(request, on_frame=tracker)
-        result = outcome.result
+        session = uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}")
+        for index, call in enumerate(coverage.calls):
+            ledger.reviewed = False  # each call of a chunked review posts its part
+            request = InvokeRequest(
+                agent_name=self.skill,
+                content=[ContentPart.text_part(call)],
+                session_id=session if parts is None else call_session(self.run_id, index),
+                request_id=uuid.UUID(self.run_id) if index == 0 else call_session(self.run_id, index),
+                metadata={"repository": event.repository.full_name, "number": self.number},
+            )
+            result = (await hub.invoke(request, on_frame=tracker)).result
+            if guard.stop is not None or result.interrupted:
+                break
+        merged = parts.merged() if parts is not None and guard.stop is None else None
+        if merged is not None:
+            ledger.review_id = await post_review(*merged)
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
@@ -374,6 +382,7 @@ class SkillRun(RunWorkspace):
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
         notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
 
 
