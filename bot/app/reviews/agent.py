@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
@@ -24,17 +25,18 @@ from bot.app.github.client import InlineComment, InstallationClient, PullRequest
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
+from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.app.reviews.prompt import build_review_prompts
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
-from bot.app.runs.diff_context import added_lines
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
-from bot.app.runs.linters import lint_skipped, run_linters
-from bot.app.runs.review_context import ReviewContext, UntrustedSection, merge_parts, read_gitattributes
+from bot.app.runs.linters import lint_skipped
+from bot.app.runs.review_context import UntrustedSection, merge_parts, review_context
 from bot.app.runs.run import RunDeps
+from bot.app.runs.selection import select_findings
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
@@ -117,23 +119,7 @@ class AgentReview:
     rules: ReviewRules = field(default_factory=ReviewRules)  # the repository's `review:` section
     # Extra data for every call (path instructions, findings already dismissed), filled by the caller.
     sections: Sequence[UntrustedSection] = ()
-
-    async def _context(self, root: SandboxRoot) -> ReviewContext:
-        """The budget, the head's `.gitattributes` and the linters' findings on changed lines."""
-        limits = self.deps.policy.limits
-        changed = {f.filename: added_lines(f.patch) for f in self.scope.files if f.status != "removed"}
-        lint = (
-            await run_linters(root, changed, enabled=self.rules.linter_enabled)
-            if self.rules.linters
-            else None
-        )
-        return ReviewContext(
-            gitattributes=await anyio.to_thread.run_sync(read_gitattributes, root),
-            lint=lint,
-            sections=self.sections,
-            tokens_per_call=limits.review_tokens_per_call,
-            max_calls=self.rules.calls_limit(limits.review_max_calls),
-        )
+    findings: FindingFlow | None = None  # the findings ledger (reviews/finding_flow.py)
 
     async def run(self, run_id: str) -> AgentOutcome:
         """Review under `run_id`, the run the ledger admitted (reviews/admission.py)."""
@@ -194,9 +180,15 @@ class AgentReview:
             if not await self.current():
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
-            kept = fresh_findings(comments, self.changed, seen)
+            if self.findings is not None:  # a finding dismissed on this pull request stays dismissed
+                comments = await self.findings.screen(comments, Path(path), head)
+            chosen = select_findings(fresh_findings(comments, self.changed, seen), self.rules)
+            kept = chosen.kept
             if not kept:
                 return None
+            rules = self.rules
+            held = run_render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
+            body = f"{body}\n\n{held}" if held else body
             fields = InlineComment.model_fields
             inline = [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in kept]
             review = await self.gh.create_review(
@@ -210,11 +202,14 @@ class AgentReview:
                 comments=inline,
             )
             result.kind, result.url, result.findings = "reviewed", review.html_url, len(inline)
+            if self.findings is not None:
+                await self.findings.record(kept, head, self.bot_login)
             return review.id
 
         blob_base = f"{self.target.html_url}/blob/{head}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in self.scope.files)
-        context = await self._context(tree.sandbox)
+        limits = self.deps.policy.limits
+        context = await review_context(tree.sandbox, self.scope.files, self.rules, limits, self.sections)
         prompts = build_review_prompts(
             self.target.repo, self.pull, self.scope, self.changed, self.since, context
         )
@@ -223,9 +218,16 @@ class AgentReview:
         # Each call of a chunked review posts into `parts`; the findings are merged and posted once.
         parts: list[tuple[str, list[dict[str, Any]]]] = []
 
+        chunked = len(prompts.texts) > 1
+
         async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
             parts.append((body, comments))
             return len(parts)
+
+        async def post_now(body: str, comments: list[dict[str, Any]]) -> int | None:
+            """One call: the review is posted from inside its tool call, as it always was."""
+            parts.append((body, comments))
+            return await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
 
         guard = await usage.arm(self.limits)
 
@@ -242,7 +244,7 @@ class AgentReview:
                     tree.sandbox,
                     ledger,
                     diff=diff,
-                    post_review=collect,
+                    post_review=collect if chunked else post_now,
                     blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
                     fold_outside=False,
                     checked=CheckedSuggestions(ruff=context.lint is not None),
@@ -263,7 +265,10 @@ class AgentReview:
                     break
             if guard.stop is None and parts:
                 body, comments = merge_parts(parts)
-                await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
+                if chunked:
+                    await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
+                if self.findings is not None:  # what the review no longer says, on changed lines
+                    await self.findings.settle_fixed(comments, Path(path), head)
         finally:
             with anyio.CancelScope(shield=True):
                 await usage.record()

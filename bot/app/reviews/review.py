@@ -29,12 +29,14 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import CheckRun, GitHubApp, InstallationClient, PullRequest
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
+from bot.app.permissions import Permission
 from bot.app.repo_config import RepoLimits, matches_any
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
 from bot.app.reviews.agent import AgentReview, Target
+from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
 from bot.app.reviews.settings import load_review_settings
@@ -160,7 +162,7 @@ class ReviewJob:
             note = render.too_large(scope.changed_lines, config.max_changed_lines)
             await run.conclude(Entry("too_large", head, since=pull.base.sha, note=note))
             return
-        await run.review(scope, config, settings.limits, settings.rules)
+        await run.review(scope, config, settings.limits, settings.rules, settings.trigger_permission)
 
 
 class _Range:
@@ -216,7 +218,12 @@ class _Range:
         await finish_check(self.gh, repo, self.check_id, entry, quiet=True)
 
     async def review(
-        self, scope: Scope, config: AutoReviewConfig, limits: RepoLimits, rules: ReviewRules
+        self,
+        scope: Scope,
+        config: AutoReviewConfig,
+        limits: RepoLimits,
+        rules: ReviewRules,
+        who: Permission = "write",  # may dismiss a finding (`trigger_permission`)
     ) -> None:
         pull, state, head = self.pull, self.state, self.pull.head.sha
         digest = diff_digest(scope.files)
@@ -246,6 +253,11 @@ class _Range:
         await start_check(self.gh, self.target.repo, self.check_id)
         skipped = render.coverage(scope.total, len(scope.files), scope.unread, scope.ignored)
         base = Entry("no_findings", head, since=since, full=changed is None, skipped_files=skipped)
+        # The findings ledger (issue 21): the 👎s since the last review, then what the model is told.
+        repo, number, deps = self.target.repo, self.target.number, self.job.deps
+        flow = FindingFlow(deps.store, self.gh, deps.effects(self.gh), repo, number, who)
+        await flow.read_reactions()
+        sections = await flow.sections(rules, [f.filename for f in scope.files])
         agent = AgentReview(
             self.job.deps,
             self.gh,
@@ -258,6 +270,8 @@ class _Range:
             await self.job.bot_login(),
             limits,
             rules,
+            sections,
+            flow,
         )
         try:
             outcome = await agent.run(ledger.run_id)
