@@ -37,6 +37,7 @@ class Hunk:
     section: str
     new: list[tuple[int, str, str]] = field(default_factory=list)
     old: list[str] = field(default_factory=list)
+    removed_after: int = 0  # the new-side line the first removed line followed (0: the top)
 
     @property
     def added(self) -> list[int]:
@@ -60,6 +61,8 @@ def parse_hunks(patch: str) -> list[Hunk]:
             continue
         hunk = hunks[-1]
         if raw.startswith("-"):
+            if not hunk.old:
+                hunk.removed_after = current - 1
             hunk.old.append(raw[1:])
         elif raw.startswith("+"):
             hunk.new.append((current, "+", raw[1:]))
@@ -79,7 +82,7 @@ def format_hunk(hunk: Hunk) -> list[str]:
     header = f"@@ -{hunk.old_start} +{hunk.new_start} @@" + (f" {hunk.section}" if hunk.section else "")
     if not hunk.added:
         # Deletion only: nothing in it takes a comment, and its lines cost tokens for little.
-        after = hunk.new_start - 1
+        after = hunk.removed_after
         where = f"after line {after}" if after > 0 else "at the top"
         count = len(hunk.old)
         return [f"{header} ({count} line{'s' if count != 1 else ''} removed {where})"]
