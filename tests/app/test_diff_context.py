@@ -47,7 +47,8 @@ CASES = [
         CALC,
         CALC.replace("x + 2", "x - 2"),
         "## calc.py (modified, +1 -1)\n@@ -2 +2 @@ def f1(x):\n__new hunk__\n"
-        "2      return x + 1\n3  \n4  def f2(x):\n5 +    return x - 2\n6  \n7  def f3(x):\n8      return x + 3\n"
+        "2      return x + 1\n3  \n4  def f2(x):\n5 +    return x - 2\n"
+        "6  \n7  def f3(x):\n8      return x + 3\n"
         "__old hunk__\n-    return x + 2",
     ),
     (
