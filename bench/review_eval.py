@@ -241,6 +241,8 @@ async def run_case(case: Case, variant: str, make_client: Callable[[], OpenAiCom
         finally:
             result.seconds = time.monotonic() - started
             result.prompt_tokens = client.prompt_tokens
+            last = client.last
+            result.reply = (last.text or "" if last.is_text else repr(last.tool_calls))[:2000] if last else ""
             await client.inner.aclose()
     return result
 
@@ -320,6 +322,7 @@ async def main(options: argparse.Namespace) -> None:
                     "prompt_tokens": r.prompt_tokens,
                     "seconds": round(r.seconds, 1),
                     "error": r.error,
+                    "reply": r.reply,
                 }
                 for r in rs
             ]

@@ -264,6 +264,7 @@ class CaseResult:
     prompt_tokens: int = 0
     seconds: float = 0.0
     error: str | None = None
+    reply: str = ""  # the model's last answer, for reading a run afterwards
 
     @property
     def matched(self) -> int:
