@@ -16,9 +16,9 @@ import jsonschema
 import pytest
 
 from tests.e2e.review_support import CALC, NUMBER, REPO, Story, review_stack
-from tests.support.bot_process import SECRET, wait_for
+from tests.support.bot_process import SECRET, comment_payload, wait_for
 from tests.support.fake_github_state import Comment
-from tests.support.webhooks import delivery, load_payload
+from tests.support.webhooks import delivery, issue_comment_payload, load_payload
 
 BOT = "beam-bot[bot]"
 LINE_F2 = 5  # "    return x - 2" after the first commit (f{n} returns on line 3n-1)
@@ -220,3 +220,29 @@ def test_a_bad_review_section_is_reported_on_the_pull_request(tmp_path: Path) ->
         assert "review.severity: 'huge' is not a severity; choose from nit, minor, major, critical" in summary
         assert story.reviews() == [] and story.bot.llm.requests == []
         assert story.pull.number == NUMBER
+
+
+def test_beam_review_honours_the_same_rules(tmp_path: Path) -> None:
+    """`/beam review`, asked for by a maintainer, under the same `review:` section."""
+    config = (
+        "version: 1\nreview:\n  max_comments: 1\n  tone: concise\n  path_instructions:\n"
+        "    'src/*.py': Look for sign errors.\n"
+    )
+    with review_stack(tmp_path, config) as story:
+        story.script_review(
+            [finding(LINE_F2, "a minor one", "minor"), finding(LINE_F2, "the critical one", "critical")]
+        )
+        body = "/beam review"
+        comment = story.bot.fake.add_comment(REPO, NUMBER, body, user="maintainer")
+        payload = issue_comment_payload(
+            body, repo=REPO, number=NUMBER, commenter="maintainer", comment_id=comment.id
+        )
+        story.bot.send(delivery("issue_comment", comment_payload(story.bot, payload, REPO), SECRET))
+        wait_for(lambda: story.reviews(), timeout=40, what="the review")
+        review = story.reviews()[0]
+        assert [c.body.split("\n")[0] for c in story.review_comments(review)] == ["the critical one"]
+        assert "1 more finding not posted (`review.max_comments` is 1)" in review.body
+        prompt = last_prompt(story)
+        fenced = prompt[prompt.index("untrusted") :]
+        assert "`src/*.py` (`src/calc.py`): Look for sign errors." in fenced
+        assert "concise: one or two sentences" in fenced

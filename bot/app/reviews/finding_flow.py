@@ -32,6 +32,7 @@ from bot.app.reviews.findings import marker_key
 from bot.app.reviews.ledger import Finding, FindingsLedger, Posted
 from bot.app.reviews.matching import Anchor, LineMaps, find_line, line_maps, same_finding
 from bot.app.runs.review_context import UntrustedSection
+from bot.app.runs.selection import rules_sections
 
 log = logging.getLogger("beam.reviews")
 
@@ -111,11 +112,7 @@ class FindingFlow:
 
     async def sections(self, rules: ReviewRules, paths: Sequence[str]) -> list[UntrustedSection]:
         """What the maintainers asked for and what was dismissed, as data for every call."""
-        out = [UntrustedSection(render.TONE_TITLE, render.TONES[rules.tone])]
-        instructions = rules.instructions_for(list(paths))
-        if instructions:
-            lines = [render.path_instruction(glob, text, matched) for glob, text, matched in instructions]
-            out.append(UntrustedSection(render.INSTRUCTIONS_TITLE, "\n".join(lines)))
+        out = rules_sections(rules, paths)
         dismissed = await self.ledger.of_pull(self.repo, self.number, "dismissed")
         if dismissed:
             shown = dismissed[-MAX_DISMISSED_SHOWN:]

@@ -110,22 +110,10 @@ def summary(entries: Sequence[Entry], counts: Mapping[str, int] | None = None) -
 
 # -- the findings ledger (issue 21): what the model is told, and the reply to a fixed finding ------
 
-TONE_TITLE = "how the maintainers want comments written (review.tone)"
-TONES = {
-    "concise": "concise: one or two sentences per comment, the problem and the fix; no praise, no summary "
-    "of the change.",
-    "detailed": "detailed: explain each problem, why it matters and how to fix it, with an example when "
-    "it helps.",
-}
-INSTRUCTIONS_TITLE = "what the maintainers ask reviewers to check in these files (review.path_instructions)"
 DISMISSED_TITLE = (
     "findings already dismissed on this pull request by its maintainers: do not raise them again, "
     "even where the code changed"
 )
-
-
-def path_instruction(glob: str, text: str, paths: Sequence[str]) -> str:
-    return f"- `{glob}` ({_files(list(paths))}): {' '.join(text.split())}"
 
 
 def dismissed_line(path: str, line: int, claim: str) -> str:

@@ -367,3 +367,19 @@ def not_posted(below: int, over: int, severity: str, max_comments: int) -> str:
         noun = "finding" if below == 1 else "findings"
         parts.append(f"{below} {noun} below `review.severity: {severity}` not posted")
     return "; ".join(parts) + "." if parts else ""
+
+
+# -- the `review:` rules in a review's prompt (issue 21) ---------------------------------------
+
+TONE_TITLE = "how the maintainers want comments written (review.tone)"
+TONES = {
+    "concise": "concise: one or two sentences per comment, the problem and the fix; no praise, no summary "
+    "of the change.",
+    "detailed": "detailed: explain each problem, why it matters and how to fix it, with an example when "
+    "it helps.",
+}
+INSTRUCTIONS_TITLE = "what the maintainers ask reviewers to check in these files (review.path_instructions)"
+
+
+def path_instruction(glob: str, text: str, paths: Sequence[str]) -> str:
+    return f"- `{glob}` ({', '.join(f'`{p}`' for p in list(paths)[:20])}): {' '.join(text.split())}"

@@ -43,6 +43,7 @@ from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
+from bot.app.runs.selection import select_findings
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
@@ -295,6 +296,11 @@ class SkillRun(RunWorkspace):
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
+            rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
+            chosen = select_findings(comments, rules)
+            comments = chosen.kept
+            held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
+            body = f"{body}\n\n{held}" if held else body
             fields = InlineComment.model_fields
             inline = [
                 InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments

@@ -1,13 +1,17 @@
-"""Which of a review's findings are posted under the repository's `review:` rules (issue 21): none
-below `review.severity`, at most `review.max_comments`, highest severity first (in the model's order
-within one severity). What is left out is counted in the review's body, never silently lost."""
+"""What the `review:` rules do to a review (issue 21): the sections its prompt gets (tone, path
+instructions for the changed files), and which of its findings are posted: none below
+`review.severity`, at most `review.max_comments`, highest severity first (in the model's order within
+one severity). What is left out is counted in the review's body, never silently lost."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app.repo_config.review_rules import ReviewRules, severity_rank
+from bot.app.runs import render
+from bot.app.runs.review_context import UntrustedSection
 
 
 @dataclass
@@ -22,3 +26,13 @@ def select_findings(comments: list[dict[str, Any]], rules: ReviewRules) -> Selec
     ranked = sorted(posted, key=lambda c: -severity_rank(str(c.get("severity", "minor"))))
     kept = ranked[: rules.max_comments]
     return Selection(kept, len(comments) - len(posted), len(ranked) - len(kept))
+
+
+def rules_sections(rules: ReviewRules, paths: Sequence[str]) -> list[UntrustedSection]:
+    """The maintainers' tone and path instructions, as data for every call of a review."""
+    out = [UntrustedSection(render.TONE_TITLE, render.TONES[rules.tone])]
+    instructions = rules.instructions_for(list(paths))
+    if instructions:
+        lines = [render.path_instruction(glob, text, matched) for glob, text, matched in instructions]
+        out.append(UntrustedSection(render.INSTRUCTIONS_TITLE, "\n".join(lines)))
+    return out

@@ -19,6 +19,7 @@ from bot.app.runs.deps import RunDeps
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.prompt import Coverage, build_prompt
 from bot.app.runs.review_context import ReviewContext, review_context
+from bot.app.runs.selection import rules_sections
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 
 log = logging.getLogger("beam.runs")
@@ -42,7 +43,10 @@ class RunWorkspace:
         linters' findings on changed lines (issue 21)."""
         limits = self.deps.policy.limits
         rules = self.ctx.config.review
-        context = await review_context(tree.sandbox, files, rules, limits, lint=self.skill == "review")
+        review = self.skill == "review"
+        # The maintainers' tone and path instructions reach `/beam review` too (issue 21).
+        sections = rules_sections(rules, [f.filename for f in files]) if review else ()
+        context = await review_context(tree.sandbox, files, rules, limits, sections, lint=review)
         _, coverage = build_prompt(
             self.ctx.event,
             self.skill,
