@@ -11,6 +11,7 @@ import jsonschema
 
 from bot.app.repo_config import config_json_schema, parse_repo_config
 from bot.app.repo_config.review_rules import ReviewRules, severity_rank
+from bot.app.runs.selection import instructions_for
 
 
 def test_defaults_when_the_section_is_absent() -> None:
@@ -38,7 +39,7 @@ def test_a_full_section_is_read() -> None:
     rules = result.config.review
     assert rules.max_comments == 3 and rules.severity == "major" and rules.tone == "detailed"
     assert rules.linter_enabled("ruff") and not rules.linter_enabled("shellcheck")
-    assert rules.instructions_for(["src/app/x.py", "README.md", "docs/a.md"]) == [
+    assert instructions_for(rules, ["src/app/x.py", "README.md", "docs/a.md"]) == [
         ("src/**/*.py", "Check that errors carry a BEM code.", ["src/app/x.py"]),
         ("docs/", "Spelling only.", ["docs/a.md"]),
     ]

@@ -106,14 +106,3 @@ class ReviewRules(BaseModel):
     def posts(self, severity: str) -> bool:
         """Whether a finding of `severity` is at or above the threshold."""
         return severity_rank(severity) >= severity_rank(self.severity)
-
-    def instructions_for(self, paths: list[str]) -> list[tuple[str, str, list[str]]]:
-        """(glob, text, the changed paths it matches) for every glob that matches a changed path."""
-        from bot.app.repo_config.model import matches_any  # model.py imports this module
-
-        out: list[tuple[str, str, list[str]]] = []
-        for pattern, text in self.path_instructions.items():
-            matched = [p for p in paths if matches_any([pattern], p)]
-            if matched:
-                out.append((pattern, text, matched))
-        return out

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.app.repo_config import matches_any
 from bot.app.repo_config.review_rules import ReviewRules, severity_rank
 from bot.app.runs import render
 from bot.app.runs.review_context import UntrustedSection
@@ -28,10 +29,20 @@ def select_findings(comments: list[dict[str, Any]], rules: ReviewRules) -> Selec
     return Selection(kept, len(comments) - len(posted), len(ranked) - len(kept))
 
 
+def instructions_for(rules: ReviewRules, paths: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """(glob, text, the changed paths it matches) for every glob that matches a changed path."""
+    out: list[tuple[str, str, list[str]]] = []
+    for pattern, text in rules.path_instructions.items():
+        matched = [p for p in paths if matches_any([pattern], p)]
+        if matched:
+            out.append((pattern, text, matched))
+    return out
+
+
 def rules_sections(rules: ReviewRules, paths: Sequence[str]) -> list[UntrustedSection]:
     """The maintainers' tone and path instructions, as data for every call of a review."""
     out = [UntrustedSection(render.TONE_TITLE, render.TONES[rules.tone])]
-    instructions = rules.instructions_for(list(paths))
+    instructions = instructions_for(rules, paths)
     if instructions:
         lines = [render.path_instruction(glob, text, matched) for glob, text, matched in instructions]
         out.append(UntrustedSection(render.INSTRUCTIONS_TITLE, "\n".join(lines)))
