@@ -9,8 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.e2e.review_support import CALC, Story
-from tests.support.bot_process import bot_stack
+from tests.e2e.review_support import CALC, NUMBER, REPO, Story
+from tests.support.bot_process import SECRET, bot_stack, comment_payload, wait_for
+from tests.support.webhooks import delivery, issue_comment_payload
 
 LINE_F2 = 5
 COLLECT = "\n\ndef collect(item, bucket=[]):\n    bucket.append(item)\n    return bucket\n"
@@ -114,3 +115,45 @@ def test_a_pull_request_over_the_budget_is_reviewed_in_chunks_and_skipped_files_
         assert "Not reviewed:" in review.body and "`gen/api.py (generated)`" in review.body
         for name in ("gen/api.py (generated)", "package-lock.json (lock file)", "src/c.py (over the token"):
             assert name in summary
+
+
+def test_beam_review_over_the_budget_is_one_review_from_chunked_calls(tmp_path: Path) -> None:
+    config = "version: 1\nreview:\n  max_calls: 2\n"
+    files = {"src/a.py": _module("alpha"), "src/b.py": _module("beta"), "src/c.py": _module("gamma")}
+    with reviewing(tmp_path, config, files, BEAM_REVIEW_TOKENS_PER_CALL="2000") as story:
+        bot = story.bot
+        bot.llm.reply_tool_calls(
+            ("review_change", {"body": "A.", "comments": [{"path": "src/a.py", "line": 2, "body": "One."}]})
+        )
+        bot.llm.reply_text("Part one posted.")
+        bot.llm.reply_tool_calls(
+            ("review_change", {"body": "B.", "comments": [{"path": "src/b.py", "line": 5, "body": "Two."}]})
+        )
+        bot.llm.reply_text("Part two posted.")
+        comment = bot.fake.add_comment(REPO, NUMBER, "/beam review", user="maintainer")
+        payload = issue_comment_payload(
+            "/beam review", repo=REPO, number=NUMBER, commenter="maintainer", comment_id=comment.id
+        )
+        assert (
+            bot.send(delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET)).status_code
+            == 202
+        )
+        wait_for(
+            lambda: len(story.reviews()) == 1 and "Not reviewed" in final(story),
+            timeout=60,
+            what="the review",
+        )
+        calls = prompts(story)
+        assert len(calls) == 2 and "## src/a.py" in calls[0] and "## src/b.py" in calls[1]
+        [review] = story.reviews()
+        assert sorted((c.path, c.line) for c in story.review_comments(review)) == [
+            ("src/a.py", 2),
+            ("src/b.py", 5),
+        ]
+        assert "A." in review.body and "B." in review.body
+        assert "`src/c.py (over the token budget)`" in final(story)
+
+
+def final(story: Story) -> str:
+    bodies = [c.body for c in story.bot_comments() if "beam-run:" in c.body and "Working on" not in c.body]
+    return bodies[0] if bodies else ""
