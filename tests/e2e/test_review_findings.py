@@ -84,6 +84,7 @@ def test_a_reply_dismisses_and_an_edit_of_the_line_does_not_bring_it_back(story:
     story.reply_in_thread(root, "Won't fix: subtracting is intended here.")
     wait_for(lambda: ledger(story)[0][1] == "dismissed", what="the dismissal")
     assert ledger(story) == [(LINE_F2, "dismissed", "reply", "maintainer")]
+    story.wait_summary("Findings: 0 open, 0 fixed, 1 dismissed.")  # recounted at once
     wait_for(
         lambda: any(r.content == "+1" and r.user == BOT for r in story.bot.fake.reactions.values()),
         what="the 👍 on the reply",
@@ -161,6 +162,7 @@ def test_a_resolved_thread_dismisses(story: Story) -> None:
         wait_for(story.review_jobs_done, what="the delivery")
     wait_for(lambda: ledger(story)[0][1] == "dismissed", what="the dismissal")
     assert ledger(story) == [(LINE_F2, "dismissed", "resolved", "maintainer")]
+    story.wait_summary("Findings: 0 open, 0 fixed, 1 dismissed.")
 
 
 def test_max_comments_and_severity_choose_what_is_posted(tmp_path: Path) -> None:

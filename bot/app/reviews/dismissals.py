@@ -24,6 +24,8 @@ from bot.app.jobs.store import Store
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import load_repo_config
 from bot.app.reviews.ledger import FindingsLedger
+from bot.app.reviews.publish import publish_summary
+from bot.app.reviews.state import ReviewStates
 from bot.app.runs import render as run_render
 
 log = logging.getLogger("beam.reviews")
@@ -82,6 +84,13 @@ class ThreadResolved:
 class Dismissals:
     def __init__(self, store: Store) -> None:
         self.ledger = FindingsLedger(store)
+        self.states = ReviewStates(store)
+
+    async def _recount(self, gh: InstallationClient, repo: str, number: int, bot_login: str | None) -> None:
+        """The summary comment counts findings: say the new count now, not at the next review."""
+        state = await self.states.get(repo, number)
+        if state is not None and state.summary_comment_id is not None and bot_login is not None:
+            await publish_summary(gh, self.states, state, bot_login)
 
     async def _allowed(self, gh: InstallationClient, repo: str, branch: str, login: str) -> tuple[bool, str]:
         owner, name = repo.split("/", 1)
@@ -89,7 +98,12 @@ class Dismissals:
         return permission_at_least(await gh.get_permission(owner, name, login), needed), needed
 
     async def on_reply(
-        self, gh: InstallationClient, effects: GitHubEffects, event: CommentEvent, key: str
+        self,
+        gh: InstallationClient,
+        effects: GitHubEffects,
+        event: CommentEvent,
+        key: str,
+        bot_login: str | None = None,
     ) -> bool:
         """Dismiss the reply's finding; False when its thread holds none (the caller goes on)."""
         repo, comment = event.repository, event.comment
@@ -111,9 +125,12 @@ class Dismissals:
         if await self.ledger.dismiss(finding.id, "reply", login):
             log.info("%s#%s: finding %s dismissed by @%s", repo.full_name, event.number, finding.id, login)
         await effects.react(f"{key}:dismissed", owner, name, comment.id, "+1", review_comment=True)
+        await self._recount(gh, repo.full_name, event.number, bot_login)
         return True
 
-    async def on_resolved(self, gh: InstallationClient, event: ThreadResolved) -> bool:
+    async def on_resolved(
+        self, gh: InstallationClient, event: ThreadResolved, bot_login: str | None = None
+    ) -> bool:
         """Dismiss the resolved thread's finding; whether one was."""
         if event.sender_is_bot:
             return False  # the bot resolves the threads of fixed findings
@@ -124,4 +141,7 @@ class Dismissals:
         if not allowed:
             log.info("%s#%s: @%s may not dismiss a finding", event.repo, event.number, event.sender)
             return False
-        return await self.ledger.dismiss(finding.id, "resolved", event.sender)
+        if not await self.ledger.dismiss(finding.id, "resolved", event.sender):
+            return False
+        await self._recount(gh, event.repo, event.number, bot_login)
+        return True

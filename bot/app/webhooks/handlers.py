@@ -155,7 +155,8 @@ class Webhooks:
         if event is not None and is_dismissing_reply(event):  # "won't fix" on a finding (issue 21)
             try:
                 gh, _ = await event_client(self.github, event)
-                if await self.dismissals.on_reply(gh, self.deps.effects(gh), event, run_id_for(job)):
+                effects, login = self.deps.effects(gh), await self.deps.identity.login()
+                if await self.dismissals.on_reply(gh, effects, event, run_id_for(job), login):
                     return
             except GitHubError as error:
                 raise job_failure(error) from error
@@ -177,7 +178,8 @@ class Webhooks:
             log.warning("delivery %s: review thread payload without the fields we need", job.delivery_id)
             return
         try:
-            await self.dismissals.on_resolved(InstallationClient(self.github, event.installation_id), event)
+            gh = InstallationClient(self.github, event.installation_id)
+            await self.dismissals.on_resolved(gh, event, await self.deps.identity.login())
         except GitHubError as error:
             raise job_failure(error) from error
 
