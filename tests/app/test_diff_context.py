@@ -104,5 +104,8 @@ def test_a_file_without_a_patch_is_named_not_guessed() -> None:
     assert (
         shown == "## logo.png (added, +0 -0)\n(no patch: binary or too large; read the file if you need it)"
     )
-    moved = format_file(PullFile(filename="b.py", status="renamed", previous_filename="a.py", patch=""))
-    assert moved == "## b.py (renamed, from a.py, +0 -0)\n(no line changed)"
+    for patch in ("", None):  # GitHub sends no patch for a pure rename
+        moved = format_file(
+            PullFile(filename="b.py", status="renamed", previous_filename="a.py", patch=patch)
+        )
+        assert moved == "## b.py (renamed, from a.py, +0 -0)\n(no line changed)"

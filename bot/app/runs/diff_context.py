@@ -103,7 +103,9 @@ def file_heading(item: PullFile) -> str:
 def format_file(item: PullFile) -> str:
     """One file's section of the prompt: its heading, then its numbered hunks."""
     lines = [file_heading(item)]
-    if item.patch is None:
+    if item.patch is None and item.status == "renamed" and not (item.additions or item.deletions):
+        lines.append("(no line changed)")  # a pure rename: GitHub sends no patch
+    elif item.patch is None:
         lines.append("(no patch: binary or too large; read the file if you need it)")
     elif not item.patch.strip():
         lines.append("(no line changed)")
