@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -46,11 +47,13 @@ from review_eval_cases import (
     Score,
     build_repo,
     changed_files,
+    dump,
     load_cases,
     parse_findings,
     raw_diff,
     score,
     spread,
+    undump,
 )
 
 from bot.app.github.models import PullFile, PullRequest
@@ -287,10 +290,32 @@ def table(scores: dict[str, Score]) -> str:
     return "\n".join(rows)
 
 
+def report(meta: dict[str, Any], results: dict[str, list[CaseResult]]) -> str:
+    cases = len(next(iter(results.values()), []))
+    return "\n".join(
+        [
+            f"model: {meta['model']} at {meta['base_url']}, max_tokens {meta['max_tokens']}",
+            f"machine: {meta['machine']}, date: {meta['date']}, cases: {cases}",
+            table({v: score(r) for v, r in results.items()}),
+        ]
+    )
+
+
 async def main(options: argparse.Namespace) -> None:
+    if options.report:
+        data = json.loads(Path(options.report).read_text("utf-8"))
+        print(report(data["meta"], undump(data)))
+        return
     names = [n for n in (options.cases or "").split(",") if n]
     cases = spread(load_cases(names=names or None), options.limit)
     variants = [v for v in options.variants.split(",") if v]
+    meta = {
+        "model": options.model,
+        "base_url": options.base_url,
+        "max_tokens": options.max_tokens,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+    }
 
     def make_client() -> OpenAiCompatible:
         client = OpenAiCompatible(options.base_url, options.api_key, options.model, timeout=options.timeout)
@@ -308,41 +333,26 @@ async def main(options: argparse.Namespace) -> None:
                 file=sys.stderr,
                 flush=True,
             )
-    scores = {v: score(r) for v, r in results.items()}
-    print(f"model: {options.model} at {options.base_url}, max_tokens {options.max_tokens}")
-    print(f"machine: {platform.machine()}, date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC, cases: {len(cases)}")
-    print(table(scores))
-    if options.json:
-        dump = {
-            v: [
-                {
-                    "case": r.case.name,
-                    "findings": [f.__dict__ for f in r.findings],
-                    "found": r.found,
-                    "prompt_tokens": r.prompt_tokens,
-                    "seconds": round(r.seconds, 1),
-                    "error": r.error,
-                    "reply": r.reply,
-                }
-                for r in rs
-            ]
-            for v, rs in results.items()
-        }
-        Path(options.json).write_text(json.dumps(dump, indent=1), "utf-8")
+        if options.json:  # after every case, so a run stopped early still leaves its figures
+            Path(options.json).write_text(json.dumps(dump(results, meta), indent=1), "utf-8")
+    print(report(meta, results))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--base-url", required=True, help="an OpenAI-compatible endpoint, up to /v1")
-    parser.add_argument("--model", required=True)
+    parser.add_argument("--base-url", help="an OpenAI-compatible endpoint, up to /v1")
+    parser.add_argument("--model")
     parser.add_argument("--api-key", default="local")
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--limit", type=int, help="at most this many cases, spread over the list")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="of bare, pipeline, plain")
     parser.add_argument("--max-tokens", type=int, default=512)
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model call")
-    parser.add_argument("--json", help="write per-case results here")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model call")
+    parser.add_argument("--json", help="write per-case results here (after every case)")
+    parser.add_argument("--report", help="print the table of a --json file, calling no model")
     options = parser.parse_args(argv)
+    if not options.report and not (options.base_url and options.model):
+        parser.error("--base-url and --model are needed (or --report FILE)")
     bad = set(options.variants.split(",")) - set(VARIANTS)
     if bad:
         parser.error(f"unknown variant(s): {', '.join(sorted(bad))}")

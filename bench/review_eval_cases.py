@@ -304,3 +304,45 @@ def score(results: list[CaseResult]) -> Score:
         seconds=sum(r.seconds for r in results),
         errors=sum(r.error is not None for r in results),
     )
+
+
+def dump(results: dict[str, list[CaseResult]], meta: dict[str, Any]) -> dict[str, Any]:
+    rows = {
+        v: [
+            {
+                "case": r.case.name,
+                "findings": [f.__dict__ for f in r.findings],
+                "found": r.found,
+                "prompt_tokens": r.prompt_tokens,
+                "seconds": round(r.seconds, 1),
+                "error": r.error,
+                "reply": r.reply,
+            }
+            for r in rs
+        ]
+        for v, rs in results.items()
+    }
+    return {"meta": meta, "results": rows}
+
+
+def undump(data: dict[str, Any]) -> dict[str, list[CaseResult]]:
+    """The results of a dump, only for the cases every variant finished (a stopped run's last case
+    may lack some), so the rows compare the same cases."""
+    cases = {c.name: c for c in load_cases()}
+    rows: dict[str, list[dict[str, Any]]] = data["results"]
+    done = set.intersection(*({r["case"] for r in rs} for rs in rows.values())) if rows else set()
+    return {
+        v: [
+            CaseResult(
+                cases[r["case"]],
+                [Finding(**f) for f in r["findings"]],
+                int(r["prompt_tokens"]),
+                float(r["seconds"]),
+                r["error"],
+                r.get("reply", ""),
+            )
+            for r in rs
+            if r["case"] in done
+        ]
+        for v, rs in rows.items()
+    }

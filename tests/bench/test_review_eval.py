@@ -3,6 +3,7 @@ driven against the fake OpenAI server: what the benchmark counts, not what a mod
 
 from __future__ import annotations
 
+import json
 import sys
 from collections import Counter
 from pathlib import Path
@@ -21,12 +22,14 @@ from review_eval_cases import (  # noqa: E402
     added_lines,
     build_repo,
     changed_files,
+    dump,
     git,
     hits,
     load_cases,
     parse_findings,
     score,
     spread,
+    undump,
 )
 
 from bot.beam.openai_client import OpenAiCompatible  # noqa: E402
@@ -157,3 +160,24 @@ def test_the_pipeline_with_items_off_reads_the_raw_patch_and_no_linter() -> None
     assert "__new hunk__" not in prompt and "--- users.py (modified, +5 -0)" in prompt
     assert "linter findings" not in prompt
     assert "@@ -12,3 +12,8 @@ def connect(path):\n def find_by_email" in prompt
+
+
+def test_a_dump_reports_the_same_figures_and_only_cases_every_variant_finished(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bug = next(c for c in CASES if c.name == "go_nil_map")
+    clean = next(c for c in CASES if c.clean)
+    results = {
+        "bare": [CaseResult(bug, [Finding("cache.go", 14, "nil map")], 200, 3.0), CaseResult(clean)],
+        "pipeline": [CaseResult(bug, [Finding("cache.go", 30, "style")], 1500, 9.0)],  # stopped early
+    }
+    meta = {"model": "m", "base_url": "u", "max_tokens": 1, "machine": "x, 2 cores", "date": "d"}
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(dump(results, meta)), "utf-8")
+    back = undump(json.loads(path.read_text("utf-8")))
+    assert [r.case.name for r in back["bare"]] == ["go_nil_map"] == [r.case.name for r in back["pipeline"]]
+    assert score(back["bare"]).recall == 1.0 and score(back["pipeline"]).recall == 0.0
+    anyio.run(review_eval.main, review_eval.parse_args(["--report", str(path)]))
+    out = capsys.readouterr().out
+    assert "cases: 1" in out and "| bare model | 1 | 100% | 100% | 0 | 1.00 | 200 | 3 | 0 |" in out
+    assert "| pipeline | 0.00x | 0.00x | 7.50x | 3.00x |" in out
