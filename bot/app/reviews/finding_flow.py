@@ -188,11 +188,19 @@ class FindingFlow:
             ):
                 continue
             if threads is None:
-                listed = await review_threads(self.gh, self.owner, self.name, self.number)
-                threads = {t.root_comment_id: t.node_id for t in listed if t.root_comment_id}
+                threads = await self._threads()
             await self._announce_fixed(finding, head, threads.get(finding.comment_id))
             fixed += await self.ledger.fix(finding.id, head)
         return fixed
+
+    async def _threads(self) -> dict[int, str]:
+        """Thread node ids by first comment; none when GraphQL fails (the replies still go out)."""
+        try:
+            listed = await review_threads(self.gh, self.owner, self.name, self.number)
+        except GitHubError as error:
+            log.warning("%s#%s: cannot list review threads: %s", self.repo, self.number, error)
+            return {}
+        return {t.root_comment_id: t.node_id for t in listed if t.root_comment_id}
 
     async def _announce_fixed(self, finding: Finding, head: str, thread_id: str | None) -> None:
         key = f"{self.repo}#{self.number}:finding-{finding.id}"
@@ -216,4 +224,7 @@ class FindingFlow:
             done = any(t.node_id == thread_id and t.resolved for t in listed)
             return Written(0, "", thread_id) if done else None
 
-        await self.effects.once(f"{key}:resolve", "resolve_thread", find, make)
+        try:
+            await self.effects.once(f"{key}:resolve", "resolve_thread", find, make)
+        except GitHubError as error:  # the finding is fixed and answered; an open thread is no harm
+            log.warning("%s#%s: cannot resolve thread %s: %s", self.repo, self.number, thread_id, error)
