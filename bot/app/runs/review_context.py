@@ -20,6 +20,7 @@ from bot.app.github.models import PullFile
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.runs.budget import (
+    CHARS_PER_TOKEN,
     AttrRule,
     BudgetPlan,
     Section,
@@ -46,6 +47,7 @@ DEFAULT_MAX_CALLS = 3
 RESERVED_TOKENS = 3_000  # the system prompt, the tool schemas and room for the model's answer
 MAX_EXTRA_SHARE = 4  # extra sections take at most a quarter of a call
 MAX_GITATTRIBUTES_BYTES = 256 * 1024
+MAX_NAMED = 40  # file names per list in a prompt; the rest are counted
 
 
 @dataclass(frozen=True)
@@ -111,13 +113,13 @@ def _extra_lines(sections: Sequence[UntrustedSection], room: int) -> list[str]:
     out: list[str] = []
     left = room
     for section in sections:
+        if left <= 20:
+            break
         text = section.text
         cost = estimate_tokens(text) + estimate_tokens(section.title) + 1
         if cost > left:
-            text = text[: max(0, int((left - 20) * 3))] + "\n(cut to fit the budget)"
+            text = text[: max(0, int((left - 20) * CHARS_PER_TOKEN))] + "\n(cut to fit the budget)"
             cost = left
-        if left <= 20:
-            break
         out += [f"{section.title}:", text]
         left -= cost
     return out
@@ -139,9 +141,7 @@ def plan_diff(files: Sequence[PullFile], context: ReviewContext, overhead: int) 
             kept.append(item)
     extra_room = context.tokens_per_call // MAX_EXTRA_SHARE
     extra = _extra_lines(context.sections, extra_room)
-    fixed = overhead + RESERVED_TOKENS + estimate_tokens("\n".join(extra))
-    if deleted:
-        fixed += estimate_tokens(", ".join(deleted)) + 10
+    fixed = overhead + RESERVED_TOKENS + estimate_tokens("\n".join(extra)) + _names_reserve(files)
     room = max(500, context.tokens_per_call - fixed)
     findings = context.lint.findings if context.lint is not None else []
     sections: list[tuple[Section, list[str]]] = []
@@ -158,7 +158,7 @@ def plan_diff(files: Sequence[PullFile], context: ReviewContext, overhead: int) 
         names = [s.item.filename for s in chunk]
         lines = [s.text for s in chunk]
         if deleted:
-            lines.append("deleted files (not shown): " + ", ".join(deleted))
+            lines.append("deleted files (not shown): " + _names(deleted))
         lines += _lint_lines([f for f in findings if f.path in names])
         lines += extra
         plan.chunks.append(DiffChunk(lines, names))
@@ -172,11 +172,23 @@ def left_out_lines(plan: DiffPlan, index: int) -> list[str]:
     if others:
         lines.append(
             f"This is part {index + 1} of {len(plan.chunks)} of the review; other parts read: "
-            + ", ".join(others)
+            + _names(others)
         )
     if plan.left_out:
-        lines.append("not shown: " + ", ".join(plan.left_out_names()))
+        lines.append("not shown: " + _names(plan.left_out_names()))
     return lines
+
+
+def _names(names: Sequence[str]) -> str:
+    shown = ", ".join(names[:MAX_NAMED])
+    return shown + (f" and {len(names) - MAX_NAMED} more" if len(names) > MAX_NAMED else "")
+
+
+def _names_reserve(files: Sequence[PullFile]) -> int:
+    """Tokens the lists of names may take (deleted, in other calls, not shown: `MAX_NAMED` each), so
+    that a pull request of many files still keeps its calls within the budget."""
+    longest = sorted((estimate_tokens(f.filename) + 8 for f in files), reverse=True)[:MAX_NAMED]
+    return 3 * sum(longest) + 60
 
 
 def read_gitattributes(root: SandboxRoot) -> str | None:
