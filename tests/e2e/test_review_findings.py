@@ -81,6 +81,12 @@ def resolved_payload(story: Story, root: Comment, sender: str) -> dict[str, Any]
 
 def test_a_reply_dismisses_and_an_edit_of_the_line_does_not_bring_it_back(story: Story) -> None:
     root = first_review_finding(story, "f2 returns `x - 2`; it should add.")
+    story.reply_in_thread(root, "/beam dismiss", user="reader")  # may not: refused in the thread
+    refusal = wait_for(
+        lambda: next((c for c in story.bot.fake.comments.values() if "Sorry @reader" in c.body), None),
+        what="the refusal",
+    )
+    assert refusal.in_reply_to == root.id and ledger(story)[0][1] == "open"
     story.reply_in_thread(root, "Won't fix: subtracting is intended here.")
     wait_for(lambda: ledger(story)[0][1] == "dismissed", what="the dismissal")
     assert ledger(story) == [(LINE_F2, "dismissed", "reply", "maintainer")]
