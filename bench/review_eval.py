@@ -302,9 +302,13 @@ def report(meta: dict[str, Any], results: dict[str, list[CaseResult]]) -> str:
 
 
 async def main(options: argparse.Namespace) -> None:
-    if options.report:
-        data = json.loads(Path(options.report).read_text("utf-8"))
-        print(report(data["meta"], undump(data)))
+    if options.report:  # several dumps of one setting (runs over parts of the cases) make one table
+        dumps = [json.loads(Path(p).read_text("utf-8")) for p in options.report]
+        merged: dict[str, list[CaseResult]] = {}
+        for data in dumps:
+            for variant, rows in undump(data).items():
+                merged.setdefault(variant, []).extend(rows)
+        print(report(dumps[0]["meta"], merged))
         return
     names = [n for n in (options.cases or "").split(",") if n]
     cases = spread(load_cases(names=names or None), options.limit)
@@ -349,7 +353,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model call")
     parser.add_argument("--json", help="write per-case results here (after every case)")
-    parser.add_argument("--report", help="print the table of a --json file, calling no model")
+    parser.add_argument("--report", nargs="+", help="print the table of --json files, calling no model")
     options = parser.parse_args(argv)
     if not options.report and not (options.base_url and options.model):
         parser.error("--base-url and --model are needed (or --report FILE)")
