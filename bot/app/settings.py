@@ -153,6 +153,10 @@ class Settings(CheckSettings):
     runs_per_repo_per_day: int = Field(default=500, ge=0)
     tokens_per_installation_per_month: int = Field(default=50_000_000, ge=0)
     max_concurrency_per_installation: int = Field(default=2, ge=0)
+    # A review's diff context (reviews/budget.py): tokens per model call, and how many calls one review
+    # may make when its pull request does not fit in one; `review.max_calls` in a repository lowers it.
+    review_tokens_per_call: int = Field(default=24_000, ge=2_000)
+    review_max_calls: int = Field(default=3, ge=1, le=20)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"

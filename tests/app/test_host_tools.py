@@ -123,6 +123,7 @@ async def test_review_change_posts_once_and_folds_lines_outside_the_diff(tree: P
             "side": "RIGHT",
             "body": "inline",
             "finding": "inline",
+            "severity": "minor",  # the model named none (issue 21: every finding carries one)
             "line_text": "    return TODO",
         }
     ]

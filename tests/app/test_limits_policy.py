@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from pydantic import ValidationError
 
 from bot.app.commands import Command, CommandError, help_text, parse
 from bot.app.limits.policy import Limits, Policy, Prices, day_of, effective, month_of, next_day, next_month
@@ -74,6 +75,19 @@ def test_settings_make_the_policy_and_zero_turns_a_limit_off() -> None:
     assert policy.max_per_installation == 3
     assert policy.prices.cost(1_000_000, 100_000) == pytest.approx(4.5)
     assert Prices().cost(10, 10) is None
+
+
+def test_a_reviews_calls_and_tokens_per_call_come_from_the_settings_and_the_repo_may_lower_calls() -> None:
+    default = Policy.from_settings(Settings(_env_file=None))  # type: ignore[call-arg]
+    assert (default.limits.review_max_calls, default.limits.review_tokens_per_call) == (3, 24_000)
+    settings = Settings(_env_file=None, review_max_calls=5, review_tokens_per_call=8_000)  # type: ignore[call-arg]
+    limits = Policy.from_settings(settings).limits
+    assert (limits.review_max_calls, limits.review_tokens_per_call) == (5, 8_000)
+    rules = parse_repo_config("review:\n  max_calls: 2\n").config.review
+    assert rules.calls_limit(limits.review_max_calls) == 2
+    assert parse_repo_config("review:\n  max_calls: 9\n").config.review.calls_limit(5) == 5  # never raised
+    with pytest.raises(ValidationError):
+        Settings(_env_file=None, review_max_calls=0)  # type: ignore[call-arg]
 
 
 def test_periods_are_utc_days_and_months() -> None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
-from bot.app.runs.prompt import MAX_PATCH_CHARS, build_prompt
+from bot.app.runs.budget import estimate_tokens
+from bot.app.runs.prompt import build_prompt
+from bot.app.runs.review_context import RESERVED_TOKENS, ReviewContext
 from tests.support.webhooks import issue_comment_payload, review_comment_payload
 
 
@@ -35,18 +37,45 @@ def test_contributor_text_is_fenced_as_data_and_cannot_close_the_fence() -> None
     assert coverage.skipped == [] and coverage.cut == []
 
 
-def test_missing_and_long_patches_are_recorded() -> None:
+def _hunks(count: int, width: int = 200) -> str:
+    return "\n".join(
+        f"@@ -{n * 10},1 +{n * 10},1 @@\n-{'a' * width}\n+{'b' * width}" for n in range(1, count + 1)
+    )
+
+
+def test_missing_long_and_left_out_patches_are_recorded() -> None:
+    # Issue 21: a token budget, not a character cut. A file larger than the call is read by whole
+    # hunks; one that no longer fits is named with why; lock files are never read.
     event = CommentEvent.model_validate(issue_comment_payload("/beam summarize", repo="o/r"))
     files = [
         PullFile(filename="logo.png", status="added"),
-        PullFile(filename="big.py", status="modified", patch="+x\n" * MAX_PATCH_CHARS),
-        PullFile(filename="late.py", status="modified", patch="+y\n"),
+        PullFile(filename="big.py", status="modified", patch=_hunks(60)),
+        PullFile(filename="later.py", status="modified", patch=_hunks(30)),
+        PullFile(filename="yarn.lock", status="modified", patch="@@ -1 +1 @@\n-a\n+b"),
     ]
-    text, coverage = build_prompt(event, "summarize", "", pull(), files, total_files=500)
+    context = ReviewContext(tokens_per_call=8000, max_calls=3)  # a summary is one call whatever it says
+    text, coverage = build_prompt(event, "summarize", "", pull(), files, total_files=500, context=context)
     assert coverage.skipped == ["logo.png"]
-    assert coverage.cut == ["big.py", "late.py"]
-    assert (coverage.total_files, coverage.listed_files) == (500, 3)
-    assert "files changed: 500" in text and "(patch cut here)" in text
+    assert coverage.cut == ["big.py"]
+    # Source first: the image (no patch, "other") comes after the two source files, and no longer fits.
+    over = "(over the token budget)"
+    assert coverage.left_out == ["yarn.lock (lock file)", f"later.py {over}", f"logo.png {over}"]
+    assert (coverage.total_files, coverage.listed_files) == (500, 4)
+    assert coverage.calls == [text]
+    assert "files changed: 500" in text and "(the rest of this file is not shown)" in text
+    assert f"not shown: yarn.lock (lock file), later.py {over}, logo.png {over}" in text
+    assert "## later.py" not in text and "+bbb" not in text.split("## big.py")[0]
+
+
+def test_a_review_over_the_budget_gets_one_prompt_per_call() -> None:
+    event = CommentEvent.model_validate(issue_comment_payload("/beam review", repo="o/r"))
+    files = [PullFile(filename=f"src/m{n}.py", status="modified", patch=_hunks(12)) for n in range(4)]
+    context = ReviewContext(tokens_per_call=5000, max_calls=3)
+    text, coverage = build_prompt(event, "review", "", pull(), files, total_files=4, context=context)
+    assert len(coverage.calls) == 3 and coverage.calls[0] == text
+    assert all(f"## src/m{n}.py" in coverage.calls[n] for n in range(3))
+    assert "part 2 of 3" in coverage.calls[1]
+    assert coverage.left_out == ["src/m3.py (over the token budget)"]
 
 
 def test_a_review_comment_gives_the_file_and_line() -> None:
@@ -57,3 +86,22 @@ def test_a_review_comment_gives_the_file_and_line() -> None:
     assert text.startswith("Request from @octocat: why?")
     assert "review comment on `src/a.py` line 12" in text
     assert "commented hunk:" in text
+
+
+def test_every_call_of_a_pull_request_of_many_files_stays_within_the_budget() -> None:
+    event = CommentEvent.model_validate(issue_comment_payload("/beam review", repo="o/r"))
+    deep = "/".join(["a-rather-long-directory-name"] * 4)
+    files = [
+        PullFile(filename=f"{deep}/module_{n}.py", status="modified", patch=_hunks(2, width=60))
+        for n in range(150)
+    ]
+    files += [
+        PullFile(filename=f"{deep}/vendor/lib_{n}.js", status="modified", patch=_hunks(1)) for n in range(150)
+    ]
+    context = ReviewContext(tokens_per_call=6000, max_calls=3)
+    _, coverage = build_prompt(event, "review", "", pull(), files, total_files=300, context=context)
+    assert len(coverage.calls) == 3
+    for call in coverage.calls:
+        assert estimate_tokens(call) <= 6000 - RESERVED_TOKENS
+        assert " more" in call.split("not shown: ")[1]  # the lists of names are capped, and counted
+    assert len(coverage.left_out) > 150

@@ -88,8 +88,9 @@ async def test_a_suggestion_that_does_not_apply_is_plain_text(
 
 async def test_a_range_over_context_lines_of_the_hunk_is_valid(tmp_path: Path) -> None:
     posted: list[list[dict[str, Any]]] = []
-    item = {"path": "calc.py", "start_line": 1, "line": 2, "body": "F.", "suggestion": "x\n"}
+    fix = "def add(a, b):\n    total = a + b\n"  # it must parse (issue 21): `x` alone would not
+    item = {"path": "calc.py", "start_line": 1, "line": 2, "body": "F.", "suggestion": fix}
     await review_tool(tmp_path, posted).invoke({"body": "R", "comments": [item]}, INPUT)
     [comment] = posted[0]
     # Line 1 is context in the diff, so the range is valid; the suggestion changes it, so it applies.
-    assert comment["start_line"] == 1 and "```suggestion\nx\n```" in comment["body"]
+    assert comment["start_line"] == 1 and f"```suggestion\n{fix}```" in comment["body"]

@@ -41,6 +41,7 @@ from bot.app.github.client import GitHubApp, InstallationClient
 from tests.support import fake_github_ops_checks, fake_github_ops_issues, fake_github_ops_pulls
 from tests.support.asgi_server import serve_asgi
 from tests.support.fake_github_auth import AppKey, check_app_jwt, generate_app_key, shared_app_key
+from tests.support.fake_github_graphql import GraphQL
 from tests.support.fake_github_handlers import HANDLERS, Answer, Ctx, FakeHandlers, Reply
 from tests.support.fake_github_render import Render, Urls
 from tests.support.fake_github_spec import Checked, RestSpec
@@ -126,6 +127,7 @@ class FakeGitHub(FakeHandlers):
         # bot here: the write happened, the bot never reads the answer).
         self.on_answered: list[Callable[[Call], None]] = []
         self.rate_limit = RateLimit(reset=clock() + 3600)
+        self.resolved_threads: set[int] = set()  # root review comment ids (fake_github_graphql.py)
         methods = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
         self.app = Starlette(routes=[Route("/{anything:path}", self._endpoint, methods=methods)])
 
@@ -169,11 +171,41 @@ class FakeGitHub(FakeHandlers):
             f"  {v.method} {v.path}: {'; '.join(v.problems)}" for v in self.violations
         )
 
+    @property
+    def graphql_path(self) -> str:
+        """`/graphql` beside the REST root, or `/api/graphql` beside an Enterprise `/api/v3`."""
+        prefix = self.api_prefix
+        return prefix.removesuffix("/v3") + "/graphql" if prefix.endswith("/api/v3") else prefix + "/graphql"
+
+    async def _graphql(self, request: Request) -> Response:
+        """GraphQL (fake_github_graphql.py): an installation token, a JSON body, a checked document."""
+        raw = await request.body()
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        call = Call("POST", "/graphql", {}, body, "graphql", {}, self.api_prefix)
+        self.calls.append(call)
+        try:
+            call.auth, call.installation_id = self._authenticate(request, "graphql")
+        except Answer as refused:
+            call.status = refused.status
+            return self._error(refused)
+        answer = GraphQL(self, self.resolved_threads).answer(body)
+        if "errors" in answer:
+            self.violations.append(Violation("POST", "/graphql", [e["message"] for e in answer["errors"]]))
+        call.status = 200
+        for hook in list(self.on_answered):
+            hook(call)
+        return self._json(200, answer)
+
     # --- request pipeline ------------------------------------------------------------------------
 
     async def _endpoint(self, request: Request) -> Response:
         raw_path = request.scope.get("raw_path", request.url.path.encode()).decode("latin-1")
         path = raw_path.split("?", 1)[0]
+        if request.method == "POST" and path == self.graphql_path:
+            return await self._graphql(request)
         prefix = ""
         if self.api_prefix:
             if path.startswith(self.api_prefix + "/"):

@@ -28,6 +28,13 @@ def react_issue_comment(fake: FakeHandlers, ctx: Ctx) -> Reply:
     return fake.react(ctx, fake.issue_comment(ctx, fake.visible_repo(ctx)))
 
 
+@operation("reactions/list-for-pull-request-review-comment")
+def list_review_comment_reactions(fake: FakeHandlers, ctx: Ctx) -> Reply:
+    comment = fake.review_comment(ctx, fake.visible_repo(ctx))
+    found = [r for r in fake.reactions_on(comment.id) if ctx.query.get("content", r.content) == r.content]
+    return paginate(ctx, [ctx.render.reaction(r) for r in found])
+
+
 @operation("reactions/create-for-pull-request-review-comment")
 def react_review_comment(fake: FakeHandlers, ctx: Ctx) -> Reply:
     return fake.react(ctx, fake.review_comment(ctx, fake.visible_repo(ctx)))

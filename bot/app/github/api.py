@@ -200,6 +200,13 @@ class GitHubApi:
             raise call.error(exc) from None
         return items[:limit]
 
+    @property
+    def graphql_url(self) -> str:
+        """GitHub's GraphQL endpoint: `/graphql` beside the REST root on github.com, `/api/graphql`
+        on an Enterprise Server (whose REST root is `/api/v3`)."""
+        base = self.base_url
+        return base.removesuffix("/v3") + "/graphql" if base.endswith("/api/v3") else base + "/graphql"
+
     def backoff(self, attempt: int) -> float:
         return float(min(self.retry.backoff_base * 2 ** (attempt - 1), self.retry.backoff_max))
 

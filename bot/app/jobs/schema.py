@@ -39,7 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -272,6 +272,30 @@ effects = Table(
     Column("updated_at", Double, nullable=False),
 )
 
+# Issue 21: the findings ledger (reviews/ledger.py). One row per inline finding the bot posted: where
+# it is anchored (path, line and the code there at `head_sha`), what it claims, and its state.
+review_findings = Table(
+    "review_findings",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("repo", Text, nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("comment_id", BigInteger, nullable=False),
+    Column("path", Text, nullable=False),
+    Column("line", Integer, nullable=False),
+    Column("line_text", Text, nullable=False),
+    Column("claim", Text, nullable=False),
+    Column("severity", Text, nullable=False),
+    Column("head_sha", Text, nullable=False),
+    Column("state", Text, nullable=False),  # open, dismissed, fixed
+    Column("reason", Text),  # how it left `open`: reaction, reply, resolved, or the fixing commit
+    Column("by", Text),  # who dismissed it
+    Column("reactions_etag", Text),
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+    Index("review_findings_comment", "repo", "number", "comment_id", unique=True),
+)
+
 # A run's conversation after its last finished tool round, so a retried run continues from there.
 run_checkpoints = Table(
     "run_checkpoints",
@@ -348,6 +372,7 @@ def _drop_claim_index(conn: Connection) -> None:
 
 
 MIGRATIONS[6] = _drop_claim_index
+MIGRATIONS[7] = lambda conn: review_findings.create(conn, checkfirst=True)  # v7: the findings ledger
 
 
 class SchemaError(RuntimeError):

@@ -24,6 +24,9 @@ class Limits:
     runs_per_repo_per_day: int | None = None
     tokens_per_installation_per_month: int | None = None
     check_runs_per_run: int | None = None  # `run_checks` calls by the author skill (docs/checks.md)
+    # A review over one call's diff budget is read in chunks, one model call each, at most this many.
+    review_max_calls: int = 3
+    review_tokens_per_call: int = 24_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,8 @@ class Policy:
                 runs_per_repo_per_day=whole(settings.runs_per_repo_per_day),
                 tokens_per_installation_per_month=whole(settings.tokens_per_installation_per_month),
                 check_runs_per_run=whole(settings.check_runs_per_run),
+                review_max_calls=settings.review_max_calls,
+                review_tokens_per_call=settings.review_tokens_per_call,
             ),
             prices=Prices(settings.price_input_per_mtok, settings.price_output_per_mtok),
             max_per_installation=whole(settings.max_concurrency_per_installation),

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validat
 
 from bot.app.permissions import Permission
 from bot.app.repo_config.checks import DEFAULT_CHECKS_TIMEOUT, Checks, ChecksTimeout, Command, check_seconds
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 
 CONFIG_PATH = ".github/beam.yml"
@@ -189,6 +190,11 @@ class RepoConfig(BaseModel):
         default=None,
         description="A command run before the checks in the same jail, whose only network is a proxy "
         "to the package registries the server allows (e.g. `pip install -e .`).",
+    )
+    review: ReviewRules = Field(
+        default_factory=ReviewRules,
+        description="What every review (`/beam review` and automatic) says: path instructions, at most "
+        "how many comments, the lowest severity, tone, linters, chunked calls.",
     )
 
     @field_validator("skills", mode="after")

@@ -12,7 +12,7 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_args
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -27,6 +27,7 @@ from bot.app.repo_config.model import (
     RepoConfig,
     _short,
 )
+from bot.app.repo_config.review_rules import SEVERITIES, Tone
 from bot.app.repo_config.yaml_lines import StrictLoader, key_lines, line_of
 
 
@@ -82,7 +83,10 @@ def parse_repo_config(text: str | None) -> ConfigResult:
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
         where = [line_of(lines, tuple(error["loc"])) for error in errors]
-        return _invalid(*(_error_message(error) for error in errors), lines=where)
+        messages = [_error_message(error) for error in errors]
+        # A union's branches each report the same value: say it once (`review.linters`).
+        kept = [i for i, m in enumerate(messages) if m and m not in messages[:i]]
+        return _invalid(*(messages[i] for i in kept), lines=[where[i] for i in kept])
 
 
 async def load_repo_config(
@@ -162,7 +166,9 @@ _TYPE_WORDS = {
     "int_type": "expected a whole number",
     "string_type": "expected a string",
     "model_type": "expected a mapping of settings (key: value)",
+    "dict_type": "expected a mapping (key: value)",
 }
+_REVIEW_CHOICES = {"severity": SEVERITIES, "tone": get_args(Tone)}
 
 
 def _setting_names() -> str:
@@ -197,6 +203,19 @@ def _error_message(error: Any) -> str:
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):
         return f"{path}: {_short(value)} is not a permission; choose from {', '.join(PERMISSIONS)}"
+    if kind == "literal_error" and loc[0] == "review" and str(loc[-1]) in _REVIEW_CHOICES:
+        choices = ", ".join(_REVIEW_CHOICES[str(loc[-1])])
+        return f"{path}: {_short(value)} is not a {loc[-1]}; choose from {choices}"
+    if loc[:2] == ("review", "linters") and len(loc) >= 3:
+        if len(loc) > 3:  # a value in the mapping: name it without the union's branch
+            words = _TYPE_WORDS.get(kind, error["msg"])
+            return f"{_path((*loc[:2], *loc[3:]))}: {words}, got {_short(value)}"
+        if isinstance(value, dict):
+            return ""  # the mapping branch names what is wrong inside it
+        return (
+            f"review.linters: expected true, false or a mapping of linter names to true or false, "
+            f"got {_short(value)}"
+        )
     if kind == "invalid_key":
         return f"{_short(value)} is not a setting name; valid settings are {_setting_names()}"
     if kind in ("greater_than_equal", "less_than_equal"):

@@ -13,25 +13,31 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Literal
 
 import anyio
 import anyio.lowlevel
 
 from bot.app.github.client import InlineComment, InstallationClient, PullRequest
+from bot.app.limits.policy import Limits
 from bot.app.repo_config import RepoLimits
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
+from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys
-from bot.app.reviews.prompt import build_review_prompt
+from bot.app.reviews.prompt import build_review_prompts
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import RunLedger, host_tools
-from bot.app.runs.prompt import MAX_PATCH_CHARS, smaller_budget
+from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
+from bot.app.runs.linters import lint_skipped
+from bot.app.runs.review_context import UntrustedSection, merge_parts, review_context
 from bot.app.runs.run import RunDeps
+from bot.app.runs.selection import select_findings
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
@@ -96,6 +102,8 @@ class AgentOutcome:
     truncated: list[str] = field(default_factory=list)
     stop: Stop | None = None
     usage: run_render.Usage | None = None
+    left_out: list[str] = field(default_factory=list)  # files no call read, each with why
+    lint_skipped: list[str] = field(default_factory=list)  # linters that could not run
 
 
 @dataclass
@@ -110,6 +118,10 @@ class AgentReview:
     current: Current  # still the newest generation?
     bot_login: str
     limits: RepoLimits = field(default_factory=RepoLimits)  # the repository's `limits:` section
+    rules: ReviewRules = field(default_factory=ReviewRules)  # the repository's `review:` section
+    # Extra data for every call (path instructions, findings already dismissed), filled by the caller.
+    sections: Sequence[UntrustedSection] = ()
+    findings: FindingFlow | None = None  # the findings ledger (reviews/finding_flow.py)
 
     async def run(self, run_id: str) -> AgentOutcome:
         """Review under `run_id`, the run the ledger admitted (reviews/admission.py)."""
@@ -156,7 +168,6 @@ class AgentReview:
         head = self.pull.head.sha
         protected = sorted({"main", "master", self.target.default_branch, self.pull.base.ref})
         tree = WorkingTree(SandboxRoot(path), protected, allowed_push_branches=set())
-        ledger = RunLedger()
         existing = await self.gh.list_review_comments(
             self.target.owner, self.target.name, self.pull.number, limit=3000
         )
@@ -171,9 +182,15 @@ class AgentReview:
             if not await self.current():
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
-            kept = fresh_findings(comments, self.changed, seen)
+            if self.findings is not None:  # a finding dismissed on this pull request stays dismissed
+                comments = await self.findings.screen(comments, Path(path), head)
+            chosen = select_findings(fresh_findings(comments, self.changed, seen), self.rules)
+            kept = chosen.kept
             if not kept:
                 return None
+            rules = self.rules
+            held = run_render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
+            body = f"{body}\n\n{held}" if held else body
             fields = InlineComment.model_fields
             inline = [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in kept]
             review = await self.gh.create_review(
@@ -187,18 +204,26 @@ class AgentReview:
                 comments=inline,
             )
             result.kind, result.url, result.findings = "reviewed", review.html_url, len(inline)
+            if self.findings is not None:
+                await self.findings.record(kept, head, self.bot_login)
             return review.id
 
         blob_base = f"{self.target.html_url}/blob/{head}"
         diff = DiffMap.from_files((f.filename, f.patch) for f in self.scope.files)
-        tools = sandbox_tools(tree) + host_tools(
-            tree.sandbox,
-            ledger,
-            diff=diff,
-            post_review=post,
-            blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
-            fold_outside=False,
-        )
+        limits = self.deps.policy.limits
+        # Each call of a chunked review posts into `parts`; the findings are merged and posted once.
+        parts: list[tuple[str, list[dict[str, Any]]]] = []
+        chunked = False
+
+        async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
+            parts.append((body, comments))
+            return len(parts)
+
+        async def post_now(body: str, comments: list[dict[str, Any]]) -> int | None:
+            """One call: the review is posted from inside its tool call, as it always was."""
+            parts.append((body, comments))
+            return await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
+
         guard = await usage.arm(self.limits)
 
         async def on_frame(frame: StreamChunk) -> None:
@@ -206,33 +231,62 @@ class AgentReview:
             if not await self.current():
                 scope.cancel()
 
-        budget = MAX_PATCH_CHARS
-        try:
-            while True:  # once more with half the diff if the first prompt overflows the context
-                hub = RiverBeam()  # a fresh conversation: the prompt that overflowed is not sent again
-                hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
-                text = build_review_prompt(
-                    self.target.repo, self.pull, self.scope, self.changed, self.since, patch_budget=budget
+        truncated: list[str] = []
+
+        async def read_all(limits: Limits) -> None:
+            nonlocal chunked
+            context = await review_context(tree.sandbox, self.scope.files, self.rules, limits, self.sections)
+            prompts = build_review_prompts(
+                self.target.repo, self.pull, self.scope, self.changed, self.since, context
+            )
+            result.left_out = prompts.plan.left_out_names()
+            result.lint_skipped = lint_skipped(context.lint)
+            chunked = len(prompts.texts) > 1
+            for index, text in enumerate(prompts.texts):
+                ledger = RunLedger()
+                tools = sandbox_tools(tree) + host_tools(
+                    tree.sandbox,
+                    ledger,
+                    diff=diff,
+                    post_review=collect if chunked else post_now,
+                    blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
+                    fold_outside=False,
+                    checked=CheckedSuggestions(ruff=context.lint is not None),
                 )
+                hub = RiverBeam()
+                hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
+                call_id = uuid.UUID(run_id) if index == 0 else uuid.uuid5(uuid.UUID(run_id), f"call-{index}")
                 request = InvokeRequest(
                     agent_name="review",
                     content=[ContentPart.text_part(text)],
                     session_id=uuid.UUID(run_id),
-                    request_id=uuid.UUID(run_id),
+                    request_id=call_id,
                     metadata={"repository": self.target.repo, "number": self.pull.number},
                 )
-                try:
-                    await hub.invoke(request, on_frame=on_frame)
+                await hub.invoke(request, on_frame=on_frame)
+                truncated.extend(ledger.truncated)
+                if guard.stop is not None:
                     break
-                except BeamError as error:
-                    smaller = smaller_budget(error, budget, steps[0] > 0)
-                    if smaller is None:
-                        raise
-                    budget = smaller
+
+        try:
+            try:
+                await read_all(limits)
+            except BeamError as error:
+                # The model's context overflowed (BEM-092) before any tool ran: once more, with half
+                # the diff per call in a fresh conversation; a second overflow ends with the code.
+                if error.code != "BEM-092" or steps[0] > 0 or parts:
+                    raise
+                await read_all(replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2))
+            if guard.stop is None and parts:
+                body, comments = merge_parts(parts)
+                if chunked:
+                    await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
+                if self.findings is not None:  # what the review no longer says, on changed lines
+                    await self.findings.settle_fixed(comments, Path(path), head)
         finally:
             with anyio.CancelScope(shield=True):
                 await usage.record()
-        result.truncated = ledger.truncated
+        result.truncated = truncated
         result.usage = usage.summary(steps[0])
         if guard.stop is not None and result.kind != "reviewed":  # a posted review is the whole work
             result.kind, result.stop = "capped", guard.stop

@@ -23,6 +23,12 @@ def marker(key: str) -> str:
     return f"<!-- beam-finding:{key} -->"
 
 
+def marker_key(body: str) -> str | None:
+    """The finding key a comment's hidden marker holds, if it has one."""
+    found = _MARKER.search(body)
+    return found[1] if found else None
+
+
 def normalise(text: str) -> str:
     """Case, punctuation, markup and whitespace do not make a finding new."""
     text = _MARKER.sub("", _SUGGESTION.sub("", text))

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InstallationClient
 from bot.app.reviews import render
+from bot.app.reviews.ledger import FindingsLedger
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
 
 log = logging.getLogger("beam.reviews")
@@ -49,9 +50,11 @@ async def finish_check(
 async def publish_summary(
     gh: InstallationClient, states: ReviewStates, state: ReviewState, bot_login: str
 ) -> None:
-    """Edit the pull request's summary comment to list `state.entries`; create it the first time."""
+    """Edit the pull request's summary comment to list `state.entries` and count the findings (the
+    ledger's open, fixed and dismissed); create it the first time."""
     owner, name = state.repo.split("/", 1)
-    body = render.summary(state.entries)
+    counts = await FindingsLedger(states.store).counts(state.repo, state.number)
+    body = render.summary(state.entries, {str(k): v for k, v in counts.items()})
     comment_id = state.summary_comment_id
     if comment_id is None:
         # An earlier attempt may have posted it and died before recording its id: adopt that one.

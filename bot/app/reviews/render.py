@@ -7,7 +7,7 @@ as ranges are reviewed and never posted twice (the hidden marker finds it again 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from bot.app.repo_config import CONFIG_PATH
@@ -71,10 +71,28 @@ def entry_line(entry: Entry) -> str:
         line = f"- {span}: skipped ({entry.note})"
     if entry.skipped_files:
         line += f"\n  - not reviewed: {_files(entry.skipped_files)}"
+    if entry.kind in ("reviewed", "no_findings") and entry.note:
+        line += f"\n  - {entry.note}"
     return line
 
 
-def summary(entries: Sequence[Entry]) -> str:
+def linters_skipped(names: Sequence[str]) -> str:
+    """The summary's note when a linter could not run: skipped, never fatal (issue 21)."""
+    return "linters skipped: " + ", ".join(names) if names else ""
+
+
+def findings_line(counts: Mapping[str, int]) -> str:
+    """The ledger's count of this pull request's findings (issue 21), or "" before the first."""
+    if not any(counts.values()):
+        return ""
+    parts = [f"{counts.get(state, 0)} {state}" for state in ("open", "fixed", "dismissed")]
+    return (
+        f'Findings: {", ".join(parts)}. A 👎, a reply with "won\'t fix", "not a bug" or '
+        "`/beam dismiss`, or resolving the thread dismisses one: it is not raised again here."
+    )
+
+
+def summary(entries: Sequence[Entry], counts: Mapping[str, int] | None = None) -> str:
     lines = [
         SUMMARY_MARKER,
         "### beam-bot automatic review",
@@ -84,7 +102,26 @@ def summary(entries: Sequence[Entry]) -> str:
         "",
         *(entry_line(entry) for entry in entries),
     ]
+    counted = findings_line(counts or {})
+    if counted:
+        lines += ["", counted]
     return "\n".join(lines) + "\n"
+
+
+# -- the findings ledger (issue 21): what the model is told, and the reply to a fixed finding ------
+
+DISMISSED_TITLE = (
+    "findings already dismissed on this pull request by its maintainers: do not raise them again, "
+    "even where the code changed"
+)
+
+
+def dismissed_line(path: str, line: int, claim: str) -> str:
+    return f"- {path} line {line}: {' '.join(claim.split())[:300]}"
+
+
+def fixed_in(commit: str) -> str:
+    return f"Fixed in `{short(commit)}`."
 
 
 def too_large(changed: int, limit: int) -> str:

@@ -29,11 +29,14 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import CheckRun, GitHubApp, InstallationClient, PullRequest
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
+from bot.app.permissions import Permission
 from bot.app.repo_config import RepoLimits, matches_any
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
 from bot.app.reviews.agent import AgentReview, Target
+from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
 from bot.app.reviews.settings import load_review_settings
@@ -159,7 +162,7 @@ class ReviewJob:
             note = render.too_large(scope.changed_lines, config.max_changed_lines)
             await run.conclude(Entry("too_large", head, since=pull.base.sha, note=note))
             return
-        await run.review(scope, config, settings.limits)
+        await run.review(scope, config, settings.limits, settings.rules, settings.trigger_permission)
 
 
 class _Range:
@@ -214,7 +217,14 @@ class _Range:
         entry = Entry("failed" if await self.current() else "superseded", head, note=note)
         await finish_check(self.gh, repo, self.check_id, entry, quiet=True)
 
-    async def review(self, scope: Scope, config: AutoReviewConfig, limits: RepoLimits) -> None:
+    async def review(
+        self,
+        scope: Scope,
+        config: AutoReviewConfig,
+        limits: RepoLimits,
+        rules: ReviewRules,
+        who: Permission = "write",  # may dismiss a finding (`trigger_permission`)
+    ) -> None:
         pull, state, head = self.pull, self.state, self.pull.head.sha
         digest = diff_digest(scope.files)
         since, changed = pull.base.sha, None
@@ -243,6 +253,11 @@ class _Range:
         await start_check(self.gh, self.target.repo, self.check_id)
         skipped = render.coverage(scope.total, len(scope.files), scope.unread, scope.ignored)
         base = Entry("no_findings", head, since=since, full=changed is None, skipped_files=skipped)
+        # The findings ledger (issue 21): the 👎s since the last review, then what the model is told.
+        repo, number, deps = self.target.repo, self.target.number, self.job.deps
+        flow = FindingFlow(deps.store, self.gh, deps.effects(self.gh), repo, number, who)
+        await flow.read_reactions()
+        sections = await flow.sections(rules, [f.filename for f in scope.files])
         agent = AgentReview(
             self.job.deps,
             self.gh,
@@ -254,6 +269,9 @@ class _Range:
             self.current,
             await self.job.bot_login(),
             limits,
+            rules,
+            sections,
+            flow,
         )
         try:
             outcome = await agent.run(ledger.run_id)
@@ -269,6 +287,10 @@ class _Range:
             await ledger.end("failed")
             raise
         await ledger.end("cancelled" if outcome.kind == "stopped" else "succeeded", outcome)
+        # What the budget left out (lock, generated, vendored files, or past `max_calls`) and the
+        # linters that could not run are named on the summary's line (issue 21).
+        skipped = [*base.skipped_files, *outcome.left_out]
+        base = replace(base, skipped_files=skipped, note=render.linters_skipped(outcome.lint_skipped))
         if outcome.kind == "capped":  # not reviewed: the next push reviews these commits again
             stop = outcome.stop
             assert stop is not None and stop.limit is not None  # no `/beam cancel` reaches it

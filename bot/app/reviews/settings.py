@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 import yaml
 
 from bot.app.github.client import InstallationClient
+from bot.app.permissions import Permission
 from bot.app.repo_config import CONFIG_PATH, MAX_CONFIG_BYTES, RepoLimits, parse_repo_config
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.state import Entry
@@ -28,6 +30,9 @@ class ReviewSettings:
     enabled: bool = False
     errors: tuple[str, ...] = ()  # why the file is invalid; then no review runs
     limits: RepoLimits = field(default_factory=RepoLimits)  # the repository's `limits:` (issue 11)
+    rules: ReviewRules = field(default_factory=ReviewRules)  # the repository's `review:` (issue 21)
+    # Who may dismiss a finding (a 👎, a reply): whoever may trigger a command (issue 21).
+    trigger_permission: Permission = "write"
 
     @property
     def invalid(self) -> bool:
@@ -53,12 +58,12 @@ def declared_enabled(text: str | None) -> bool | None:
 
 def settings_of(text: str | None, server_default: bool) -> ReviewSettings:
     result = parse_repo_config(text)
-    config, limits = result.config.auto_review, result.config.limits
+    config, limits, rules = result.config.auto_review, result.config.limits, result.config.review
     if result.ok:
-        return ReviewSettings(config, config.is_enabled(server_default), limits=limits)
+        return ReviewSettings(config, config.is_enabled(server_default), limits=limits, rules=rules)
     declared = declared_enabled(text)
     enabled = server_default if declared is None else declared
-    return ReviewSettings(config, enabled, tuple(result.errors), limits)
+    return ReviewSettings(config, enabled, tuple(result.errors), limits, rules)
 
 
 async def load_review_settings(

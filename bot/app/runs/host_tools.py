@@ -15,9 +15,12 @@ from typing import Any
 
 import anyio
 
+from bot.app.repo_config.review_rules import SEVERITIES
 from bot.app.runs import render
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.suggestions import check_suggestion
+from bot.app.runs.linters import ruff_syntax_errors
+from bot.app.runs.suggestion_check import breaks_parse
+from bot.app.runs.suggestions import SuggestionCheck, apply_suggestion, check_suggestion
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool, ToolSpec, json_params, string_arg
@@ -33,6 +36,15 @@ MAX_LINE_CHARS = 500
 # new findings). Each comment: path, line, side, body, optionally start_line and start_side, plus
 # `finding` (the model's text, without a suggestion) and `line_text` (the line at the head).
 PostReview = Callable[[str, list[dict[str, Any]]], Awaitable[int | None]]
+
+
+@dataclass(frozen=True)
+class CheckedSuggestions:
+    """How a suggestion is checked before it is offered: the file parsed with it applied
+    (runs/suggestion_check.py), and ruff's syntax errors counted when the review's linters are on."""
+
+    parse: bool = True
+    ruff: bool = False
 
 
 @dataclass
@@ -188,31 +200,44 @@ class ReviewChangeTool(Tool):
         root: SandboxRoot,
         *,
         fold_outside: bool = True,
+        checked: CheckedSuggestions = CheckedSuggestions(),
     ) -> None:
         self.diff = diff
         self.ledger = ledger
         self.post = post
         self.root = root
         self.fold_outside = fold_outside
+        self.checked = checked
 
     def spec(self) -> ToolSpec:
         comment = {
             "type": "object",
             "properties": {
                 "path": {"type": "string"},
-                "line": {"type": "integer", "description": "line number in the new version (last line)"},
+                "line": {
+                    "type": "integer",
+                    "description": "the number shown before the line in `__new hunk__` (the new "
+                    "version's line number; for several lines, the last one)",
+                },
                 "start_line": {
                     "type": "integer",
-                    "description": "first line, for a comment on several lines",
+                    "description": "for a comment on several lines: the number shown before the "
+                    "first one in `__new hunk__`",
                 },
                 "body": {"type": "string"},
+                "severity": {
+                    "type": "string",
+                    "enum": list(SEVERITIES),
+                    "description": "how much it matters: nit (style, naming) < minor < major (a bug "
+                    "users will hit) < critical (data loss, security)",
+                },
                 "suggestion": {
                     "type": "string",
                     "description": "replacement for lines start_line..line (or line), offered as a "
                     "committable suggestion",
                 },
             },
-            "required": ["path", "line", "body"],
+            "required": ["path", "line", "body", "severity"],
         }
         return ToolSpec(
             name="review_change",
@@ -258,12 +283,18 @@ class ReviewChangeTool(Tool):
         start = start if isinstance(start, int) and not isinstance(start, bool) and start < line else None
         lines = await anyio.to_thread.run_sync(self._lines, path)
         comment: dict[str, Any] = {"path": path, "line": line, "side": "RIGHT", "finding": text}
+        # Every finding carries a severity (the repository's `review.severity` and `max_comments`
+        # read it); a model that leaves it out gets `minor`.
+        severity = item.get("severity")
+        comment["severity"] = severity if severity in SEVERITIES else "minor"
         comment["line_text"] = lines[line - 1] if lines is not None and 0 < line <= len(lines) else ""
         suggestion = item.get("suggestion")
         body = text
         if isinstance(suggestion, str):
             first = start or line
             check = check_suggestion(lines, first, line, suggestion, lambda n: self.diff.accepts(path, n))
+            if check.applies and lines is not None:
+                check = await self._still_parses(path, lines, first, line, suggestion)
             if check.applies:
                 body = f"{text}\n\n{render.suggestion_block(suggestion)}"
             else:
@@ -275,6 +306,23 @@ class ReviewChangeTool(Tool):
             comment.update(start_line=start, start_side="RIGHT")
         comment["body"] = body
         return comment
+
+    async def _still_parses(
+        self, path: str, lines: list[str], start: int, end: int, suggestion: str
+    ) -> SuggestionCheck:
+        """Refused when the file parsed before and not with the suggestion applied."""
+        if not self.checked.parse:
+            return SuggestionCheck(True)
+        before = "\n".join(lines) + "\n"
+        after = "\n".join(apply_suggestion(lines, start, end, suggestion)) + "\n"
+        if await anyio.to_thread.run_sync(breaks_parse, path, before, after):
+            return SuggestionCheck(False, render.NOT_PARSING)
+        if self.checked.ruff and path.endswith((".py", ".pyi")):
+            was = await ruff_syntax_errors(path, before, self.root.path)
+            now = await ruff_syntax_errors(path, after, self.root.path)
+            if was is not None and now is not None and now > was:
+                return SuggestionCheck(False, render.NOT_PARSING_RUFF)
+        return SuggestionCheck(True)
 
     def _range_ok(self, path: str, start: int, end: int) -> bool:
         return all(self.diff.accepts(path, n) for n in range(start, end + 1))
@@ -298,9 +346,10 @@ def host_tools(
     post_review: PostReview,
     blob_url: Callable[[str, int, int], str],
     fold_outside: bool = True,
+    checked: CheckedSuggestions = CheckedSuggestions(),
 ) -> list[Tool]:
     return [
         SearchTool(root, ledger),
         GetPageTool(root, ledger, blob_url),
-        ReviewChangeTool(diff, ledger, post_review, root, fold_outside=fold_outside),
+        ReviewChangeTool(diff, ledger, post_review, root, fold_outside=fold_outside, checked=checked),
     ]

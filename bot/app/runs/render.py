@@ -117,6 +117,27 @@ def with_usage(body: str, usage: Usage) -> str:
     return f"{body}\n\n<sub>{usage_line(usage)}</sub>"
 
 
+NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (runs/suggestion_check.py)
+NOT_PARSING_RUFF = "ruff finds a syntax error in the file with it applied"
+
+
+def coverage_lines(left_out: Sequence[str], lint_skipped: Sequence[str]) -> list[str]:
+    """What a review did not read and which linters did not run: said, not hidden."""
+    lines = []
+    if left_out:
+        lines.append("Not reviewed: " + ", ".join(f"`{_inline(p)}`" for p in left_out[:30]))
+        if len(left_out) > 30:
+            lines[-1] += f" and {len(left_out) - 30} more"
+    if lint_skipped:
+        lines.append("Linters skipped: " + ", ".join(lint_skipped))
+    return lines
+
+
+def with_coverage(body: str, left_out: Sequence[str], lint_skipped: Sequence[str]) -> str:
+    lines = coverage_lines(left_out, lint_skipped)
+    return body if not lines else body + "\n\n" + "\n".join(f"<sub>{line}</sub><br>" for line in lines)
+
+
 def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: Usage | None = None) -> str:
     details = ""
     if progress.tools:
@@ -340,3 +361,31 @@ def link_citations(text: str, known_paths: set[str], blob_base: str) -> str:
         return f"[`{label}`]({blob_base}/{path}{anchor})"
 
     return _CITATION.sub(replace, text)
+
+
+def not_posted(below: int, over: int, severity: str, max_comments: int) -> str:
+    """The review body's line for findings the repository's `review:` rules kept back (issue 21)."""
+    parts = []
+    if over:
+        noun = "finding" if over == 1 else "findings"
+        parts.append(f"{over} more {noun} not posted (`review.max_comments` is {max_comments})")
+    if below:
+        noun = "finding" if below == 1 else "findings"
+        parts.append(f"{below} {noun} below `review.severity: {severity}` not posted")
+    return "; ".join(parts) + "." if parts else ""
+
+
+# -- the `review:` rules in a review's prompt (issue 21) ---------------------------------------
+
+TONE_TITLE = "how the maintainers want comments written (review.tone)"
+TONES = {
+    "concise": "concise: one or two sentences per comment, the problem and the fix; no praise, no summary "
+    "of the change.",
+    "detailed": "detailed: explain each problem, why it matters and how to fix it, with an example when "
+    "it helps.",
+}
+INSTRUCTIONS_TITLE = "what the maintainers ask reviewers to check in these files (review.path_instructions)"
+
+
+def path_instruction(glob: str, text: str, paths: Sequence[str]) -> str:
+    return f"- `{glob}` ({', '.join(f'`{p}`' for p in list(paths)[:20])}): {' '.join(text.split())}"

@@ -39,10 +39,12 @@ from bot.app.runs.deps import (
     run_id_for,
 )
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
+from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.prompt import MAX_PATCH_CHARS, build_prompt, smaller_budget
+from bot.app.runs.review_context import CallParts, call_session
+from bot.app.runs.selection import select_findings
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
@@ -294,6 +296,11 @@ class SkillRun(RunWorkspace):
         diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
+            rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
+            chosen = select_findings(comments, rules)
+            comments = chosen.kept
+            held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
+            body = f"{body}\n\n{held}" if held else body
             fields = InlineComment.model_fields
             inline = [
                 InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
@@ -313,19 +320,35 @@ class SkillRun(RunWorkspace):
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
+        coverage, context = await self._prompt(tree, pull, files, total)
+        # Over one call's budget, each call posts into `parts`; the merged review is posted once.
+        parts = CallParts() if len(coverage.calls) > 1 else None
+
+        async def post_part(body: str, comments: list[dict[str, Any]]) -> int | None:
+            """One call posts the review from inside its tool call; a chunked one posts its part."""
+            return await (parts.collect if parts is not None else post_review)(body, comments)
+
+        checked = CheckedSuggestions(ruff=context.lint is not None)
         memory = RunMemory(self.deps.store, event.repository.full_name)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
         tools = [
             *sandbox_tools(tree),
-            *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
+            *host_tools(
+                tree.sandbox,
+                ledger,
+                diff=diff,
+                post_review=post_part,
+                blob_url=blob_url,
+                checked=checked,
+            ),
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
             # `run_checks` (author): where the repository has checks and the jail can be built.
             *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
         hub = RiverBeam(memory=memory)
         checkpoint = None
-        if self.skill in RESUMABLE_SKILLS:
+        if self.skill in RESUMABLE_SKILLS and parts is None:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
         # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
         # back to the model as the tool's result; the rest still end the run.
@@ -341,40 +364,37 @@ class SkillRun(RunWorkspace):
             )
         )
         tracker = Tracker(self.progress, self.publish)
-        budget = MAX_PATCH_CHARS
-        while True:  # once more with half the diff if the first prompt overflows the context
-            text, coverage = build_prompt(
-                event,
-                self.skill,
-                self.ctx.command.text,
-                pull,
-                files,
-                total,
-                guidance=self.plan.guidance,
-                default_task=self.plan.default_task,
-                notes=self.follow_up.notes if self.follow_up is not None else (),
-                patch_budget=budget,
-            )
+        session = uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}")
+        calls, index, retried = coverage.calls, 0, False
+        while index < len(calls):
+            ledger.reviewed = False  # each call of a chunked review posts its part
             request = InvokeRequest(
                 agent_name=self.skill,
-                content=[ContentPart.text_part(text)],
-                session_id=uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}"),
-                request_id=uuid.UUID(self.run_id),
+                content=[ContentPart.text_part(calls[index])],
+                session_id=session if parts is None else call_session(self.run_id, index),
+                request_id=uuid.UUID(self.run_id) if index == 0 else call_session(self.run_id, index),
                 metadata={"repository": event.repository.full_name, "number": self.number},
             )
             try:
-                outcome = await hub.invoke(request, on_frame=tracker)
-                break
+                result = (await hub.invoke(request, on_frame=tracker)).result
             except BeamError as error:
-                smaller = smaller_budget(error, budget, bool(self.progress.tools))
-                if smaller is None:
+                # The context overflowed (BEM-092) before any tool ran: once more with half the diff
+                # per call, without the prompt that overflowed; a second overflow ends with the code.
+                if error.code != "BEM-092" or index > 0 or retried or self.progress.tools:
                     raise
-                log.warning(
-                    "run %s: the prompt overflowed the context; again with half the diff", self.run_id
-                )
+                log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
                 memory.forget_turns()
-                budget = smaller
-        result = outcome.result
+                retried = True
+                coverage, _ = await self._prompt(tree, pull, files, total, halved=True)
+                calls = coverage.calls
+                parts = CallParts() if len(calls) > 1 else None
+                continue
+            index += 1
+            if guard.stop is not None or result.interrupted:
+                break
+        merged = parts.merged() if parts is not None and guard.stop is None else None
+        if merged is not None:
+            ledger.review_id = await post_review(*merged)
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
@@ -391,6 +411,7 @@ class SkillRun(RunWorkspace):
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
         notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
 
 

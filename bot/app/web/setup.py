@@ -48,7 +48,12 @@ DEFAULT_MANIFEST: dict[str, Any] = {
     "description": "Runs Riverbeam skills on pull requests; every push waits for a maintainer's approval.",
     "public": False,
     "hook_attributes": {"active": True},
-    "default_events": ["issue_comment", "pull_request_review_comment", "pull_request"],
+    "default_events": [
+        "issue_comment",
+        "pull_request_review_comment",
+        "pull_request",
+        "pull_request_review_thread",
+    ],
     "default_permissions": {
         "contents": "write",
         "pull_requests": "write",

@@ -25,6 +25,7 @@ EVENT_REASONS = {
     "issue_comment": "`/beam …` commands in pull request and issue comments",
     "pull_request_review_comment": "`/beam …` commands in review threads",
     "pull_request": "automatic reviews when a pull request opens or changes; closing it ends its held pushes",
+    "pull_request_review_thread": "a resolved thread dismisses the bot's finding in it",
 }
 _STYLE = """body{font:16px system-ui,sans-serif;max-width:46em;margin:3em auto;padding:0 1em}
 .warn{background:#fff3cd;padding:.5em 1em} .err{background:#f8d7da;padding:.5em 1em}

@@ -29,6 +29,7 @@ from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
 from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import CONFIG_PATH, ConfigResult, load_repo_config
+from bot.app.reviews.dismissals import Dismissals, ThreadResolved, is_dismissing_reply
 from bot.app.reviews.threads import ThreadReplies, is_thread_question
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
@@ -74,11 +75,13 @@ class Webhooks:
         self.reviews = reviews
         self.threads = threads
         self.gate = Gate(Ledger(deps.store), deps.policy)
+        self.dismissals = Dismissals(deps.store)
         self.events: Mapping[tuple[str, str], EventHandler] = MappingProxyType(
             {
                 ("issue_comment", "created"): self.on_comment,
                 ("pull_request_review_comment", "created"): self.on_review_comment,
                 ("pull_request", "closed"): self.on_pull_closed,
+                ("pull_request_review_thread", "resolved"): self.on_thread_resolved,
                 **{("pull_request", action): self.on_pull_update for action in REVIEW_ACTIONS},
             }
         )
@@ -149,6 +152,14 @@ class Webhooks:
     async def on_review_comment(self, job: Job, data: dict[str, Any]) -> None:
         """A reply in a thread the bot started is answered there; anything else is a comment."""
         event = parse_comment_event(data)
+        if event is not None and is_dismissing_reply(event):  # "won't fix" on a finding (issue 21)
+            try:
+                gh, _ = await event_client(self.github, event)
+                effects, login = self.deps.effects(gh), await self.deps.identity.login()
+                if await self.dismissals.on_reply(gh, effects, event, run_id_for(job), login):
+                    return
+            except GitHubError as error:
+                raise job_failure(error) from error
         if self.threads is not None and event is not None:
             login = await self.deps.identity.login()
             if login is not None and is_thread_question(event, login):
@@ -159,6 +170,18 @@ class Webhooks:
                 except GitHubError as error:
                     raise job_failure(error) from error
         await self.on_comment(job, data)
+
+    async def on_thread_resolved(self, job: Job, data: dict[str, Any]) -> None:
+        """A resolved review thread dismisses the bot's finding in it (reviews/dismissals.py)."""
+        event = ThreadResolved.parse(data)
+        if event is None:
+            log.warning("delivery %s: review thread payload without the fields we need", job.delivery_id)
+            return
+        try:
+            gh = InstallationClient(self.github, event.installation_id)
+            await self.dismissals.on_resolved(gh, event, await self.deps.identity.login())
+        except GitHubError as error:
+            raise job_failure(error) from error
 
     async def _command(
         self, job: Job, event: CommentEvent, command: Command, gh: InstallationClient, installation_id: int

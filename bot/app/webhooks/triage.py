@@ -29,6 +29,9 @@ def can_lead_to_work(event: str, data: Mapping[str, Any]) -> bool:
     """False only when no handler could act on this delivery; True when it might, or when unsure."""
     if event in COMMENT_EVENTS:
         return _comment_may_command(data)
+    if event == "pull_request_review_thread":  # a resolved thread dismisses a finding (issue 21)
+        action = data.get("action")
+        return not isinstance(action, str) or action == "resolved"
     if event == "pull_request":
         action = data.get("action")
         return not isinstance(action, str) or action in PULL_REQUEST_ACTIONS

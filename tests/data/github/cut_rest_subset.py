@@ -45,6 +45,8 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/commits/{ref}/check-runs"),
     ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"),
     ("get", "/repos/{owner}/{repo}/compare/{basehead}"),
+    # Issue 21: a 👎 on a finding dismisses it; read when the next review of the pull request starts.
+    ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"),
 ]
 
 GITHUB_INFO = {

@@ -1,0 +1,13 @@
+package route
+
+// Expand returns one path per child: the parent's segments followed by the child.
+func Expand(parent []string, children []string) [][]string {
+	out := make([][]string, 0, len(children))
+	for _, child := range children {
+		path := make([]string, 0, len(parent)+1)
+		path = append(path, parent...)
+		path = append(path, child)
+		out = append(out, path)
+	}
+	return out
+}

@@ -1,0 +1,26 @@
+package config
+
+import (
+	"bufio"
+	"os"
+	"strings"
+)
+
+// Load reads KEY=VALUE lines, skipping blank lines and comments.
+func Load(path string) (map[string]string, error) {
+	file, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	values := map[string]string{}
+	scanner := bufio.NewScanner(file)
+	for scanner.Scan() {
+		line := strings.TrimSpace(scanner.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		key, value, _ := strings.Cut(line, "=")
+		values[strings.TrimSpace(key)] = strings.TrimSpace(value)
+	}
+	return values, scanner.Err()
+}

@@ -1,0 +1,16 @@
+"""Split work into batches for the upload queue."""
+
+
+def chunks(items, size):
+    """Consecutive slices of at most `size` items, the last one possibly shorter."""
+    if size <= 0:
+        raise ValueError("size must be positive")
+    return [items[start : start + size] for start in range(0, len(items) - size, size)]
+
+
+def upload_all(client, records, batch_size=50):
+    sent = 0
+    for batch in chunks(records, batch_size):
+        client.send(batch)
+        sent += len(batch)
+    return sent

@@ -1,0 +1,15 @@
+// Sessions issued at sign-in.
+
+export interface Session {
+  userId: string;
+  issuedAt: number; // milliseconds since the epoch
+  ttlMs: number;
+}
+
+export function isExpired(session: Session, now: number): boolean {
+  return now >= session.issuedAt + session.ttlMs;
+}
+
+export function activeSessions(sessions: Session[], now: number): Session[] {
+  return sessions.filter((s) => !isExpired(s, now));
+}

@@ -1,0 +1,108 @@
+"""The `review:` section of `.github/beam.yml`: the maintainers' rules for what a review says.
+
+It governs every review, `/beam review` and automatic ones alike; `auto_review:` (review_config.py)
+only says *when* the bot reviews on its own. A rule here never widens what a review may do: it
+steers the prompt (`path_instructions`, `tone`), filters what is posted (`severity`, `max_comments`),
+and may only lower the server's limit on chunked calls (`max_calls`).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+Severity = Literal["nit", "minor", "major", "critical"]
+SEVERITIES: tuple[Severity, ...] = get_args(Severity)  # lowest first
+Tone = Literal["concise", "detailed"]
+
+DEFAULT_MAX_COMMENTS = 10
+MAX_MAX_COMMENTS = 50
+MAX_INSTRUCTION_CHARS = 2000
+MAX_PATH_INSTRUCTIONS = 50
+_LINTER_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,39}$")
+
+
+def severity_rank(severity: str) -> int:
+    """0 for `nit` up to 3 for `critical`; an unknown word ranks as `minor` (what the model omitted)."""
+    return SEVERITIES.index(severity) if severity in SEVERITIES else 1
+
+
+class ReviewRules(BaseModel):
+    """`review:` in `.github/beam.yml`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, title="ReviewRules")
+
+    path_instructions: dict[str, str] = Field(
+        default={},
+        description="Glob (from the repository root; `**` spans directories) -> what reviewers should "
+        "look for in matching files. Given to the model, as the maintainers' words, for changed files.",
+    )
+    max_comments: int = Field(
+        default=DEFAULT_MAX_COMMENTS,
+        ge=1,
+        le=MAX_MAX_COMMENTS,
+        description="Inline comments one review posts at most, highest severity first; the rest are "
+        "counted in the review's body.",
+    )
+    severity: Severity = Field(
+        default="nit",
+        description="Lowest severity posted (nit < minor < major < critical); findings below it are "
+        "counted in the review's body, not posted.",
+    )
+    tone: Tone = Field(
+        default="concise", description="How the model writes: `concise` (one or two sentences) or `detailed`."
+    )
+    linters: bool | dict[str, bool] = Field(
+        default=True,
+        description="Run linters on the changed files and give their findings to the model: true, "
+        "false, or per linter name (e.g. {ruff: true, shellcheck: false}; unnamed ones stay on).",
+    )
+    max_calls: int | None = Field(
+        default=None,
+        ge=1,
+        description="Model calls one review of a large pull request may be split into; may only lower "
+        "the server's limit (default: the server's, 3).",
+    )
+
+    @field_validator("path_instructions", mode="after")
+    @classmethod
+    def _check_instructions(cls, value: dict[str, str]) -> dict[str, str]:
+        if len(value) > MAX_PATH_INSTRUCTIONS:
+            raise ValueError(f"{len(value)} globs; at most {MAX_PATH_INSTRUCTIONS}")
+        for pattern, text in value.items():
+            if not pattern.strip().strip("/") or "\x00" in pattern:
+                raise ValueError(f"{pattern[:40]!r} is not a path glob")
+            if not text.strip():
+                raise ValueError(f"the instruction for {pattern[:40]!r} is empty")
+            if len(text) > MAX_INSTRUCTION_CHARS:
+                raise ValueError(
+                    f"the instruction for {pattern[:40]!r} is {len(text):,} characters; "
+                    f"at most {MAX_INSTRUCTION_CHARS:,}"
+                )
+        return value
+
+    @field_validator("linters", mode="after")
+    @classmethod
+    def _check_linters(cls, value: bool | dict[str, bool]) -> bool | dict[str, bool]:
+        if isinstance(value, dict):
+            for name in value:
+                if not _LINTER_NAME.fullmatch(name):
+                    words = "lower-case letters, digits, - and _"
+                    raise ValueError(f"{name[:40]!r} is not a linter name ({words})")
+        return value
+
+    def linter_enabled(self, name: str) -> bool:
+        """Whether linter `name` runs: `linters: false` turns all off; a mapping names exceptions."""
+        if isinstance(self.linters, bool):
+            return self.linters
+        return self.linters.get(name, True)
+
+    def calls_limit(self, server_limit: int) -> int:
+        """The chunked calls a review may make: the server's limit, or this file's if lower."""
+        return server_limit if self.max_calls is None else min(self.max_calls, server_limit)
+
+    def posts(self, severity: str) -> bool:
+        """Whether a finding of `severity` is at or above the threshold."""
+        return severity_rank(severity) >= severity_rank(self.severity)

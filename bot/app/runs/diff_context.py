@@ -1,0 +1,131 @@
+"""A pull request's diff as a model can cite it: every hunk's new side numbered, its removed lines
+apart, decided without I/O.
+
+GitHub's `patch` gives a hunk's start only (`@@ -a,b +c,d @@`): to name a line the model would have
+to count, and models count badly, so a misplaced comment is the usual noise. Here each line of the new
+side carries its number, in the manner of pr-agent's `__new hunk__` / `__old hunk__`:
+
+    @@ -10,4 +10,5 @@ def load(path):
+    __new hunk__
+    10   with open(path) as f:
+    11 +     data = f.read()
+    12       return parse(data)
+    __old hunk__
+    -     return parse(f.read())
+
+`+` marks an added line, a space a context line; only those numbers can carry an inline comment. A
+hunk that only removes lines is folded to one line (nothing there can be commented on), and a
+deleted file is named, not shown.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from bot.app.github.models import PullFile
+
+_HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,\d+)? \+(?P<new>\d+)(?:,\d+)? @@ ?(?P<section>.*)$")
+
+
+@dataclass
+class Hunk:
+    """One `@@` hunk: `new` holds (number, marker, text) for the new side, `old` the removed lines."""
+
+    old_start: int
+    new_start: int
+    section: str
+    new: list[tuple[int, str, str]] = field(default_factory=list)
+    old: list[str] = field(default_factory=list)
+    removed_after: int = 0  # the new-side line the first removed line followed (0: the top)
+
+    @property
+    def added(self) -> list[int]:
+        return [n for n, mark, _ in self.new if mark == "+"]
+
+
+def parse_hunks(patch: str) -> list[Hunk]:
+    """The hunks of one file's unified-diff patch (GitHub's `patch` field: no file header)."""
+    hunks: list[Hunk] = []
+    current = 0
+    rows = patch.split("\n")
+    if rows and rows[-1] == "":  # a patch ending in a newline: not an empty context line
+        rows.pop()
+    for raw in rows:
+        match = _HUNK.match(raw)
+        if match:
+            current = int(match.group("new"))
+            hunks.append(Hunk(int(match.group("old")), current, match.group("section").strip()))
+            continue
+        if not hunks or raw.startswith("\\"):  # "\ No newline at end of file"
+            continue
+        hunk = hunks[-1]
+        if raw.startswith("-"):
+            if not hunk.old:
+                hunk.removed_after = current - 1
+            hunk.old.append(raw[1:])
+        elif raw.startswith("+"):
+            hunk.new.append((current, "+", raw[1:]))
+            current += 1
+        else:  # a context line; some tools strip the space of an empty one
+            hunk.new.append((current, " ", raw[1:]))
+            current += 1
+    return hunks
+
+
+def added_lines(patch: str | None) -> set[int]:
+    """New-side numbers of the lines a patch adds: where linter findings are kept."""
+    return {n for hunk in parse_hunks(patch or "") for n in hunk.added}
+
+
+def format_hunk(hunk: Hunk) -> list[str]:
+    header = f"@@ -{hunk.old_start} +{hunk.new_start} @@" + (f" {hunk.section}" if hunk.section else "")
+    if not hunk.added:
+        # Deletion only: nothing in it takes a comment, and its lines cost tokens for little.
+        after = hunk.removed_after
+        where = f"after line {after}" if after > 0 else "at the top"
+        count = len(hunk.old)
+        return [f"{header} ({count} line{'s' if count != 1 else ''} removed {where})"]
+    width = len(str(hunk.new[-1][0])) if hunk.new else 1
+    lines = [header, "__new hunk__"]
+    lines += [f"{n:>{width}} {mark}{text}" for n, mark, text in hunk.new]
+    if hunk.old:
+        lines.append("__old hunk__")
+        lines += [f"-{text}" for text in hunk.old]
+    return lines
+
+
+def file_heading(item: PullFile) -> str:
+    moved = f", from {item.previous_filename}" if item.previous_filename else ""
+    return f"## {item.filename} ({item.status}{moved}, +{item.additions} -{item.deletions})"
+
+
+def format_file(item: PullFile) -> str:
+    """One file's section of the prompt: its heading, then its numbered hunks."""
+    lines = [file_heading(item)]
+    if item.patch is None and item.status == "renamed" and not (item.additions or item.deletions):
+        lines.append("(no line changed)")  # a pure rename: GitHub sends no patch
+    elif item.patch is None:
+        lines.append("(no patch: binary or too large; read the file if you need it)")
+    elif not item.patch.strip():
+        lines.append("(no line changed)")
+    else:
+        for hunk in parse_hunks(item.patch):
+            lines += format_hunk(hunk)
+    return "\n".join(lines)
+
+
+HOW_TO_READ = (
+    "Each file's hunks are numbered on the new side: `__new hunk__` lists the new version, each line "
+    "after its line number, `+` for an added line and a space for an unchanged one; `__old hunk__` "
+    "lists the lines the hunk removed. Cite the numbers shown (the `line` and `start_line` of a "
+    "comment); a line without a number cannot take an inline comment."
+)
+
+
+_WORDS = re.compile(r"[^\w]+")
+
+
+def normalised_claim(text: str) -> str:
+    """Case, punctuation and whitespace do not make two calls' findings different."""
+    return _WORDS.sub(" ", text.lower()).strip()

@@ -1,0 +1,111 @@
+"""Numbered hunks (issue 21): a table of real patches, made by git as GitHub makes its `patch` field
+(the diff from the first `@@`), and what the model is shown for each."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bot.app.github.models import PullFile
+from bot.app.runs.diff_context import added_lines, format_file, parse_hunks
+from bot.app.runs.diffmap import commentable_lines
+
+CALC = "".join(f"def f{n}(x):\n    return x + {n}\n\n" for n in range(1, 7))
+
+
+def git_patch(tmp_path: Path, before: str | None, after: str | None, name: str = "calc.py") -> str:
+    """`git diff` of one file between two commits, from its first hunk: GitHub's `patch`."""
+    repo = tmp_path / "repo"
+    repo.mkdir(exist_ok=True)
+
+    def git(*args: str) -> str:
+        env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t"}
+        env |= {"GIT_COMMITTER_EMAIL": "t@e", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+        done = subprocess.run(
+            ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, check=True
+        )
+        return done.stdout
+
+    git("init", "-q")
+    for text in (before, after):
+        if text is None:
+            (repo / name).unlink(missing_ok=True)
+        else:
+            (repo / name).write_text(text)
+        git("add", "-A")
+        git("commit", "-q", "--allow-empty", "-m", "c")
+    out = git("diff", "HEAD~1", "HEAD", "--", name)
+    return out[out.index("@@") :].rstrip("\n")
+
+
+CASES = [
+    (
+        "one changed line",
+        CALC,
+        CALC.replace("x + 2", "x - 2"),
+        "## calc.py (modified, +1 -1)\n@@ -2 +2 @@ def f1(x):\n__new hunk__\n"
+        "2      return x + 1\n3  \n4  def f2(x):\n5 +    return x - 2\n"
+        "6  \n7  def f3(x):\n8      return x + 3\n"
+        "__old hunk__\n-    return x + 2",
+    ),
+    (
+        "a deletion-only hunk is one line",
+        CALC,
+        CALC.replace("def f3(x):\n    return x + 3\n\n", ""),
+        "## calc.py (modified, +0 -3)\n@@ -4 +4 @@ def f1(x): (3 lines removed after line 6)",
+    ),
+    (
+        "an added file is numbered from 1",
+        None,
+        "a = 1\nb = 2\n",
+        "## calc.py (added, +2 -0)\n@@ -0 +1 @@\n__new hunk__\n1 +a = 1\n2 +b = 2",
+    ),
+    (
+        "no newline at end of file is not a line",
+        "a = 1",
+        "a = 2",
+        "## calc.py (modified, +1 -1)\n@@ -1 +1 @@\n__new hunk__\n1 +a = 2\n__old hunk__\n-a = 1",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "before", "after", "shown"), CASES, ids=[c[0] for c in CASES])
+def test_real_patches_are_numbered_on_the_new_side(
+    tmp_path: Path, name: str, before: str | None, after: str, shown: str
+) -> None:
+    patch = git_patch(tmp_path, before, after)
+    status = "added" if before is None else "modified"
+    adds = sum(1 for line in patch.splitlines() if line.startswith("+"))
+    dels = sum(1 for line in patch.splitlines() if line.startswith("-"))
+    item = PullFile(filename="calc.py", status=status, additions=adds, deletions=dels, patch=patch)
+    assert format_file(item) == shown
+
+
+def test_the_numbers_shown_are_the_lines_github_takes_comments_on(tmp_path: Path) -> None:
+    after = CALC.replace("x + 2", "x - 2").replace("def f5(x):\n", "def f5(x):\n    x = abs(x)\n")
+    after = after.replace("def f6(x):\n    return x + 6\n\n", "") + "def g():\n    pass\n"
+    patch = git_patch(tmp_path, CALC, after)
+    text = format_file(PullFile(filename="calc.py", status="modified", patch=patch))
+    shown = {int(m.group(1)) for m in re.finditer(r"^(\d+) [+ ]", text, re.MULTILINE)}
+    assert shown == commentable_lines(patch)  # every number can carry a comment, and no other line
+    assert added_lines(patch) == {n for h in parse_hunks(patch) for n in h.added}
+    assert {5, 14} <= added_lines(patch)
+    # The added lines read back from the file at the head under the numbers shown.
+    lines = after.split("\n")
+    for number, mark, code in (h for hunk in parse_hunks(patch) for h in hunk.new):
+        assert lines[number - 1] == code, (number, mark)
+
+
+def test_a_file_without_a_patch_is_named_not_guessed() -> None:
+    shown = format_file(PullFile(filename="logo.png", status="added"))
+    assert (
+        shown == "## logo.png (added, +0 -0)\n(no patch: binary or too large; read the file if you need it)"
+    )
+    for patch in ("", None):  # GitHub sends no patch for a pure rename
+        moved = format_file(
+            PullFile(filename="b.py", status="renamed", previous_filename="a.py", patch=patch)
+        )
+        assert moved == "## b.py (renamed, from a.py, +0 -0)\n(no line changed)"
