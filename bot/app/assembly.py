@@ -19,6 +19,7 @@ from bot.app.git.checkout import Checkouts
 from bot.app.github.api import GitHubStats
 from bot.app.github.client import GitHubApi, GitHubApp
 from bot.app.github.identity import BotIdentity
+from bot.app.github.timeouts import in_flight_seconds
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store
 from bot.app.jobs.workers import Handler
@@ -115,6 +116,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         policy=Policy.from_settings(settings),
         observe=runtime.metrics.observe_skill_run,
         crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
+        in_flight=in_flight_seconds(settings.github_timeout),
         refresh_token=refresh_token,
         checks=checker(settings, checkouts),
     )
@@ -124,7 +126,14 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     queue = JobQueue(runtime.store)
     approvals = Approvals(github, deps, queue, timing=timing)
     states = ReviewStates(runtime.store)
-    trigger = ReviewTrigger(github, queue, states, enabled_by_default=settings.auto_review, crash=deps.crash)
+    trigger = ReviewTrigger(
+        github,
+        queue,
+        states,
+        enabled_by_default=settings.auto_review,
+        crash=deps.crash,
+        in_flight=deps.in_flight,
+    )
     reviews = ReviewJob(github, deps, states, enabled_by_default=settings.auto_review)
     webhooks = Webhooks(github, deps, approvals, trigger, ThreadReplies(deps.llm))
     sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))

@@ -102,6 +102,9 @@ class Settings(CheckSettings):
     work_dir: Path = Path(".beam")
     runs_dir: Path | None = None
     github_api_url: str = DEFAULT_GITHUB_API_URL
+    # Seconds one GitHub API call may take before the client gives up; with GitHub's own 10 s limit
+    # it also bounds how long a retry waits before it looks for a write a dead attempt began (issue 23).
+    github_timeout: float = Field(default=30.0, gt=0, le=300)
     public_url: str | None = None
     app_manifest: Path | None = None
     host: str = "127.0.0.1"

@@ -4,6 +4,7 @@ made once; a write an earlier attempt began is found on GitHub and adopted inste
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -14,11 +15,13 @@ from bot.app.effects.crash import CrashPoints
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects, marker
 from bot.app.github.client import InlineComment, InstallationClient
+from bot.app.github.timeouts import CLOCK_MARGIN, in_flight_seconds
 from bot.app.jobs.identity import claim_identity
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import effects, schema_version
+from bot.app.jobs.signals import Reschedule
 from bot.app.jobs.store import Store
-from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401
+from tests.support.db import FakeClock, db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401
 from tests.support.fake_github import FakeGitHub, checked_fake_github, installation_client
 from tests.support.fake_github_state import PullFile
 
@@ -59,7 +62,7 @@ def posts(fake: FakeGitHub, operation: str) -> int:
 async def test_a_done_write_is_never_made_again(
     fake: FakeGitHub, gh: InstallationClient, store: Store
 ) -> None:
-    effects = GitHubEffects(gh, Journal(store))
+    effects = GitHubEffects(gh, Journal(store), in_flight=0)
     k = key("tracking")
     first = await effects.comment(k, OWNER, NAME, 3, "hello")
     again = await effects.comment(k, OWNER, NAME, 3, "hello")
@@ -75,11 +78,39 @@ async def test_a_begun_comment_is_found_by_its_marker_and_adopted(
     k = key("tracking")
     await journal.intend(k, "comment")  # an earlier attempt died after GitHub made the comment
     earlier = fake.add_comment(REPO, 3, f"⏳ Working\n{marker(k)}", user="beam-bot[bot]")
-    found = await GitHubEffects(gh, journal).comment(k, OWNER, NAME, 3, "✅ Done")
+    found = await GitHubEffects(gh, journal, in_flight=0).comment(k, OWNER, NAME, 3, "✅ Done")
     assert found.id == earlier.id and posts(fake, "issues/create-comment") == 0
     assert "since" in fake.calls_to("issues/list-comments")[0].query  # only the recent comments are read
     assert fake.comments[earlier.id].body == f"✅ Done\n{marker(k)}"  # made to say what this attempt says
     assert (await journal.lookup(k)) is not None and (await journal.lookup(k)).state == "done"  # type: ignore[union-attr]
+
+
+async def test_a_begun_write_is_not_looked_for_while_it_could_still_land(
+    fake: FakeGitHub, gh: InstallationClient, clocked_store: Store, fake_clock: FakeClock
+) -> None:
+    """Issue 23: a POST GitHub completes a few seconds after the attempt died is not there yet when
+    a quick retry looks. The retry asks GitHub nothing until the request can no longer be alive; it
+    reschedules the job to that moment, then finds the comment and adopts it."""
+    fake_clock.now = time.time()  # the fake GitHub dates comments by the real clock
+    journal = Journal(clocked_store)
+    effects = GitHubEffects(gh, journal, in_flight=12.0)
+    k = key("tracking")
+    await journal.intend(k, "comment")
+    begun = fake_clock.now
+    fake_clock.advance(4.0)
+    with pytest.raises(Reschedule) as again:
+        await effects.comment(k, OWNER, NAME, 3, "⏳ Working")
+    assert again.value.at == pytest.approx(begun + 12.0)
+    assert posts(fake, "issues/list-comments") == 0 and posts(fake, "issues/create-comment") == 0
+    earlier = fake.add_comment(REPO, 3, f"⏳ Working\n{marker(k)}", user="beam-bot[bot]")  # it landed
+    fake_clock.advance(8.5)
+    found = await effects.comment(k, OWNER, NAME, 3, "⏳ Working")
+    assert found.id == earlier.id and posts(fake, "issues/create-comment") == 0
+
+
+def test_the_window_is_the_shorter_of_our_timeout_and_githubs_limit_plus_a_margin() -> None:
+    assert in_flight_seconds(30.0) == 10.0 + CLOCK_MARGIN
+    assert in_flight_seconds(4.0) == 4.0 + CLOCK_MARGIN
 
 
 async def test_a_begun_write_that_never_reached_github_is_made(
@@ -88,7 +119,7 @@ async def test_a_begun_write_that_never_reached_github_is_made(
     journal = Journal(store)
     k = key("reply")
     await journal.intend(k, "reply")
-    made = await GitHubEffects(gh, journal).comment(k, OWNER, NAME, 3, "help text", kind="reply")
+    made = await GitHubEffects(gh, journal, in_flight=0).comment(k, OWNER, NAME, 3, "help text", kind="reply")
     assert posts(fake, "issues/list-comments") == 1 and posts(fake, "issues/create-comment") == 1
     assert fake.comments[made.id].body.startswith("help text")
 
@@ -97,7 +128,7 @@ async def test_reviews_replies_and_pull_requests_are_adopted(
     fake: FakeGitHub, gh: InstallationClient, store: Store
 ) -> None:
     journal = Journal(store)
-    first = GitHubEffects(gh, journal)
+    first = GitHubEffects(gh, journal, in_flight=0)
     review_key, reply_key, pull_key = key("review"), key("reply"), key("pull")
     review = await first.review(
         review_key,
@@ -117,7 +148,7 @@ async def test_reviews_replies_and_pull_requests_are_adopted(
     for k in (review_key, reply_key, pull_key):
         async with store.write() as conn:
             await conn.execute(effects.update().where(effects.c.key == k).values(state="intent", result=None))
-    retry = GitHubEffects(gh, journal)
+    retry = GitHubEffects(gh, journal, in_flight=0)
     assert (await retry.review(review_key, OWNER, NAME, 3, commit_id="a" * 40, body="ok")).id == review.id
     assert (await retry.reply(reply_key, OWNER, NAME, 3, parent.id, "because")).id == reply.id
     again = await retry.pull(
@@ -144,11 +175,13 @@ async def test_a_push_is_found_by_the_branch_tip(gh: InstallationClient, store: 
 
     await journal.intend(k, "push")
     tip[0] = "c1"  # the earlier attempt's push landed before it died
-    await GitHubEffects(gh, journal).push(k, "c1", remote_tip, push)
+    await GitHubEffects(gh, journal, in_flight=0).push(k, "c1", remote_tip, push)
     assert pushed == []
     other = key("push")
-    await GitHubEffects(gh, journal).push(other, "c2", remote_tip, push)  # a new one is made once
-    await GitHubEffects(gh, journal).push(other, "c2", remote_tip, push)
+    await GitHubEffects(gh, journal, in_flight=0).push(
+        other, "c2", remote_tip, push
+    )  # a new one is made once
+    await GitHubEffects(gh, journal, in_flight=0).push(other, "c2", remote_tip, push)
     assert pushed == ["c1"]
 
 

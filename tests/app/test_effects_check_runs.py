@@ -61,21 +61,21 @@ async def test_a_check_run_made_but_not_recorded_is_adopted_on_retry(
 ) -> None:
     k = key("check")
     with pytest.raises(Crashed):  # GitHub made it; the attempt died before recording it
-        await GitHubEffects(gh, CrashOnRecord(store)).check_run(k, OWNER, NAME, HEAD, CHECK)
+        await GitHubEffects(gh, CrashOnRecord(store), in_flight=0).check_run(k, OWNER, NAME, HEAD, CHECK)
     assert len(runs_on_head(fake)) == 1
     assert fake.check_runs[runs_on_head(fake)[0]].external_id == k
     journal = Journal(store)
     entry = await journal.lookup(k)
     assert entry is not None and entry.state == "intent"
 
-    found = await GitHubEffects(gh, journal).check_run(k, OWNER, NAME, HEAD, CHECK)
+    found = await GitHubEffects(gh, journal, in_flight=0).check_run(k, OWNER, NAME, HEAD, CHECK)
     assert runs_on_head(fake) == [found.id]  # adopted: exactly one check run on the head
     assert len(fake.calls_to("checks/create")) == 1
     assert len(fake.calls_to("checks/list-for-ref")) == 1
     entry = await journal.lookup(k)
     assert entry is not None and entry.state == "done" and entry.result["id"] == found.id
 
-    again = await GitHubEffects(gh, journal).check_run(k, OWNER, NAME, HEAD, CHECK)
+    again = await GitHubEffects(gh, journal, in_flight=0).check_run(k, OWNER, NAME, HEAD, CHECK)
     assert again == found and len(fake.calls_to("checks/list-for-ref")) == 1  # the journal knew
 
 
@@ -86,6 +86,6 @@ async def test_a_begun_check_run_github_never_made_is_made_once(
     k = key("check")
     other = await gh.create_check_run(OWNER, NAME, CHECK, HEAD, external_id=key("check"))
     await journal.intend(k, "check_run")  # died before the call: GitHub has only another key's run
-    made = await GitHubEffects(gh, journal).check_run(k, OWNER, NAME, HEAD, CHECK)
+    made = await GitHubEffects(gh, journal, in_flight=0).check_run(k, OWNER, NAME, HEAD, CHECK)
     assert made.id != other.id and sorted(runs_on_head(fake)) == sorted([other.id, made.id])
     assert fake.check_runs[made.id].external_id == k and fake.check_runs[made.id].status == "queued"

@@ -341,3 +341,30 @@ def test_concurrency_must_be_positive() -> None:
 
     with pytest.raises(ValueError, match="concurrency"):
         WorkerPool(JobQueue(None), handler, concurrency=0)  # type: ignore[arg-type]
+
+
+async def test_a_job_lost_on_its_last_attempt_is_reported_at_once(db_url: str) -> None:
+    """Issue 23: the claim that buries a job whose worker died on its last attempt reports its end
+    to `on_gave_up` right away (its tracking comment is made final), not at the next periodic sweep."""
+    async with opened(db_url) as crashed_process, opened(db_url) as live_process:
+        dead_queue = fast_queue(crashed_process)
+        job_id = await dead_queue.enqueue("run", "o/r#1", max_attempts=1)
+        assert await dead_queue.claim("crashed", 0.15) is not None  # its only attempt, and it dies
+        ended: list[tuple[int, str, str]] = []
+
+        async def handler(job: Job) -> None:
+            raise AssertionError("a job out of attempts must not run again")
+
+        async def gave_up(job: Job, error: str) -> None:
+            ended.append((job.id, job.kind, error))
+
+        queue = fast_queue(live_process)
+        async with WorkerPool(
+            queue, handler, concurrency=1, poll_interval=0.02, on_gave_up=gave_up, periodic=None
+        ) as pool:
+            await wait_for(lambda: bool(ended), timeout=5)
+            await anyio.sleep(0.1)  # and once only
+        assert ended == [(job_id, "run", "lease expired during the last attempt: worker lost")]
+        assert pool.stats.dead == 1
+        row = await queue.get(job_id)
+        assert row is not None and row["state"] == "dead"

@@ -129,7 +129,7 @@ async def test_a_push_of_a_job_another_worker_took_is_not_made(
     # A push is git, not an API call: the journal's writer checks the fence itself before it.
     queue = CountingQueue(clocked_store)
     await queue.enqueue("run", f"{REPO}#5")
-    effects = GitHubEffects(gh, Journal(clocked_store))
+    effects = GitHubEffects(gh, Journal(clocked_store), in_flight=0)
     pushed: list[str] = []
 
     async def another_worker_takes_over() -> None:

@@ -65,3 +65,53 @@ def test_a_busy_kept_alive_connection_is_never_cut_off(bot: BotProcess) -> None:
             answered += 1
             time.sleep(0.05)
         assert answered > 20
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The process's high-water mark of resident memory (VmHWM): a head held for a moment counts."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def send_head(bot: BotProcess, size: int) -> bytes:
+    """Sends a request head of about `size` bytes (one long header, never ended) in 1 MB writes and
+    returns what the server answered before it closed the connection."""
+    chunk = b"a" * (1 << 20)
+    with connect(bot) as sock:
+        sock.sendall(b"POST /webhooks HTTP/1.1\r\nHost: beam\r\nX-Pad: ")
+        sent = 0
+        try:
+            while sent < size:
+                sock.sendall(chunk)
+                sent += len(chunk)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server stopped reading: the point of the cap
+        try:
+            return sock.recv(4096)
+        except ConnectionResetError:
+            return b""
+
+
+@pytest.mark.parametrize("megabytes", [1, 100])
+def test_a_huge_request_head_is_refused_before_it_is_held(bot: BotProcess, megabytes: int) -> None:
+    """Issue 23: httptools reads a head of any size; the server must stop at 64 KB (431, closed)
+    instead of holding megabytes per connection."""
+    assert bot.proc is not None
+    before = peak_rss_bytes(bot.proc.pid)
+    answer = send_head(bot, megabytes << 20)
+    grown = peak_rss_bytes(bot.proc.pid) - before
+    assert answer == b"" or answer.startswith(b"HTTP/1.1 431"), answer[:80]
+    assert grown < 8 << 20, f"the server's peak RSS grew by {grown >> 20} MB for a {megabytes} MB head"
+    # The server still answers, and a head under the cap is read as before.
+    ok = httpx.get(f"{bot.url}/healthz", headers={"X-Pad": "a" * 40_000}, timeout=10)
+    assert ok.status_code == 200
+
+
+def test_the_431_answer_names_the_limit(bot: BotProcess) -> None:
+    with connect(bot) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: beam\r\nX-Pad: " + b"a" * (70 * 1024) + b"\r\n\r\n")
+        reader = sock.makefile("rb")
+        assert reader.readline().startswith(b"HTTP/1.1 431")
+        assert b"64 KB" in reader.read()

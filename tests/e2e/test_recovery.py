@@ -98,6 +98,9 @@ def test_sigterm_with_enough_grace_lets_the_run_finish_first(bot: BotProcess) ->
 
 
 def test_a_job_whose_worker_dies_on_every_attempt_ends_with_a_final_comment(bot: BotProcess) -> None:
+    # Issue 23: the claim that buries the job reports its end at once; the periodic sweep (which
+    # also runs when a process starts) must not be what makes the comment final.
+    bot.extra_env["BEAM_SWEEP_INTERVAL"] = "600"
     bot.llm.fallback_text = "Reviewed."
     bot.llm.reply_tool_calls(("read_file", {"path": "src/calc.py"}))
     fleet = Fleet(bot)
@@ -130,4 +133,25 @@ def test_a_missing_file_is_told_to_the_model_and_the_review_goes_on(bot: BotProc
     assert "Posted a review" in final.body and "failed" not in final.body
     told = [m for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"]
     assert told and "BEM-307" in told[-1]["content"]
+    assert len(bot.fake.reviews_on(REPO, NUMBER)) == 1
+
+
+def test_a_comment_github_completes_after_the_kill_is_adopted_not_posted_twice(bot: BotProcess) -> None:
+    """Issue 23: the tracking comment's POST is in flight when the process is killed, and GitHub
+    completes it 8 s after it arrived. The restarted process takes its job back at once, but must not look for
+    the comment (and post a second one) until the request could no longer be alive."""
+    bot.extra_env["BEAM_GITHUB_TIMEOUT"] = "10"  # the window: min(10, GitHub's 10 s) + 2 s
+    bot.llm.fallback_text = "Reviewed."
+    bot.llm.reply_tool_calls(("review_change", {"body": "Looks right.", "comments": []}))
+    slow_post = bot.fake.inject("POST", r"/issues/\d+/comments$", status=None, delay=8.0, times=1)
+    fleet = Fleet(bot)
+    fleet.start()
+    send(bot, "/beam review")
+    wait_for(lambda: slow_post.hits >= 1, timeout=30, what="the tracking comment's POST")
+    bot.stop(kill=True)  # the POST is still in flight at GitHub
+    # A restart quicker than the POST's 8 s (an idle machine) would look too early without the window.
+    bot.start()
+    final = wait_for(lambda: final_tracking(bot), timeout=60, what=f"the answer\n{bot.log()[-3000:]}")
+    assert "Posted a review" in final.body
+    assert len(bot_comments(bot)) == 1, [c.body[:60] for c in bot_comments(bot)]
     assert len(bot.fake.reviews_on(REPO, NUMBER)) == 1

@@ -66,6 +66,8 @@ class BotProcess:
             "BEAM_PUBLIC_URL": self.url,
             "BEAM_QUEUE_POLL_INTERVAL": "0.2",
             "BEAM_LEASE_SECONDS": "3",
+            # A retry waits this (plus 2 s) after a dead attempt's write before it looks for it.
+            "BEAM_GITHUB_TIMEOUT": "5",
             "BEAM_API_KEY": "e2e-llm-key",
             "BEAM_API_BASE_URL": self.llm.url,
             "BEAM_MODEL": "fake-model",

@@ -227,7 +227,12 @@ class FakeGitHub(FakeHandlers):
             prefix,
         )
         self.calls.append(call)
-        response = await self._answer(request, call, checked.operation is not None, problems, checked, query)
+        # As GitHub does, a request is carried out even when its client goes away meanwhile (a bot
+        # killed during a delayed POST: the object still appears, seconds later; issue 23).
+        with anyio.CancelScope(shield=True):
+            response = await self._answer(
+                request, call, checked.operation is not None, problems, checked, query
+            )
         call.status = response.status_code
         for hook in list(self.on_answered):
             hook(call)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import select, update
+from sqlalchemy import func, select, update
 
 from bot.app.jobs.schema import effects, run_checkpoints
 from bot.app.jobs.store import Store
@@ -43,6 +43,16 @@ class Journal:
         if row is None:
             return None
         return Entry(row.key, row.kind, row.state, dict(row.result or {}), float(row.created_at))
+
+    async def newest_open_intent(self, prefix: str) -> float | None:
+        """When the newest write under `prefix` (a run's keys) was begun and not seen to end, if any:
+        a retry waits until it can no longer land before it does anything (effects/writer.py)."""
+        query = select(func.max(effects.c.created_at)).where(
+            effects.c.key.startswith(prefix, autoescape=True), effects.c.state == "intent"
+        )
+        async with self.store.read() as conn:
+            newest = (await conn.execute(query)).scalar()
+        return None if newest is None else float(newest)
 
     async def intend(self, key: str, kind: str) -> None:
         """Record that the write `key` is about to be made (kept as is when already recorded)."""

@@ -13,6 +13,12 @@ before, during or right after the call) first reads GitHub to find out whether i
 
 What is found is adopted (and a comment whose body differs from what this attempt wants is edited to
 it), so a retry never posts a second object and never leaves the first one behind.
+
+A write begun by an attempt that died may still be alive at GitHub: a POST that GitHub completes a few
+seconds after the kill is not there yet when the retry looks (issue 23). So a retry reads back only
+once the intent is older than the longest such a request can live (our client's timeout or GitHub's
+10 s limit, whichever is shorter, plus a margin); before that it reschedules the job to that moment
+(`Reschedule`, raised to the worker pool) instead of sleeping in the worker.
 """
 
 from __future__ import annotations
@@ -26,6 +32,8 @@ from bot.app.effects.crash import NO_CRASH, CrashPoints
 from bot.app.effects.journal import Journal
 from bot.app.fence import before_write
 from bot.app.github.client import InlineComment, InstallationClient, ReactionContent
+from bot.app.github.timeouts import in_flight_seconds
+from bot.app.jobs.signals import Reschedule
 
 log = logging.getLogger("beam.effects")
 
@@ -62,15 +70,41 @@ class Written:
 Find = Callable[[float], Awaitable["Written | None"]]
 SKEW = 300.0  # seconds of clock difference between us and GitHub that a search allows for
 Make = Callable[[], Awaitable[Written]]
+IN_FLIGHT_SECONDS = in_flight_seconds()
 
 
 class GitHubEffects:
     """One job's writes on GitHub as one installation; every method is safe to call again."""
 
-    def __init__(self, gh: InstallationClient, journal: Journal, crash: CrashPoints = NO_CRASH) -> None:
+    def __init__(
+        self,
+        gh: InstallationClient,
+        journal: Journal,
+        crash: CrashPoints = NO_CRASH,
+        *,
+        in_flight: float = IN_FLIGHT_SECONDS,
+    ) -> None:
         self.gh = gh
         self.journal = journal
         self.crash = crash
+        self.in_flight = in_flight
+
+    async def settle_run(self, run_id: str) -> None:
+        """Before a retried run does anything: reschedule it while a write its dead attempt began may
+        still land, so the work before that write (a model call) is not done twice for nothing."""
+        since = await self.journal.newest_open_intent(f"{run_id}:")
+        if since is not None:
+            self._settled(since)
+
+    def _settled(self, since: float) -> None:
+        """Raise `Reschedule` while a write whose intent dates from `since` could still land."""
+        settles_at = since + self.in_flight
+        if self.journal.store.clock() < settles_at:
+            log.info(
+                "a write begun %.1f s ago may still land at GitHub: looking again then",
+                self.journal.store.clock() - since,
+            )
+            raise Reschedule(settles_at)
 
     async def once(self, key: str, kind: str, find: Find | None, make: Make) -> Written:
         """The write `key` made at most once: done -> its answer; begun -> what `find` sees; else make."""
@@ -78,6 +112,7 @@ class GitHubEffects:
         if entry is not None and entry.state == "done":
             return Written.from_json(entry.result)
         if entry is not None and find is not None:
+            self._settled(entry.created_at)
             found = await find(entry.created_at)
             if found is not None:
                 log.info("effect %s (%s): an earlier attempt made it; adopting %s", key, kind, found.id)
@@ -142,6 +177,7 @@ class GitHubEffects:
             return None
         if entry.state == "done":
             return Written.from_json(entry.result)
+        self._settled(entry.created_at)
         found = await find(entry.created_at)
         if found is not None:
             await self.journal.record(key, kind, found.to_json())

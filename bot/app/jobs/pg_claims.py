@@ -80,6 +80,8 @@ DECLARE
     v_kind text;
     v_job jobs%ROWTYPE;
     v_taken boolean;
+    v_buried bigint[] := '{{}}';
+    v_buried_kinds text[] := '{{}}';
 BEGIN
     IF p_done_id IS NOT NULL THEN
         UPDATE jobs AS j
@@ -144,6 +146,8 @@ BEGIN
         END LOOP;
         IF NOT v_taken THEN
             r_done := v_done;
+            r_buried := v_buried;
+            r_buried_kinds := v_buried_kinds;
             RETURN NEXT;
             RETURN;
         END IF;
@@ -154,11 +158,13 @@ BEGIN
                lease_expires_at = NULL, updated_at = p_now,
                last_error = p_lost || ' (' || v_job.max_attempts || '): worker lost'
          WHERE j.id = v_job.id;
+        v_buried := v_buried || v_job.id;
+        v_buried_kinds := v_buried_kinds || v_job.kind;
     END LOOP;
     RETURN QUERY
         SELECT v_done, v_job.id, v_job.kind, v_job.key, v_job.delivery_id, v_job.payload::text,
                v_job.attempts, v_job.max_attempts, v_job.lease_owner, v_job.lease_expires_at,
-               v_job.installation_id, d.event, d.action, d.payload
+               v_job.installation_id, d.event, d.action, d.payload, v_buried, v_buried_kinds
           FROM (SELECT 1) AS one
           LEFT JOIN deliveries AS d ON d.delivery_id = v_job.delivery_id;
 END
@@ -178,7 +184,8 @@ _SIGNATURE = """(
     r_done boolean, r_id bigint, r_kind text, r_key text, r_delivery_id text, r_payload text,
     r_attempts integer, r_max_attempts integer, r_lease_owner text,
     r_lease_expires_at double precision, r_installation_id bigint,
-    r_event text, r_action text, r_delivery_payload text
+    r_event text, r_action text, r_delivery_payload text,
+    r_buried bigint[], r_buried_kinds text[]
 )"""
 
 FUNCTION = "beam_claim_" + hashlib.sha256((_SIGNATURE + _BODY).encode()).hexdigest()[:12]
@@ -236,10 +243,12 @@ class ClaimCall:
         )
 
 
-def unpack(row: Any) -> tuple[bool | None, dict[str, Any] | None]:
-    """The call's one row: (completed, or None when nothing was to complete; the job, or None)."""
+def unpack(row: Any) -> tuple[bool | None, dict[str, Any] | None, list[tuple[int, str]]]:
+    """The call's one row: (completed, or None when nothing was to complete; the job, or None; the
+    (id, kind) of every job the claim buried on the way, whose end the caller reports at once)."""
     values = tuple(row)
-    done, job = values[0], values[1:]
+    done, job, (ids, kinds) = values[0], values[1 : 1 + len(COLUMNS)], values[1 + len(COLUMNS) :]
+    buried = list(zip(ids or (), kinds or (), strict=True))
     if job[0] is None:
-        return done, None
-    return done, dict(zip(COLUMNS, job, strict=True))
+        return done, None, buried
+    return done, dict(zip(COLUMNS, job, strict=True)), buried

@@ -95,8 +95,19 @@ class JobQueue:
         self.backoff_cap = backoff_cap
         self.backoff_jitter = backoff_jitter
         self.max_attempts = max_attempts
+        # Jobs a claim found dead on the way (their last attempt's worker was lost), not yet reported.
+        self._buried: list[Job] = []
 
     _claims: ClaimStatements = CLAIM_STATEMENTS
+
+    def take_buried(self) -> list[Job]:
+        """The jobs claims buried since the last call: the pool reports each end at once (issue 23),
+        rather than leaving its tracking comment at "Working" until the next periodic sweep."""
+        buried, self._buried = self._buried, []
+        return buried
+
+    def _buried_job(self, job_id: int, kind: str) -> Job:
+        return Job(job_id, kind, None, None, None, self.max_attempts, self.max_attempts, "", 0.0)
 
     def backoff(self, attempts: int) -> float:
         """Delay before the next try after `attempts` tries: base * 2^(attempts-1), capped, jittered."""
@@ -168,7 +179,8 @@ class JobQueue:
             self.turns.cap, self.turns.capped_kinds, SYSTEM_INSTALLATION, MAX_CHOICES, LOST_ON_LAST_ATTEMPT
         )
         rows = await self.store.call_postgres(pg_claims.CALL, *args)
-        done, row = pg_claims.unpack(rows[0])
+        done, row, buried = pg_claims.unpack(rows[0])
+        self._buried.extend(self._buried_job(job_id, kind) for job_id, kind in buried)
         if row is None:
             return done, None
         job = _job_of(row)
@@ -193,6 +205,7 @@ class JobQueue:
                 # Its last allowed attempt died with the worker: bury it, look again.
                 error = f"{LOST_ON_LAST_ATTEMPT} ({row['max_attempts']}): worker lost"
                 sql.bury.rowcount(conn, {"b_id": row["id"], "b_now": now, "b_error": error})
+                self._buried.append(self._buried_job(row["id"], row["kind"]))
                 continue
             return self._job(conn, row)
 

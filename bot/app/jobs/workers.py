@@ -39,7 +39,7 @@ import anyio
 import anyio.abc
 
 from bot.app.fence import fenced
-from bot.app.jobs.queue import Job, JobQueue
+from bot.app.jobs.queue import LOST_ON_LAST_ATTEMPT, Job, JobQueue
 from bot.app.jobs.signals import LeaseLost, PermanentError, Reschedule, RetryableError
 from bot.app.jobs.worker_stats import OUTCOME_COUNTERS, WorkerStats
 from bot.app.logs import job_fields, log_context
@@ -124,6 +124,7 @@ class WorkerPool:
         self._stopping = anyio.Event()
         self._tg: anyio.abc.TaskGroup | None = None
         self._running: dict[int, _Running] = {}
+        self._reports: anyio.abc.TaskGroup | None = None
 
     def notify(self) -> None:
         """Wake idle loops now: a job was just enqueued (call from the event loop)."""
@@ -142,6 +143,7 @@ class WorkerPool:
             if self.periodic is not None:
                 tg.start_soon(self._run_periodic, self.periodic)
             tg.start_soon(self._heartbeats)
+            self._reports = tg
             async with anyio.create_task_group() as loops:
                 for index in range(self.concurrency):
                     loops.start_soon(self._loop, f"{self.worker_id}/{index}")
@@ -203,6 +205,7 @@ class WorkerPool:
                     log.exception("worker %s could not claim a job", owner)
                     await self._idle()
                     continue
+                self._report_buried()
                 if job is None:
                     await self._idle()
                     continue
@@ -297,13 +300,28 @@ class WorkerPool:
             log.info("job %s attempt %s: %s (%s)", job.id, job.attempts, attempt.error, attempt.outcome)
         counter = OUTCOME_COUNTERS[attempt.outcome]
         setattr(self.stats, counter, getattr(self.stats, counter) + 1)
-        if attempt.outcome in ("failed", "dead") and self.on_gave_up is not None:
-            try:  # never silent: the job's tracking comment is made final now
-                await self.on_gave_up(job, attempt.error)
-            except Exception:
-                log.exception("job %s: could not report its end (the sweep will)", job.id)
+        if attempt.outcome in ("failed", "dead"):
+            await self._gave_up(job, attempt.error)
+        self._report_buried()  # a completion that claimed the next job may have buried some
         if attempt.outcome == "lease_lost":
             log.warning("job %s: lease lost, another worker owns it now", job.id)
+
+    async def _gave_up(self, job: Job, error: str) -> None:
+        if self.on_gave_up is None:
+            return
+        try:  # never silent: the job's tracking comment is made final now
+            await self.on_gave_up(job, error)
+        except Exception:
+            log.exception("job %s: could not report its end (the sweep will)", job.id)
+
+    def _report_buried(self) -> None:
+        """Report at once the end of every job a claim just buried (its worker died on the last
+        attempt), beside the loops, so the claim that found them goes on to its own job."""
+        for job in self.queue.take_buried():
+            self.stats.dead += 1
+            log.warning("job %s (%s): its last attempt's worker was lost; it is dead", job.id, job.kind)
+            if self._reports is not None:
+                self._reports.start_soon(self._gave_up, job, f"{LOST_ON_LAST_ATTEMPT}: worker lost")
 
     async def _heartbeats(self) -> None:
         """Extend the lease of every running job a heartbeat interval after its last one, for the

@@ -34,6 +34,7 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient
 from bot.app.jobs.queue import LOST_ON_LAST_ATTEMPT
 from bot.app.jobs.schema import effects, jobs
+from bot.app.jobs.signals import Reschedule
 from bot.app.reviews import render
 from bot.app.reviews.admission import end_abandoned
 from bot.app.reviews.agent import Target
@@ -113,7 +114,7 @@ class AbandonedReviews:
             try:
                 await self._finish(job)
                 finished += 1
-            except (GitHubError, _NotYet) as error:
+            except (GitHubError, _NotYet, Reschedule) as error:
                 log.warning("review job %s gave up; its end cannot be shown yet: %s", job.id, error)
             except Exception:  # one job's surprise must not keep the others' ends hidden
                 log.exception("review job %s gave up; showing its end failed", job.id)

@@ -133,6 +133,8 @@ class ReviewJob:
         run = _Range(self, gh, target, state, pull, check_id)
         try:
             await self._decide(run, target, pull)
+        except Reschedule:
+            raise  # a write of an earlier attempt may still land (effects/writer.py): not an error
         except Exception as error:
             await run.after_error(error, last=job.attempts >= job.max_attempts)
             raise
@@ -246,7 +248,12 @@ class _Range:
             return
         if self.check_id is None:
             # Through the journal (issue 8): a retry adopts the check run an earlier attempt made.
-            effects = GitHubEffects(self.gh, Journal(self.job.states.store), self.job.deps.crash)
+            effects = GitHubEffects(
+                self.gh,
+                Journal(self.job.states.store),
+                self.job.deps.crash,
+                in_flight=self.job.deps.in_flight,
+            )
             key = check_key(self.target.repo, self.target.number, state.generation, head, "check-job")
             check = await effects.check_run(key, self.target.owner, self.target.name, head, render.CHECK_NAME)
             self.check_id = check.id
@@ -282,6 +289,8 @@ class _Range:
                 note = f"{error.code}: {error.message}" + (f" {error.entry.hint}" if error.entry.hint else "")
             await self.conclude(replace(base, kind="failed", note=note))
             return
+        except Reschedule:
+            raise
         except Exception:
             # A retried job admits the same run again and runs it; `after_error` sees to the check run.
             await ledger.end("failed")

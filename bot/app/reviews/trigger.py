@@ -19,7 +19,7 @@ from typing import Any
 
 from bot.app.effects.crash import NO_CRASH, CrashPoints
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import GitHubEffects
+from bot.app.effects.writer import IN_FLIGHT_SECONDS, GitHubEffects
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient, event_client
 from bot.app.github.payloads import PullRequestEvent
@@ -51,7 +51,9 @@ class ReviewTrigger:
         *,
         enabled_by_default: bool,
         crash: CrashPoints = NO_CRASH,
+        in_flight: float = IN_FLIGHT_SECONDS,
     ) -> None:
+        self.in_flight = in_flight
         self.github = github
         self.queue = queue
         self.states = states
@@ -148,7 +150,7 @@ class ReviewTrigger:
     ) -> None:
         """The queued `beam / review` check run of this generation, through the journal (issue 8): a
         retry or a redelivery adopts the one an earlier attempt made."""
-        effects = GitHubEffects(gh, self.journal, self.crash)
+        effects = GitHubEffects(gh, self.journal, self.crash, in_flight=self.in_flight)
         key = check_key(repo, number, generation, head, "check")
         attached = await effects.done(key)  # an earlier attempt made it and handed it to the row
         owner, name = repo.split("/", 1)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from bot.app.checks.flow import Checker
 from bot.app.effects.crash import NO_CRASH, CrashPoints
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import GitHubEffects
+from bot.app.effects.writer import IN_FLIGHT_SECONDS, GitHubEffects
 from bot.app.git.checkout import Checkouts
 from bot.app.github.client import InstallationClient
 from bot.app.github.identity import BotIdentity
@@ -50,6 +50,8 @@ class RunDeps:
     # Told of every finished run: skill, status, seconds, prompt and completion tokens (for /metrics).
     observe: Callable[[str, str, float, int, int], None] | None = None
     crash: CrashPoints = NO_CRASH
+    # How long a write begun by a dead attempt may still land at GitHub (effects/writer.py).
+    in_flight: float = IN_FLIGHT_SECONDS
     # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
     refresh_token: Callable[[int], Awaitable[str]] | None = None
     # Runs the repositories' checks in the jail (docs/checks.md); None: this process runs none.
@@ -57,7 +59,7 @@ class RunDeps:
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
-        return GitHubEffects(gh, Journal(self.store), self.crash)
+        return GitHubEffects(gh, Journal(self.store), self.crash, in_flight=self.in_flight)
 
     def refresher(self, installation_id: int) -> Callable[[], Awaitable[str]] | None:
         """How git gets a fresh token for this installation after a 401, if the process can."""

@@ -24,7 +24,7 @@ from bot.app.effects.conversation import RunConversation
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InlineComment, PullFile, PullRequest
-from bot.app.jobs.signals import RetryableError, seconds_until
+from bot.app.jobs.signals import Reschedule, RetryableError, seconds_until
 from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
@@ -142,6 +142,7 @@ class SkillRun(RunWorkspace):
         """
         existing = await self.deps.store.get_run(self.run_id)
         if existing is not None:
+            await self.effects.settle_run(self.run_id)
             self.comment_id = existing.get("tracking_comment_id")
             if existing.get("status") in FINAL_STATUSES:
                 log.info("run %s already ended (%s); nothing to redo", self.run_id, existing["status"])
@@ -180,6 +181,8 @@ class SkillRun(RunWorkspace):
                 await self.usage.record()
                 raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
             failure = (render.github_refused(error.status, error.message), None)
+        except Reschedule:
+            raise  # a write of an earlier attempt may still land: the job runs again when it cannot
         except Exception:
             log.exception("run %s failed", self.run_id)
             failure = (render.INTERNAL_ERROR, None)

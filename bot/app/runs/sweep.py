@@ -17,6 +17,7 @@ from sqlalchemy import select
 from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient
 from bot.app.jobs.schema import jobs, runs
+from bot.app.jobs.signals import Reschedule
 from bot.app.runs import render
 from bot.app.runs.run import RunDeps
 from bot.beam.errors import CATALOG
@@ -43,7 +44,8 @@ async def finish_abandoned_runs(deps: RunDeps, github: GitHubApp, job_id: int | 
         try:
             await _finish(deps, github, row)
             finished += 1
-        except GitHubError as error:
+        except (GitHubError, Reschedule) as error:
+            # Reschedule: a write of an attempt that died may still land; the next sweep looks again.
             log.warning("run %s: could not make its tracking comment final yet: %s", row["id"], error)
     return finished
 

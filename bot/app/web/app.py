@@ -28,6 +28,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.app.checks.flow import checks_detail
+from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.identity import WorkerIdentity, claim_identity
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.retention import prune_periodically
@@ -113,7 +114,7 @@ class AppRuntime:
                     base_url=settings.github_api_url,
                     transport=transport,
                     headers=GITHUB_HEADERS,
-                    timeout=httpx.Timeout(30.0, connect=10.0),
+                    timeout=httpx.Timeout(settings.github_timeout, connect=CONNECT_TIMEOUT),
                     follow_redirects=False,
                 ) as github,
                 anyio.create_task_group() as tg,
