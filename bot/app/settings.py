@@ -23,6 +23,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import SettingsConfigDict
 
 from bot.app.check_settings import CheckSettings
+from bot.app.limit_settings import LimitSettings
 
 CREDENTIALS_FILE = "app-credentials.json"
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
@@ -48,7 +49,7 @@ def _http_url(value: str, name: str) -> str:
     return value.rstrip("/")
 
 
-class Settings(CheckSettings):
+class Settings(CheckSettings, LimitSettings):
     """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
 
     - APP_ID, PRIVATE_KEY (PEM text; one line with literal \\n accepted) or PRIVATE_KEY_PATH,
@@ -145,21 +146,6 @@ class Settings(CheckSettings):
     )
     # Issue 20: validated here so a typo stops the start with a clear message; the client gets it.
     model_tools: Literal["auto", "native", "text"] = "auto"
-
-    # Costs and limits (issue 11). A repository's `.github/beam.yml` may lower the per-run and daily
-    # limits, never raise them. 0 means no limit.
-    price_input_per_mtok: float | None = Field(default=None, ge=0)
-    price_output_per_mtok: float | None = Field(default=None, ge=0)
-    max_tokens_per_run: int = Field(default=400_000, ge=0)
-    max_minutes_per_run: float = Field(default=20.0, ge=0)
-    runs_per_user_per_day: int = Field(default=50, ge=0)
-    runs_per_repo_per_day: int = Field(default=500, ge=0)
-    tokens_per_installation_per_month: int = Field(default=50_000_000, ge=0)
-    max_concurrency_per_installation: int = Field(default=2, ge=0)
-    # A review's diff context (reviews/budget.py): tokens per model call, and how many calls one review
-    # may make when its pull request does not fit in one; `review.max_calls` in a repository lowers it.
-    review_tokens_per_call: int = Field(default=24_000, ge=2_000)
-    review_max_calls: int = Field(default=3, ge=1, le=20)
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"

@@ -10,7 +10,8 @@ import jsonschema
 import pytest
 from sqlalchemy import inspect, select, text
 
-from bot.app.jobs.schema import SCHEMA_VERSION, schema_version
+from bot.app.jobs.migrations import SCHEMA_VERSION
+from bot.app.jobs.schema import schema_version
 from bot.app.reviews.dismissals import ThreadResolved, is_dismissal, is_dismissing_reply
 from bot.app.webhooks.routing import parse_comment_event
 from bot.app.webhooks.triage import can_lead_to_work

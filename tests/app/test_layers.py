@@ -35,6 +35,7 @@ RANK = {
     "permissions": 0,
     "settings": 0,
     "check_settings": 0,  # issue 22: the server's settings for checks, a base of `settings.Settings`
+    "limit_settings": 0,  # the costs and limits, a base of `settings.Settings`
     "logs": 0,
     "fence": 0,  # the write fence: set by the worker pool, checked by the GitHub client
 }
@@ -43,6 +44,7 @@ SIDEWAYS = {
     ("repo_config", "review_config"),
     ("limits", "jobs"),
     ("settings", "check_settings"),
+    ("settings", "limit_settings"),
 }
 
 

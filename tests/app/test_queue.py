@@ -10,8 +10,8 @@ import anyio
 import pytest
 from sqlalchemy import inspect, text
 
+from bot.app.jobs.migrations import SCHEMA_VERSION
 from bot.app.jobs.queue import Job, JobQueue
-from bot.app.jobs.schema import SCHEMA_VERSION
 from bot.app.jobs.store import Store
 from tests.support.db import REPO_ROOT, FakeClock, claim_all, claimer_command, opened
 

@@ -10,14 +10,8 @@ import anyio
 import pytest
 from sqlalchemy import Connection, event, inspect, select, text
 
-from bot.app.jobs.schema import (
-    SCHEMA_VERSION,
-    SchemaError,
-    jobs,
-    pending_pushes,
-    schema_version,
-    upgrade_schema,
-)
+from bot.app.jobs.migrations import SCHEMA_VERSION, SchemaError, upgrade_schema
+from bot.app.jobs.schema import jobs, pending_pushes, schema_version
 from bot.app.jobs.store import Store, build_url, normalize_url
 from tests.support.db import FakeClock, opened
 

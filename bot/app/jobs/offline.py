@@ -15,7 +15,8 @@ from sqlalchemy import select
 from sqlalchemy.engine import make_url
 
 from bot.app.jobs.database import build_url, create_engines
-from bot.app.jobs.schema import SCHEMA_VERSION, schema_version
+from bot.app.jobs.migrations import SCHEMA_VERSION
+from bot.app.jobs.schema import schema_version
 from bot.app.jobs.store import Store
 from bot.app.settings import Settings, SettingsError
 

@@ -26,10 +26,11 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from bot.app.jobs.checkpoint import Checkpointer
 from bot.app.jobs.database import BEGIN_MODE, create_engines, normalize_url
 from bot.app.jobs.fastpath import HotConnection, sqlite_transaction
+from bot.app.jobs.migrations import upgrade_schema
 from bot.app.jobs.pg_claims import CREATE as CREATE_CLAIM_FUNCTION
 from bot.app.jobs.pg_claims import EXISTS as CLAIM_FUNCTION_EXISTS
 from bot.app.jobs.pg_claims import FUNCTION as CLAIM_FUNCTION
-from bot.app.jobs.schema import jobs, pending_pushes, upgrade_schema
+from bot.app.jobs.schema import jobs, pending_pushes
 
 Clock = Callable[[], float]
 T = TypeVar("T")

@@ -46,6 +46,7 @@ from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
 from bot.app.runs.tracker import Tracker
+from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
@@ -67,7 +68,7 @@ Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
 FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
 
 
-class SkillRun(RunWorkspace):
+class SkillRun(RunWorkspace, TrackingComment):
     def __init__(
         self,
         deps: RunDeps,
@@ -94,24 +95,6 @@ class SkillRun(RunWorkspace):
         self.started = time.monotonic()
         self.usage = RunUsage.for_run(deps, self.run_id, ctx.installation_id, self.started)
         self.effects = deps.effects(ctx.gh)
-
-    def key(self, step: str) -> str:
-        """The effects-journal key of one of this run's writes."""
-        return f"{self.run_id}:{step}"
-
-    # -- the tracking comment -------------------------------------------------------------------
-
-    async def publish(self, body: str, *, kind: str = "edit") -> None:
-        if self.comment_id is None:
-            comment = await self.effects.comment(
-                self.key("tracking"), self.owner, self.repo, self.number, body
-            )
-            self.comment_id = comment.id
-            await self.deps.store.update_run(self.run_id, tracking_comment_id=comment.id)
-        else:
-            await self.effects.edit(
-                self.key("tracking"), self.owner, self.repo, self.comment_id, body, kind=kind
-            )
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.ctx.event
@@ -209,23 +192,6 @@ class SkillRun(RunWorkspace):
             return False
         log.info("run %s: its review %s is already posted; the run is complete", self.run_id, review.id)
         await self._finish(Outcome(answer=render.review_posted(review.html_url)), None)
-        return True
-
-    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
-        """Write the recorded final state; if GitHub refuses it for now, the job is retried (and
-        writes it again), so the run is not marked ended behind a comment that still says Working."""
-        if not await self._safe_publish(body, kind="final"):
-            raise RetryableError(f"run {self.run_id}: the final state could not be written yet")
-        await self.deps.store.update_run(self.run_id, **values)
-
-    async def _safe_publish(self, body: str, *, kind: str = "edit") -> bool:
-        """Publish; False only when GitHub failed for now (a later try may succeed)."""
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.publish(body, kind=kind)
-            except GitHubError as error:
-                log.warning("run %s: could not edit the tracking comment: %s", self.run_id, error)
-                return not error.transient
         return True
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
