@@ -30,26 +30,23 @@ from bot.app.runs.context import JobContext
 from bot.app.runs.deps import (
     MAX_KNOWN_PATHS,
     MAX_PULL_FILES,
-    RECOVERABLE_TOOL_ERRORS,
     RESUMABLE_SKILLS,
     RUN_NAMESPACE,
     Outcome,
     RunDeps,
     run_id_for,
 )
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.host_tools import RunLedger
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.prompt import build_prompt
+from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
-from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import WorkingTree
-from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 
 log = logging.getLogger("beam.runs")
@@ -291,7 +288,6 @@ class SkillRun(RunWorkspace):
         event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
-        diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             fields = InlineComment.model_fields
@@ -314,26 +310,23 @@ class SkillRun(RunWorkspace):
             return f"{blob_base}/{path}#L{start}-L{end}"
 
         memory = RunMemory(self.deps.store, event.repository.full_name)
-        tools = [
-            *sandbox_tools(tree),
-            *host_tools(tree.sandbox, ledger, diff=diff, post_review=post_review, blob_url=blob_url),
-            memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
-        ]
+        # `remember` is kept only by skills that allowlist it (author).
+        tools = run_tools(
+            tree, ledger, files, post_review=post_review, blob_url=blob_url, extra=[memory.remember_tool()]
+        )
         hub = RiverBeam(memory=memory)
         guard = await self.usage.arm(self.ctx.config.limits)
         checkpoint = None
         if self.skill in RESUMABLE_SKILLS:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
-        # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
-        # back to the model as the tool's result; the rest still end the run.
-        recoverable = RECOVERABLE_TOOL_ERRORS | self.plan.refusals_for_model
+        # A plan's own refusals (e.g. BEM-338 outside `docs.paths`) go back to the model too.
         hub.register_agent(
-            RigAgentRunner.for_skill(
+            skill_runner(
                 self.skill,
                 self.usage.meter,
                 tools,
                 checkpoint=checkpoint,
-                recoverable_errors=recoverable,
+                refusals=self.plan.refusals_for_model,
                 should_stop=guard,
             )
         )
@@ -368,12 +361,13 @@ class SkillRun(RunWorkspace):
         answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
         answer = render.link_citations(answer, known, blob_base)
+        notes: list[str] = []
         if self.skill == "review" and pull is not None:
-            if ledger.review_id is None:
-                ledger.review_id = await post_review(answer or render.EMPTY_REVIEW, [])
+            if await review_from_text(ledger, answer, post_review):
+                notes.append(render.PLAIN_TEXT_REVIEW)
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
-        notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         return Outcome(answer=answer, notes=notes, result=result)
 
 
