@@ -26,12 +26,17 @@ class PendingToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """Either text or tool calls, plus what the server said it used (we report it; the original did not)."""
+    """Either text or tool calls, plus what the server said it used (we report it; the original did not).
+
+    `problem` says why an attempt at a tool call could not be used (an unknown tool, arguments that
+    are not a JSON object): the runner tells the model instead of taking such text for an answer.
+    """
 
     text: str | None = None
     tool_calls: tuple[PendingToolCall, ...] | None = None
     usage: TokenUsage | None = None
     model: str | None = None
+    problem: str | None = None
 
     @classmethod
     def of_text(cls, text: str, *, usage: TokenUsage | None = None, model: str | None = None) -> Completion:

@@ -70,6 +70,36 @@ _ENTRIES = [
     _e(88, 422, "Tool loop exceeded the maximum number of rounds."),
     _e(89, 422, "Unknown tool during the tool loop."),
     _e(90, 422, "Unknown tool while resuming."),
+    # beam-bot: how a real model server's answer can end a run (docs/models.md says what to do).
+    _e(
+        91,
+        422,
+        "The model's answer was cut off (finish_reason length) in the middle of a tool call.",
+        "Give the model more room to answer: raise max_tokens or the server's context size "
+        "(llama-server -c, vLLM --max-model-len), or use a model that writes shorter calls.",
+    ),
+    _e(
+        92,
+        413,
+        "The prompt is longer than the model's context window, even with the diff cut to half.",
+        "Start the server with a larger context (llama-server -c 32768, vLLM --max-model-len, Ollama "
+        "num_ctx), use a model with a longer context, or ask for a review of a smaller change.",
+    ),
+    _e(
+        93,
+        422,
+        "The model server refused tool calls and BEAM_MODEL_TOOLS is native.",
+        "Set BEAM_MODEL_TOOLS=auto or text to describe the tools in the prompt instead, or start the "
+        "server with tool support (llama-server --jinja, vLLM --enable-auto-tool-choice "
+        "--tool-call-parser ...).",
+    ),
+    _e(
+        94,
+        422,
+        "The model kept answering with tool calls that could not be used, after being told what was wrong.",
+        "Use a model that is better at tool calls (a larger one, or an instruction-tuned one with a tool "
+        "template), or set BEAM_MODEL_TOOLS=text if its native tool calls are the ones that fail.",
+    ),
     _e(107, 422, "Sandbox tools need metadata.sandbox_root."),
     _e(108, 422, "A required sandbox tool argument is missing."),
     _e(109, 501, "The remember tool must be bound by the host."),
@@ -185,4 +215,5 @@ class BeamError(Exception):
     def __str__(self) -> str:
         detail = self.detail
         base = f"{self.message} ({self.code})"
-        return f"{base}: {detail}" if detail else base
+        text = f"{base}: {detail}" if detail else base
+        return f"{text}\nWhat to do: {self.entry.hint}" if self.entry.hint else text

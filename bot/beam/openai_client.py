@@ -22,8 +22,11 @@ from typing import Any
 import anyio
 import httpx
 
-from bot.beam.completion import Completion, CompletionClientBase, PendingToolCall
+from bot.beam import text_protocol
+from bot.beam.completion import Completion, CompletionClientBase
 from bot.beam.errors import BeamError
+from bot.beam.text_protocol import ToolsMode
+from bot.beam.tool_dialects import looks_like_call, read_message
 from bot.beam.tools import ToolSpec
 from bot.beam.types import TokenUsage
 
@@ -39,6 +42,7 @@ _KEY_VARS = ("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
 # The asymmetry (`BEAM_API_BASE_URL` against `GFS_BEAM_BASE_URL`) is the original's.
 _BASE_URL_VARS = ("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL")
 _MODEL_VARS = ("BEAM_MODEL", "GFS_BEAM_MODEL")
+_TOOLS_VAR = "BEAM_MODEL_TOOLS"
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -115,9 +119,11 @@ class OpenAiCompatible(CompletionClientBase):
         backoff: float = 0.5,
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep | None = None,
+        tools_mode: ToolsMode = "auto",
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
+        self.tools_mode: ToolsMode = tools_mode
         self.max_tokens = DEFAULT_MAX_TOKENS
         self.extra_body: Any = default_extra_body()
         self.timeout = timeout
@@ -137,10 +143,15 @@ class OpenAiCompatible(CompletionClientBase):
             return None
         base_url = _first_set(env, _BASE_URL_VARS)
         model = _first_set(env, _MODEL_VARS)
+        tools_mode = text_protocol.parse_mode(env.get(_TOOLS_VAR))
+        if tools_mode is None:
+            wrong = env.get(_TOOLS_VAR)
+            raise BeamError("BEM-042", f"{_TOOLS_VAR} must be auto, native or text, not {wrong!r}")
         return cls(
             DEFAULT_BASE_URL if base_url is None else base_url,
             api_key,
             DEFAULT_MODEL if model is None else model,
+            tools_mode=tools_mode,
         )
 
     def with_max_tokens(self, n: int) -> OpenAiCompatible:
@@ -154,6 +165,13 @@ class OpenAiCompatible(CompletionClientBase):
 
     def __repr__(self) -> str:
         return f"OpenAiCompatible(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def uses_text_tools(self) -> bool:
+        """Whether tools go into the prompt: `text`, or `auto` once this server refused them."""
+        if self.tools_mode == "text":
+            return True
+        return self.tools_mode == "auto" and text_protocol.refused(self.base_url, self.model)
 
     async def __aenter__(self) -> OpenAiCompatible:
         return self
@@ -207,12 +225,32 @@ class OpenAiCompatible(CompletionClientBase):
         return body
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
-        body = self.request_body(messages, tools)
+        offered = frozenset(spec.name for spec in tools)
+        if tools and self.uses_text_tools:
+            return await self._send(self._text_body(messages, tools), offered)
+        try:
+            return await self._send(self.request_body(messages, tools), offered)
+        except BeamError as error:
+            if error.code != "BEM-093" or self.tools_mode != "auto":
+                raise
+        log.warning(
+            "%s at %s refused tools; describing them in the prompt from now on (BEAM_MODEL_TOOLS=auto)",
+            self.model,
+            self.base_url,
+        )
+        text_protocol.remember_refused(self.base_url, self.model)
+        return await self._send(self._text_body(messages, tools), offered)
+
+    def _text_body(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> dict[str, Any]:
+        return self.request_body(text_protocol.as_text_messages(messages, tools), [])
+
+    async def _send(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
+        """One request with its retries, read against the tools offered."""
         deadline = time.monotonic() + self.timeout
         attempt = 0
         while True:
             try:
-                return await self._attempt(body, deadline)
+                return await self._attempt(body, deadline, offered)
             except _Retryable as failure:
                 if attempt >= self.max_retries:
                     raise failure.error from None
@@ -232,7 +270,7 @@ class OpenAiCompatible(CompletionClientBase):
                 )
                 await self._sleep(delay)
 
-    async def _attempt(self, body: dict[str, Any], deadline: float) -> Completion:
+    async def _attempt(self, body: dict[str, Any], deadline: float, offered: frozenset[str]) -> Completion:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s")
@@ -249,12 +287,17 @@ class OpenAiCompatible(CompletionClientBase):
             raise _Retryable(self._error("BEM-082", f"llm request failed: {exc}")) from None
         except httpx.HTTPError as exc:
             raise self._error("BEM-082", f"llm request failed: {exc}") from None
-        return self._parse(response)
+        return self._parse(response, offered, bool(body.get("tools")))
 
-    def _parse(self, response: httpx.Response) -> Completion:
+    def _parse(self, response: httpx.Response, offered: frozenset[str], sent_tools: bool) -> Completion:
         status = response.status_code
         if not 200 <= status < 300:
-            error = self._error("BEM-084", self._status_detail(response))
+            detail = self._status_detail(response)
+            if status in (400, 404, 413, 422, 501) and text_protocol.context_overflow(detail):
+                raise self._error("BEM-092", detail)
+            if sent_tools and status in (400, 404, 422, 500, 501) and text_protocol.refuses_tools(detail):
+                raise self._error("BEM-093", detail)
+            error = self._error("BEM-084", detail)
             if status == 429 or status >= 500:
                 raise _Retryable(error, retry_after_seconds(response.headers.get("retry-after")))
             raise error
@@ -267,10 +310,15 @@ class OpenAiCompatible(CompletionClientBase):
             raise self._error("BEM-085", "llm response has no choices[0].message")
         usage = _usage(data.get("usage"))
         model = data.get("model") if isinstance(data.get("model"), str) else None
-        calls = message.get("tool_calls")
-        if isinstance(calls, list) and calls:
-            return Completion.of_tool_calls((_tool_call(call) for call in calls), usage=usage, model=model)
-        return Completion.of_text(_text(message), usage=usage, model=model)
+        reading = read_message(message, offered)
+        if reading.reasoning:
+            log.debug("llm reasoning (kept out of the answer): %d characters", len(reading.reasoning))
+        if reading.calls:
+            return Completion(tool_calls=reading.calls, usage=usage, model=model, problem=reading.problem)
+        cut = _finish_reason(data) == "length"
+        if cut and (reading.problem is not None or looks_like_call(reading.text)):
+            raise self._error("BEM-091", reading.problem or "the answer ends inside a tool call")
+        return Completion(text=reading.text, usage=usage, model=model, problem=reading.problem)
 
     def _status_detail(self, response: httpx.Response) -> str:
         code = response.status_code
@@ -317,48 +365,7 @@ def _usage(value: Any) -> TokenUsage | None:
     return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
 
 
-def _tool_call(call: Any) -> PendingToolCall:
-    """One tool call; arguments may be a JSON string (OpenAI) or an object (some other servers)."""
-    call = call if isinstance(call, dict) else {}
-    function = call.get("function")
-    function = function if isinstance(function, dict) else {}
-    call_id = call.get("id")
-    name = function.get("name")
-    arguments = function.get("arguments")
-    args: Any
-    if isinstance(arguments, str):
-        try:
-            args = json.loads(arguments)
-        except ValueError:
-            args = {}
-    elif isinstance(arguments, dict):
-        args = arguments
-    else:
-        args = {}
-    return PendingToolCall(
-        id=call_id if isinstance(call_id, str) else "",
-        name=name if isinstance(name, str) else "",
-        args=args,
-    )
-
-
-def _text(message: dict[str, Any]) -> str:
-    """The first non-blank of content (string, then parts), reasoning_content, reasoning; else ""."""
-    content = message.get("content")
-    if isinstance(content, str) and content.strip():
-        return content
-    if isinstance(content, list):
-        parts = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        joined = "".join(parts)
-        if joined.strip():
-            return joined
-    for key in ("reasoning_content", "reasoning"):
-        value = message.get(key)
-        if isinstance(value, str) and value.strip():
-            return value
-    return ""
+def _finish_reason(data: dict[str, Any]) -> str | None:
+    choice = data["choices"][0]
+    reason = choice.get("finish_reason")
+    return reason if isinstance(reason, str) else None

@@ -197,6 +197,7 @@ class RigAgentRunner(Agent):
         usage = TokenUsage()
         model: str | None = None
         said: list[str] = []  # text the model wrote beside its tool calls: what a stopped run has
+        told = False  # whether the model was told once that its last call could not be used
 
         async def stopped() -> bool:
             reason = await self.should_stop() if self.should_stop is not None else None
@@ -214,8 +215,15 @@ class RigAgentRunner(Agent):
             if completion.usage is not None:
                 usage += completion.usage
             model = completion.model or model
-            if completion.text:
+            if completion.text and completion.problem is None:  # call syntax never becomes an answer
                 said.append(completion.text)
+            if completion.tool_calls is None and completion.problem is not None:
+                if told:
+                    raise BeamError("BEM-094", completion.problem)
+                told = True
+                messages.append({"role": "assistant", "content": completion.text or ""})
+                messages.append({"role": "user", "content": self._correction(completion.problem)})
+                continue
             if completion.tool_calls is None:
                 text = completion.text or ""
                 await log.push(message_frame(StreamChunkType.CHUNK, text, headers))
@@ -231,6 +239,9 @@ class RigAgentRunner(Agent):
                 if await stopped():
                     return
                 records.append(await self._call_tool(call, tool, input, messages, log, headers))
+            told = False
+            if completion.problem is not None:  # some calls of the batch ran; say why the others did not
+                messages.append({"role": "user", "content": self._correction(completion.problem)})
             if waiting:
                 required: list[dict[str, Any]] = [
                     {"action_id": str(uuid.uuid4()), "kind": "confirmation", "tool": c.name, "args": c.args}
@@ -244,6 +255,14 @@ class RigAgentRunner(Agent):
             if self.checkpoint is not None:
                 await self.checkpoint.save(round_number + 1, messages)
         raise BeamError("BEM-088")
+
+    def _correction(self, problem: str) -> str:
+        """What the model is told, once, about a call that could not be used; the same words every run."""
+        names = ", ".join(spec.name for spec in self._specs) or "none"
+        return (
+            f"Your last tool call could not be used: {problem}. The tools you can call are: {names}. "
+            "Call one by its exact name with arguments that are a JSON object, or answer in plain text."
+        )
 
     async def _call_tool(
         self,

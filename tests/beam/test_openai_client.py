@@ -65,6 +65,7 @@ async def error_of(llm: FakeOpenAI, **kwargs: Any) -> BeamError:
 
 READ_FILE = ToolSpec("read_file", "Read a file.", False, json_params({"path": {"type": "string"}}, ["path"]))
 GIT_PUSH = ToolSpec("git_push", "Push the branch.", True, json_params())
+LIST_TREE = ToolSpec("list_tree", "List the tree.", False, json_params())
 
 
 # Replies.
@@ -97,7 +98,7 @@ async def test_tool_calls_with_string_arguments() -> None:
         )
         message["content"] = "ignored when tools are called"
         llm.enqueue(chat_response(message))
-        result = await complete_one(llm, [READ_FILE])
+        result = await complete_one(llm, [READ_FILE, LIST_TREE])
     assert result.text is None
     assert result.tool_calls == (
         PendingToolCall("call_a", "read_file", {"path": "a.txt"}),
@@ -106,20 +107,22 @@ async def test_tool_calls_with_string_arguments() -> None:
 
 
 async def test_tool_call_arguments_as_object_missing_or_broken() -> None:
+    """Issue 20: a call counts only for an offered tool with arguments that are a JSON object; the
+    others are reported as the completion's problem (before, every call was passed on as it was)."""
     calls = [
         {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": {"path": "b"}}},
         {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": "{not json"}},
         {"type": "function", "function": {}},
         {"id": "c4", "type": "function", "function": {"name": "n", "arguments": "[1, 2]"}},
+        {"id": "c5", "type": "function", "function": {"name": "read_file", "arguments": "[1, 2]"}},
     ]
     with FakeOpenAI() as llm:
         llm.enqueue({"choices": [{"message": {"role": "assistant", "tool_calls": calls}}]})
-        result = await complete_one(llm)
-    assert result.tool_calls == (
-        PendingToolCall("c1", "read_file", {"path": "b"}),
-        PendingToolCall("c2", "read_file", {}),
-        PendingToolCall("", "", {}),
-        PendingToolCall("c4", "n", [1, 2]),
+        result = await complete_one(llm, [READ_FILE])
+    assert result.tool_calls == (PendingToolCall("c1", "read_file", {"path": "b"}),)
+    assert result.problem == (
+        "the arguments of `read_file` are not valid JSON; a tool call has no name; "
+        "`n` is not one of the tools offered (read_file); the arguments of `read_file` are not a JSON object"
     )
 
 
@@ -128,9 +131,11 @@ async def test_tool_call_arguments_as_object_missing_or_broken() -> None:
     [
         ({"content": "  kept as is  "}, "  kept as is  "),
         ({"content": [{"type": "text", "text": "Hel"}, "lo", {"type": "image"}, 7]}, "Hello"),
-        ({"content": "  ", "reasoning_content": "thought"}, "thought"),
-        ({"content": [{"text": " "}], "reasoning_content": "", "reasoning": "plan"}, "plan"),
-        ({"content": None, "tool_calls": [], "reasoning_content": "via reasoning"}, "via reasoning"),
+        # Issue 20: reasoning is never the answer (it was the fallback for a blank content).
+        ({"content": "  ", "reasoning_content": "thought"}, "  "),
+        ({"content": [{"text": " "}], "reasoning_content": "", "reasoning": "plan"}, " "),
+        ({"content": None, "tool_calls": [], "reasoning_content": "via reasoning"}, ""),
+        ({"content": "<think>private</think>\n\nThe answer.", "reasoning_content": "more"}, "The answer."),
         ({"content": None}, ""),
     ],
 )

@@ -1,0 +1,285 @@
+"""What a chat-completions server answered, in any common dialect, read as text or tool calls.
+
+Real servers differ (ARCHITECTURE.md section 11): native `tool_calls` (with `arguments` as a string
+or an object, with or without `id` and `type`); calls written into the text as bare JSON, as a
+```json fence after a sentence of prose, in Hermes/Qwen `<tool_call>` tags or after Mistral's
+`[TOOL_CALLS]`; reasoning in `reasoning_content` or a `<think>` block. One reading for all of them,
+so the runner sees one shape.
+
+The rules (ARCHITECTURE.md section 4, invariant 10): a call counts only for a tool that was offered
+and with arguments that parse as a JSON object. Anything else stays text, except that text which is
+plainly an attempt at a call (the syntax is there, the call is not usable) is flagged as `problem`:
+such text must neither become an answer nor be dropped without telling the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from bot.beam.completion import PendingToolCall
+
+_THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)", re.DOTALL | re.IGNORECASE)
+# A think block some templates open in the prompt: the answer then starts inside it.
+_THINK_CLOSE = re.compile(r"\A.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_MISTRAL = "[TOOL_CALLS]"
+_MISTRAL_ARGS = re.compile(r"\A\s*([A-Za-z0-9_.-]+)\s*\[ARGS\]\s*(.*)\Z", re.DOTALL)
+_ARG_KEYS = ("arguments", "parameters", "args", "input")
+_CALL_START = re.compile(r'(?:\A\s*|```[A-Za-z_]*\s*)\[?\s*\{\s*"(?:name|function)"\s*:')
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """One message read: `calls` when it held usable calls, else `text`; `problem` says what was wrong.
+
+    `reasoning` is kept apart so a host may log it; it is never part of `text`.
+    """
+
+    text: str
+    calls: tuple[PendingToolCall, ...] = ()
+    problem: str | None = None
+    reasoning: str | None = None
+
+
+def stable_id(index: int, name: str, args: Any) -> str:
+    """An id for a call the server sent without one: the same call in the same place gets the same id."""
+    digest = hashlib.sha256(
+        json.dumps([index, name, args], sort_keys=True, ensure_ascii=False).encode("utf-8")
+    ).hexdigest()
+    return f"call_{digest[:24]}"
+
+
+def read_message(message: dict[str, Any], offered: Collection[str]) -> Reading:
+    """The message as calls (native first, then written in the text) or as text without reasoning."""
+    reasoning = _reasoning(message)
+    raw = content_text(message)
+    thought, text = split_think(raw)
+    if thought:
+        reasoning = "\n\n".join(part for part in (reasoning, thought) if part)
+    native = message.get("tool_calls")
+    if isinstance(native, list) and native:
+        calls, problems = _native_calls(native, offered)
+        if calls:
+            return Reading("", calls, _joined(problems), reasoning)
+        return Reading(text, (), _joined(problems) or "the tool calls could not be read", reasoning)
+    reading = read_text(text, offered)
+    return Reading(reading.text, reading.calls, reading.problem, reasoning)
+
+
+def read_text(text: str, offered: Collection[str]) -> Reading:
+    """Calls written into a text (tags, [TOOL_CALLS], fenced or bare JSON), or the text itself."""
+    candidates = _candidates(text)
+    if not candidates:
+        return Reading(text)
+    calls: list[PendingToolCall] = []
+    problems: list[str] = []
+    for value in candidates:
+        found, wrong = _calls_in(value, offered, len(calls))
+        calls.extend(found)
+        problems.extend(wrong)
+    if calls:
+        return Reading("", tuple(calls), _joined(problems))
+    if problems:
+        return Reading(text, (), _joined(problems))
+    return Reading(text)
+
+
+def looks_like_call(text: str) -> bool:
+    """Whether a text holds call syntax at all (so a cut or broken one is not taken for an answer)."""
+    lowered = text.lower()
+    return "<tool_call>" in lowered or _MISTRAL.lower() in lowered or bool(_CALL_START.search(text))
+
+
+def content_text(message: dict[str, Any]) -> str:
+    """`content` as one string: a string as is, a list of parts joined; "" for anything else."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "".join(parts)
+    return ""
+
+
+def split_think(text: str) -> tuple[str, str]:
+    """(reasoning, answer): `<think>` blocks taken out, also one whose opening tag was in the prompt."""
+    thoughts: list[str] = []
+    if "</think" in text.lower() and "<think" not in text.lower().split("</think", 1)[0]:
+        match = _THINK_CLOSE.match(text)
+        if match is not None:
+            thoughts.append(re.sub(r"</think(?:ing)?>\Z", "", match.group(0), flags=re.IGNORECASE))
+            text = text[match.end() :]
+    if "<think" in text.lower():
+        thoughts.extend(_inner(m.group(0)) for m in _THINK.finditer(text))
+        text = _THINK.sub("", text)
+    if not thoughts:
+        return "", text
+    return "\n\n".join(t.strip() for t in thoughts if t.strip()), text.strip()
+
+
+def _inner(block: str) -> str:
+    return re.sub(r"\A<think(?:ing)?>|</think(?:ing)?>\Z", "", block, flags=re.IGNORECASE)
+
+
+def _reasoning(message: dict[str, Any]) -> str | None:
+    parts = [
+        value.strip()
+        for key in ("reasoning_content", "reasoning")
+        if isinstance(value := message.get(key), str) and value.strip()
+    ]
+    return "\n\n".join(parts) or None
+
+
+def _joined(problems: list[str]) -> str | None:
+    return "; ".join(dict.fromkeys(problems)) or None
+
+
+def _native_calls(
+    native: list[Any], offered: Collection[str]
+) -> tuple[tuple[PendingToolCall, ...], list[str]]:
+    calls: list[PendingToolCall] = []
+    problems: list[str] = []
+    for index, item in enumerate(native):
+        if not isinstance(item, dict):
+            problems.append("a tool call is not an object")
+            continue
+        function = item.get("function")
+        if not isinstance(function, dict):
+            function = item  # some servers put name and arguments on the call itself
+        call, problem = _call(function.get("name"), _arguments_of(function), offered, index, item.get("id"))
+        if call is not None:
+            calls.append(call)
+        if problem is not None:
+            problems.append(problem)
+    return tuple(calls), problems
+
+
+def _arguments_of(value: dict[str, Any]) -> Any:
+    for key in _ARG_KEYS:
+        if key in value:
+            return value[key]
+    return None
+
+
+def _call(
+    name: Any, arguments: Any, offered: Collection[str], index: int, call_id: Any = None
+) -> tuple[PendingToolCall | None, str | None]:
+    """One call checked against the rules, or what is wrong with it."""
+    if not isinstance(name, str) or not name:
+        return None, "a tool call has no name"
+    if name not in offered:
+        known = ", ".join(sorted(offered)) or "none"
+        return None, f"`{name}` is not one of the tools offered ({known})"
+    args: Any
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        args = {}
+    elif isinstance(arguments, str):
+        try:
+            args = json.loads(arguments)
+        except ValueError:
+            return None, f"the arguments of `{name}` are not valid JSON"
+    else:
+        args = arguments
+    if not isinstance(args, dict):
+        return None, f"the arguments of `{name}` are not a JSON object"
+    if not isinstance(call_id, str) or not call_id:
+        call_id = stable_id(index, name, args)
+    return PendingToolCall(call_id, name, args), None
+
+
+def _candidates(text: str) -> list[Any]:
+    """Parts of a text that are written as calls: each a parsed JSON value, or None if it did not parse.
+
+    Tags and [TOOL_CALLS] are call syntax whatever they hold; a fence or the whole text counts only
+    when it holds JSON shaped like a call (a name and arguments).
+    """
+    lowered = text.lower()
+    if "<tool_call>" in lowered:
+        return [_loads(match.group(1)) for match in _TAG.finditer(text)]
+    if _MISTRAL.lower() in lowered:
+        return [_mistral(part) for part in re.split(re.escape(_MISTRAL), text, flags=re.IGNORECASE)[1:]]
+    found: list[Any] = []
+    for match in _FENCE.finditer(text):
+        if match.group(1).lower() not in ("", "json", "tool_call", "tool_code", "javascript"):
+            continue
+        body = match.group(2)
+        value = _loads(body)
+        if value is None and "\n" in body.strip():
+            lines = [_loads(line) for line in body.strip().splitlines() if line.strip()]
+            value = lines if all(v is not None for v in lines) else None
+        if _call_shaped(value) or (value is None and _named(body)):
+            found.append(value)
+    if found:
+        return found
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        value = _loads(stripped)
+        if _call_shaped(value):
+            return [value]
+        if value is None and _named(stripped):
+            return [None]
+    return []
+
+
+def _named(text: str) -> bool:
+    """Broken JSON that still shows the call keys: a cut or mistyped call, not prose."""
+    return bool(re.search(r'"name"\s*:', text)) and any(f'"{key}"' in text for key in _ARG_KEYS)
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text.strip())
+    except ValueError:
+        return None
+
+
+def _mistral(part: str) -> Any:
+    """What follows one [TOOL_CALLS]: a JSON list of calls, or `name[ARGS]{...}` (newer templates)."""
+    match = _MISTRAL_ARGS.match(part)
+    if match is not None:
+        args = _loads(match.group(2))
+        return {"name": match.group(1), "arguments": args if args is not None else match.group(2)}
+    return _loads(part)
+
+
+def _call_shaped(value: Any) -> bool:
+    if isinstance(value, list):
+        return bool(value) and all(_call_shaped(item) for item in value)
+    if not isinstance(value, dict):
+        return False
+    if isinstance(value.get("function"), dict):
+        return _call_shaped(value["function"])
+    return isinstance(value.get("name"), str) and any(key in value for key in _ARG_KEYS)
+
+
+def _calls_in(value: Any, offered: Collection[str], start: int) -> tuple[list[PendingToolCall], list[str]]:
+    """The calls in one parsed candidate (an object or a list of them), numbered from `start`."""
+    if value is None:
+        return [], ["a tool call is not valid JSON"]
+    items = value if isinstance(value, list) else [value]
+    calls: list[PendingToolCall] = []
+    problems: list[str] = []
+    for item in items:
+        if not isinstance(item, dict):
+            problems.append("a tool call is not a JSON object")
+            continue
+        function = item["function"] if isinstance(item.get("function"), dict) else item
+        call, problem = _call(
+            function.get("name"), _arguments_of(function), offered, start + len(calls), item.get("id")
+        )
+        if call is not None:
+            calls.append(call)
+        if problem is not None:
+            problems.append(problem)
+    return calls, problems

@@ -1,0 +1,312 @@
+"""The dialect table: each way a real server writes a tool call (or an answer), read into one shape.
+
+Messages are the `choices[0].message` of a chat-completions reply. The recorded ones are real
+replies of llama-server (tests/data/model_responses/, see its README); the others are written in the
+shapes those servers document, where no server here speaks the dialect.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.beam.completion import PendingToolCall
+from bot.beam.tool_dialects import Reading, looks_like_call, read_message, read_text, split_think, stable_id
+
+RECORDED = Path(__file__).resolve().parent.parent / "data" / "model_responses"
+OFFERED = frozenset({"read_file", "git_diff", "review_change"})
+READ = {"path": "src/app.py"}
+
+
+def msg(content: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": content, **extra}
+
+
+def native(*calls: dict[str, Any]) -> dict[str, Any]:
+    return msg(None, tool_calls=list(calls))
+
+
+def call(index: int, name: str, args: Any) -> PendingToolCall:
+    return PendingToolCall(stable_id(index, name, args), name, args)
+
+
+QWEN_FENCE = (
+    "To review the last commit I will read the changed file first.\n\n"
+    '```json\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n```'
+)
+
+# (case, message, calls expected, text expected, problem expected)
+TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | None]] = [
+    (
+        "native, arguments as a string",
+        native(
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": json.dumps(READ)}}
+        ),
+        (PendingToolCall("c1", "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "native, arguments as an object",
+        native({"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": READ}}),
+        (PendingToolCall("c1", "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "native, no id and no type: a stable id",
+        native({"function": {"name": "read_file", "arguments": READ}}),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "native, empty arguments string",
+        native({"id": "c1", "function": {"name": "git_diff", "arguments": ""}}),
+        (PendingToolCall("c1", "git_diff", {}),),
+        "",
+        None,
+    ),
+    (
+        "native, a tool not offered",
+        native({"id": "c1", "function": {"name": "shell", "arguments": "{}"}}),
+        (),
+        "",
+        "`shell` is not one of the tools offered (git_diff, read_file, review_change)",
+    ),
+    (
+        "native, arguments not an object",
+        native({"id": "c1", "function": {"name": "read_file", "arguments": '"src/app.py"'}}),
+        (),
+        "",
+        "the arguments of `read_file` are not a JSON object",
+    ),
+    (
+        "bare JSON in the text (Qwen)",
+        msg('{"name": "read_file", "arguments": {"path": "src/app.py"}}'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a ```json fence after a sentence of prose (Qwen)",
+        msg(QWEN_FENCE),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a list of calls in a fence",
+        msg(
+            'Two reads:\n```json\n[{"name": "read_file", "arguments": {"path": "a"}},'
+            ' {"name": "git_diff", "arguments": {}}]\n```'
+        ),
+        (call(0, "read_file", {"path": "a"}), call(1, "git_diff", {})),
+        "",
+        None,
+    ),
+    (
+        "one call per line in a fence",
+        msg(
+            '```json\n{"name": "read_file", "arguments": {"path": "a"}}\n'
+            '{"name": "git_diff", "arguments": {}}\n```'
+        ),
+        (call(0, "read_file", {"path": "a"}), call(1, "git_diff", {})),
+        "",
+        None,
+    ),
+    (
+        "arguments as a JSON string in the text, and `parameters` (Llama 3)",
+        msg('{"name": "read_file", "parameters": "{\\"path\\": \\"src/app.py\\"}"}'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "Hermes/Qwen <tool_call> tags, two of them",
+        msg(
+            '<tool_call>\n{"name": "read_file", "arguments": {"path": "a"}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "git_diff", "arguments": {}}\n</tool_call>'
+        ),
+        (call(0, "read_file", {"path": "a"}), call(1, "git_diff", {})),
+        "",
+        None,
+    ),
+    (
+        "a <tool_call> tag left open at the end",
+        msg('I will look.\n<tool_call>\n{"name": "git_diff", "arguments": {}}'),
+        (call(0, "git_diff", {}),),
+        "",
+        None,
+    ),
+    (
+        "Mistral [TOOL_CALLS][...] with its own ids",
+        msg('[TOOL_CALLS][{"name": "read_file", "arguments": {"path": "a"}, "id": "a1b2c3d4e"}]'),
+        (PendingToolCall("a1b2c3d4e", "read_file", {"path": "a"}),),
+        "",
+        None,
+    ),
+    (
+        "Mistral [TOOL_CALLS]name[ARGS]{...} (newer templates)",
+        msg('[TOOL_CALLS]read_file[ARGS]{"path": "a"}'),
+        (call(0, "read_file", {"path": "a"}),),
+        "",
+        None,
+    ),
+    (
+        "reasoning_content beside a text answer",
+        msg("The change is fine.", reasoning_content="The user wants a review. Let me think."),
+        (),
+        "The change is fine.",
+        None,
+    ),
+    (
+        "a <think> block before the answer",
+        msg("<think>\nI should call read_file? No.\n</think>\n\nThe change is fine."),
+        (),
+        "The change is fine.",
+        None,
+    ),
+    (
+        "a think block opened in the prompt: only its end is in the answer",
+        msg("the user asks for a review, so...\n</think>\nLooks good."),
+        (),
+        "Looks good.",
+        None,
+    ),
+    (
+        "a <think> block, then a call in tags",
+        msg(
+            '<think>read it</think>\n<tool_call>\n{"name": "read_file", "arguments": {"path": "a"}}'
+            "\n</tool_call>"
+        ),
+        (call(0, "read_file", {"path": "a"}),),
+        "",
+        None,
+    ),
+    (
+        "plain prose that mentions JSON stays text",
+        msg('Set `"name": "x"` in the config; the code is fine.'),
+        (),
+        'Set `"name": "x"` in the config; the code is fine.',
+        None,
+    ),
+    (
+        "a JSON example that is no call stays text",
+        msg('The file now returns:\n```json\n{"status": "ok", "count": 3}\n```'),
+        (),
+        'The file now returns:\n```json\n{"status": "ok", "count": 3}\n```',
+        None,
+    ),
+    (
+        "a python fence with a dict stays text",
+        msg('```python\nx = {"name": "read_file", "arguments": {}}\n```'),
+        (),
+        '```python\nx = {"name": "read_file", "arguments": {}}\n```',
+        None,
+    ),
+    (
+        "a fenced call of a tool not offered is an attempt, not an answer",
+        msg('Let me run it.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```'),
+        (),
+        'Let me run it.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```',
+        "`run_shell` is not one of the tools offered (git_diff, read_file, review_change)",
+    ),
+    (
+        "a tag that holds broken JSON is an attempt",
+        msg('<tool_call>\n{"name": "read_file", "arguments": {"path": }\n</tool_call>'),
+        (),
+        '<tool_call>\n{"name": "read_file", "arguments": {"path": }\n</tool_call>',
+        "a tool call is not valid JSON",
+    ),
+    (
+        "a fence with broken call JSON is an attempt",
+        msg('```json\n{"name": "read_file", "arguments": {"path": "a"\n```'),
+        (),
+        '```json\n{"name": "read_file", "arguments": {"path": "a"\n```',
+        "a tool call is not valid JSON",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("message", "calls", "text", "problem"),
+    [case[1:] for case in TABLE],
+    ids=[case[0] for case in TABLE],
+)
+def test_dialect(
+    message: dict[str, Any], calls: tuple[PendingToolCall, ...], text: str, problem: str | None
+) -> None:
+    reading = read_message(message, OFFERED)
+    assert (reading.calls, reading.text, reading.problem) == (calls, text, problem)
+
+
+def test_reasoning_is_kept_apart_from_the_text() -> None:
+    reading = read_message(msg("<think>secret plan</think>Done.", reasoning_content="first thought"), OFFERED)
+    assert reading == Reading("Done.", (), None, "first thought\n\nsecret plan")
+
+
+def test_a_valid_call_beside_a_broken_one_is_kept_and_the_other_reported() -> None:
+    reading = read_message(
+        native(
+            {"id": "c1", "function": {"name": "read_file", "arguments": READ}},
+            {"id": "c2", "function": {"name": "read_file", "arguments": "{broken"}},
+        ),
+        OFFERED,
+    )
+    assert reading.calls == (PendingToolCall("c1", "read_file", READ),)
+    assert reading.problem == "the arguments of `read_file` are not valid JSON"
+
+
+def test_stable_ids_repeat_for_the_same_call_and_differ_by_place() -> None:
+    first = read_text(QWEN_FENCE, OFFERED).calls[0].id
+    assert first == read_text(QWEN_FENCE, OFFERED).calls[0].id
+    assert stable_id(0, "read_file", READ) != stable_id(1, "read_file", READ)
+    assert first.startswith("call_")
+
+
+def test_nothing_is_a_call_when_no_tool_is_offered() -> None:
+    reading = read_text('{"name": "read_file", "arguments": {}}', frozenset())
+    assert reading.calls == ()
+    assert reading.problem == "`read_file` is not one of the tools offered (none)"
+
+
+@pytest.mark.parametrize(
+    ("text", "looks"),
+    [
+        ('{"name": "read_f', True),
+        ('Let me see.\n```json\n{"name": "git', True),
+        ("<tool_call>\n{", True),
+        ("[TOOL_CALLS][", True),
+        ("The review: the loop is fine.", False),
+        ('The config has {"name": "x"} in it.', False),
+    ],
+)
+def test_a_cut_call_is_recognised(text: str, looks: bool) -> None:
+    assert looks_like_call(text) is looks
+
+
+def test_split_think_leaves_a_text_without_think_untouched() -> None:
+    assert split_think("  kept  ") == ("", "  kept  ")
+
+
+def recorded_cases() -> list[Path]:
+    return sorted(RECORDED.glob("*.json"))
+
+
+@pytest.mark.parametrize("path", recorded_cases(), ids=lambda path: path.stem)
+def test_recorded_reply(path: Path) -> None:
+    """Each recording holds the server's reply, the tools it was offered and what it must read as."""
+    record = json.loads(path.read_text(encoding="utf-8"))
+    message = record["response"]["choices"][0]["message"]
+    reading = read_message(message, frozenset(record["offered"]))
+    expected = record["expect"]
+    assert [[c.name, c.args] for c in reading.calls] == expected["calls"]
+    assert reading.problem == expected.get("problem")
+    if "text" in expected:
+        assert reading.text == expected["text"]
+    for raw in ("<tool_call>", "<think>", '{"name"', "[TOOL_CALLS]"):
+        assert raw not in reading.text or reading.problem is not None or reading.calls
