@@ -21,18 +21,10 @@ if TYPE_CHECKING:
     from bot.app.settings import Settings
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="beam-bot", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"beam-bot {package_version()}")
-    sub = parser.add_subparsers(dest="command", required=True)
+RUN_HELP = "run a skill on a local git checkout, without GitHub"
 
-    serve = sub.add_parser("serve", help="run the GitHub App (webhooks and workers)")
-    serve.add_argument("--host", help="address to bind (default BEAM_HOST, else 127.0.0.1)")
-    serve.add_argument("--port", type=int, help="port to bind (default BEAM_PORT, else 8080)")
 
-    sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
-
-    run = sub.add_parser("run", help="run a skill on a local git checkout, without GitHub")
+def _run_arguments(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
     run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author)")
     run.add_argument(
         "instructions", nargs="?", default="", help="what to do (default: the GitHub command's own task)"
@@ -51,6 +43,21 @@ def _parser() -> argparse.ArgumentParser:
     decide = run.add_mutually_exclusive_group()
     decide.add_argument("--approve", action="store_true", help="allow pushes without asking")
     decide.add_argument("--deny", action="store_true", help="deny pushes without asking")
+    return run
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="beam-bot", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"beam-bot {package_version()}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the GitHub App (webhooks and workers)")
+    serve.add_argument("--host", help="address to bind (default BEAM_HOST, else 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port to bind (default BEAM_PORT, else 8080)")
+
+    sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
+
+    _run_arguments(sub.add_parser("run", help=RUN_HELP))
 
     sub.add_parser("pending", help="list held pushes with their state and age")
     prune = sub.add_parser("prune", help="remove old deliveries, jobs and runs now (held pushes stay)")
@@ -68,7 +75,14 @@ def _fail(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        # Intermixed, so the optional instructions may follow the options (`run review --repo . "..."`).
+        run = _run_arguments(argparse.ArgumentParser(prog="beam-bot run", description=RUN_HELP))
+        args = run.parse_intermixed_args(argv[1:])
+        args.command = "run"
+    else:
+        args = _parser().parse_args(argv)
     if args.command == "run":
         from bot.local import RunOptions, run_local
 
