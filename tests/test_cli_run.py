@@ -63,11 +63,15 @@ def refs(bare: Path) -> dict[str, str]:
 
 def test_echo_client_without_a_key(checkout: tuple[Path, Path]) -> None:
     work, _ = checkout
+    git(work, "config", "user.name", "maintainer")
     result = run_cli(["review", "--repo", str(work), "look at the last commit"], None)
     assert result.returncode == 0, result.stderr
     assert "using the echo client" in result.stdout
-    assert "Echo: look at the last commit" in result.stdout
-    assert result.stdout.strip().endswith("✓ done (0 tool calls, 0 tokens)")
+    # The echo client echoes the prompt, which carries the request and the change, as on GitHub.
+    assert "Echo: Request from @maintainer: look at the last commit" in result.stdout
+    assert "+Helo world" in result.stdout
+    assert "✓ done (0 tool calls, 0 tokens)" in result.stdout
+    assert "The model answered in plain text instead of calling `review_change`" in result.stdout
 
 
 def test_review_runs_tool_calls_end_to_end(checkout: tuple[Path, Path]) -> None:
@@ -82,8 +86,8 @@ def test_review_runs_tool_calls_end_to_end(checkout: tuple[Path, Path]) -> None:
         assert "  · list_tree {}" in lines
         assert '  · read_file {"path":"README.md"}' in lines
         assert "README.md has a typo: Helo." in lines
-        assert lines[-1].startswith("✓ done (3 tool calls,")
-        # The model saw the tool results, and the review skill's allowlist only.
+        assert any(line.startswith("✓ done (3 tool calls,") for line in lines)
+        # The model saw the tool results, and the review skill's allowlist only, as `/beam review`.
         last = llm.requests[-1]
         tool_messages = [m for m in last["messages"] if m["role"] == "tool"]
         assert any("Helo world" in m["content"] for m in tool_messages)
@@ -92,6 +96,8 @@ def test_review_runs_tool_calls_end_to_end(checkout: tuple[Path, Path]) -> None:
             "read_file",
             "git_diff",
             "git_log",
+            "get_page",
+            "review_change",
         }
 
 
