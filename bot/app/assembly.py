@@ -62,10 +62,14 @@ class Resources(Protocol):
     def metrics(self) -> RunMetrics: ...
 
 
-def llm_client() -> CompletionClient:
+def llm_client(settings: Settings | None = None) -> CompletionClient:
     """A live model when the seed's API key variables are set; the echo client otherwise."""
     client = OpenAiCompatible.from_env()
-    return client if client is not None else EchoClient()
+    if client is None:
+        return EchoClient()
+    if settings is not None:
+        client.tools_mode = settings.model_tools
+    return client
 
 
 def build_dispatcher(runtime: Resources) -> JobDispatcher:
@@ -86,7 +90,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
     deps = RunDeps(
         store=runtime.store,
         checkouts=Checkouts(settings.work_dir, settings.runs_dir),
-        llm=llm_client(),
+        llm=llm_client(settings),
         installation_token=installation_token,
         identity=BotIdentity(github, settings.bot_login),
         run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),

@@ -69,6 +69,8 @@ class Settings(BaseSettings):
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
+      MODEL_TOOLS (auto): how tools reach the model, native `tools`, described in the prompt (text),
+      or native until the server refuses them (auto); docs/models.md.
     - Costs and limits (README "Costs and limits"): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
@@ -136,6 +138,8 @@ class Settings(BaseSettings):
         default=None,
         validation_alias=AliasChoices("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY"),
     )
+    # Issue 20: validated here so a typo stops the start with a clear message; the client gets it.
+    model_tools: Literal["auto", "native", "text"] = "auto"
 
     # Costs and limits (issue 11). A repository's `.github/beam.yml` may lower the per-run and daily
     # limits, never raise them. 0 means no limit.
@@ -158,7 +162,7 @@ class Settings(BaseSettings):
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
 
-    @field_validator("log_format", mode="before")
+    @field_validator("log_format", "model_tools", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

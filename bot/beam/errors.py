@@ -81,9 +81,10 @@ _ENTRIES = [
     _e(
         92,
         413,
-        "The prompt is longer than the model's context window, even with the diff cut to half.",
+        "The prompt is longer than the model's context window.",
         "Start the server with a larger context (llama-server -c 32768, vLLM --max-model-len, Ollama "
-        "num_ctx), use a model with a longer context, or ask for a review of a smaller change.",
+        "num_ctx), use a model with a longer context, or ask about a smaller change (on a pull request "
+        "the first overflow was already retried once with half the diff).",
     ),
     _e(
         93,

@@ -30,8 +30,10 @@ from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.prompt import MAX_PATCH_CHARS, smaller_budget
 from bot.app.runs.run import RunDeps
 from bot.app.runs.usage import RunUsage, Stop
+from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import SandboxRoot, WorkingTree
@@ -197,25 +199,36 @@ class AgentReview:
             blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
             fold_outside=False,
         )
-        hub = RiverBeam()
         guard = await usage.arm(self.limits)
-        hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
-        text = build_review_prompt(self.target.repo, self.pull, self.scope, self.changed, self.since)
 
         async def on_frame(frame: StreamChunk) -> None:
             steps[0] += frame.type is StreamChunkType.TOOL
             if not await self.current():
                 scope.cancel()
 
-        request = InvokeRequest(
-            agent_name="review",
-            content=[ContentPart.text_part(text)],
-            session_id=uuid.UUID(run_id),
-            request_id=uuid.UUID(run_id),
-            metadata={"repository": self.target.repo, "number": self.pull.number},
-        )
+        budget = MAX_PATCH_CHARS
         try:
-            await hub.invoke(request, on_frame=on_frame)
+            while True:  # once more with half the diff if the first prompt overflows the context
+                hub = RiverBeam()  # a fresh conversation: the prompt that overflowed is not sent again
+                hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
+                text = build_review_prompt(
+                    self.target.repo, self.pull, self.scope, self.changed, self.since, patch_budget=budget
+                )
+                request = InvokeRequest(
+                    agent_name="review",
+                    content=[ContentPart.text_part(text)],
+                    session_id=uuid.UUID(run_id),
+                    request_id=uuid.UUID(run_id),
+                    metadata={"repository": self.target.repo, "number": self.pull.number},
+                )
+                try:
+                    await hub.invoke(request, on_frame=on_frame)
+                    break
+                except BeamError as error:
+                    smaller = smaller_budget(error, budget, steps[0] > 0)
+                    if smaller is None:
+                        raise
+                    budget = smaller
         finally:
             with anyio.CancelScope(shield=True):
                 await usage.record()

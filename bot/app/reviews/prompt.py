@@ -35,7 +35,12 @@ def _spans(lines: set[int]) -> str:
 
 
 def build_review_prompt(
-    repo: str, pull: PullRequest, scope: Scope, changed: dict[str, set[int]] | None, since: str | None
+    repo: str,
+    pull: PullRequest,
+    scope: Scope,
+    changed: dict[str, set[int]] | None,
+    since: str | None,
+    patch_budget: int = MAX_PATCH_CHARS,
 ) -> str:
     parts = [TASK]
     if changed is not None and since is not None:
@@ -57,7 +62,7 @@ def build_review_prompt(
         (pull.body or "(none)")[:MAX_BODY_CHARS],
         f"files changed: {scope.total}",
     ]
-    budget = MAX_PATCH_CHARS
+    budget = patch_budget
     for item in scope.files:
         data.append(f"--- {item.filename} ({item.status}, +{item.additions} -{item.deletions})")
         patch = item.patch or ""

@@ -259,7 +259,9 @@ class _Range:
             outcome = await agent.run(ledger.run_id)
         except (BeamError, TimeoutError) as error:
             await ledger.end("failed")
-            note = f"{error.code}: {error.message}" if isinstance(error, BeamError) else "it took too long"
+            note = "it took too long"
+            if isinstance(error, BeamError):
+                note = f"{error.code}: {error.message}" + (f" {error.entry.hint}" if error.entry.hint else "")
             await self.conclude(replace(base, kind="failed", note=note))
             return
         except Exception:

@@ -35,6 +35,10 @@ class RunMemory:
         scope = MemoryScope(scope_name, scope_id).key
         return str(await self._store.memory_append(self._key(scope), kind, text))
 
+    def forget_turns(self) -> None:
+        """Forgets this run's conversation turns (a prompt that overflowed is not sent again)."""
+        self._turns = InMemoryMemoryStore()
+
     def remember_tool(self) -> Tool:
         """The framework's `remember` tool, bound to this repository's memory in the database."""
         return BoundRememberTool(self.remember)

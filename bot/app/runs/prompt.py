@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.runs.plan import ReviewNote
+from bot.beam.errors import BeamError
 
 MAX_PATCH_CHARS = 60_000
 MAX_BODY_CHARS = 8_000
@@ -48,6 +49,17 @@ class Coverage:
     listed_files: int = 0
 
 
+def smaller_budget(error: BeamError, budget: int, tools_ran: bool) -> int | None:
+    """The patch budget to try once more with after the model's context overflowed (BEM-092), or None.
+
+    Only the first attempt is retried, and only when no tool has run yet: a run that has done work
+    is not started again, and a prompt that overflows at half the diff ends with the code.
+    """
+    if error.code != "BEM-092" or budget < MAX_PATCH_CHARS or tools_ran:
+        return None
+    return budget // 2
+
+
 def _fence(text: str) -> str:
     """A fence longer than any backtick run inside, so the data cannot close it."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
@@ -65,6 +77,7 @@ def build_prompt(
     guidance: str = "",
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
+    patch_budget: int = MAX_PATCH_CHARS,
 ) -> tuple[str, Coverage]:
     coverage = Coverage(total_files=total_files, listed_files=len(files))
     task = request_text.strip() or default_task or DEFAULT_TASKS.get(skill, "")
@@ -88,7 +101,7 @@ def build_prompt(
             (pull.body or "(none)")[:MAX_BODY_CHARS],
             f"files changed: {total_files}",
         ]
-        budget = MAX_PATCH_CHARS
+        budget = patch_budget
         for item in files:
             data.append(f"--- {item.filename} ({item.status}, +{item.additions} -{item.deletions})")
             if item.patch is None:

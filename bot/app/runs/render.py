@@ -133,6 +133,12 @@ def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: 
     )
 
 
+def beam_failure(message: str, detail: str | None, hint: str | None) -> str:
+    """Why a framework error ended a run, with what to do about it when the catalogue says."""
+    text = f"{message}: {detail}" if detail else message
+    return f"{text}\n\n**What to do:** {hint}" if hint else text
+
+
 def failed(progress: Progress, reason: str, code: str | None = None, usage: Usage | None = None) -> str:
     coded = f" ({code})" if code else ""
     footer = f"\n\n<sub>{usage_line(usage)}</sub>" if usage is not None else ""

@@ -39,7 +39,7 @@ from bot.app.runs.deps import (
 from bot.app.runs.host_tools import RunLedger
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.prompt import build_prompt
+from bot.app.runs.prompt import MAX_PATCH_CHARS, build_prompt, smaller_budget
 from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
@@ -160,8 +160,7 @@ class SkillRun(RunWorkspace):
         except TimeoutError:
             failure = (render.timed_out(self.deps.run_timeout), None)
         except BeamError as error:
-            detail = f": {error.detail}" if error.detail else ""
-            failure = (f"{error.message}{detail}", error.code)
+            failure = (render.beam_failure(error.message, error.detail, error.entry.hint), error.code)
         except CheckoutError as error:
             failure = (render.checkout_failed(error), None)
         except GitHubError as error:
@@ -330,26 +329,40 @@ class SkillRun(RunWorkspace):
                 should_stop=guard,
             )
         )
-        text, coverage = build_prompt(
-            event,
-            self.skill,
-            self.ctx.command.text,
-            pull,
-            files,
-            total,
-            guidance=self.plan.guidance,
-            default_task=self.plan.default_task,
-            notes=self.follow_up.notes if self.follow_up is not None else (),
-        )
         tracker = Tracker(self.progress, self.publish)
-        request = InvokeRequest(
-            agent_name=self.skill,
-            content=[ContentPart.text_part(text)],
-            session_id=uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}"),
-            request_id=uuid.UUID(self.run_id),
-            metadata={"repository": event.repository.full_name, "number": self.number},
-        )
-        outcome = await hub.invoke(request, on_frame=tracker)
+        budget = MAX_PATCH_CHARS
+        while True:  # once more with half the diff if the first prompt overflows the context
+            text, coverage = build_prompt(
+                event,
+                self.skill,
+                self.ctx.command.text,
+                pull,
+                files,
+                total,
+                guidance=self.plan.guidance,
+                default_task=self.plan.default_task,
+                notes=self.follow_up.notes if self.follow_up is not None else (),
+                patch_budget=budget,
+            )
+            request = InvokeRequest(
+                agent_name=self.skill,
+                content=[ContentPart.text_part(text)],
+                session_id=uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}"),
+                request_id=uuid.UUID(self.run_id),
+                metadata={"repository": event.repository.full_name, "number": self.number},
+            )
+            try:
+                outcome = await hub.invoke(request, on_frame=tracker)
+                break
+            except BeamError as error:
+                smaller = smaller_budget(error, budget, bool(self.progress.tools))
+                if smaller is None:
+                    raise
+                log.warning(
+                    "run %s: the prompt overflowed the context; again with half the diff", self.run_id
+                )
+                memory.forget_turns()
+                budget = smaller
         result = outcome.result
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why

@@ -1,0 +1,193 @@
+"""Issue 20 end to end: `/beam review` against a model that writes its calls in each common dialect.
+
+The bot (`beam-bot serve`, a subprocess) talks to the fake OpenAI server over HTTP and to the fake
+GitHub. Each dialect's run must post its review through `review_change` (so the call was read), and
+nothing the bot writes on GitHub may carry raw call syntax or reasoning (security invariant 10).
+One bot serves every case in turn, to keep the file cheap; the server that refuses `tools` comes last
+because the bot then remembers it for the rest of its life.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
+from tests.support.fake_github_state import PullFile
+from tests.support.openai_server import chat_response, text_message
+from tests.support.webhooks import delivery, issue_comment_payload
+
+REPO = "octo/demo"
+PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
+BOT_LOGIN = "beam-bot[bot]"
+THOUGHT = "PRIVATE-REASONING-4711"
+READ = {"path": "src/calc.py"}
+REVIEW = {
+    "body": "The fix is right.",
+    "comments": [{"path": "src/calc.py", "line": 2, "body": "Good catch."}],
+}
+# What must never reach GitHub.
+RAW = (
+    "<tool_call>",
+    "</tool_call>",
+    "[TOOL_CALLS]",
+    '{"name"',
+    '"arguments"',
+    "<think>",
+    "</think>",
+    THOUGHT,
+)
+
+Reply = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def as_json(name: str, args: dict[str, Any]) -> str:
+    return json.dumps({"name": name, "arguments": args})
+
+
+def native_object(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    """No id, no type, arguments as an object, reasoning beside it."""
+    message = {"role": "assistant", "content": None, "reasoning_content": THOUGHT}
+    message["tool_calls"] = [{"function": {"name": name, "arguments": args}}]
+    return chat_response(message)
+
+
+def bare(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return chat_response(text_message(as_json(name, args)))
+
+
+def fenced(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return chat_response(text_message(f"I will call {name} now.\n\n```json\n{as_json(name, args)}\n```"))
+
+
+def tagged(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return chat_response(
+        text_message(f"<think>{THOUGHT}</think>\n<tool_call>\n{as_json(name, args)}\n</tool_call>")
+    )
+
+
+def mistral(name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return chat_response(text_message(f"[TOOL_CALLS][{as_json(name, args)}]"))
+
+
+def final_answer() -> dict[str, Any]:
+    message = text_message(f"<think>{THOUGHT}</think>\n\nReviewed: `src/calc.py:2` now adds.")
+    message["reasoning_content"] = THOUGHT
+    return chat_response(message)
+
+
+@pytest.fixture(scope="module")
+def bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
+    tmp_path: Path = tmp_path_factory.mktemp("dialects")
+    with bot_stack(tmp_path) as bot:
+        main = bot.git.seed(
+            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
+        )
+        head = bot.git.commit(
+            REPO,
+            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+            branch="feature",
+            message="Fix",
+        )
+        bot.git.create_pull_ref(REPO, 7, head)
+        bot.fake.add_repo(REPO)
+        bot.fake.add_collaborator(REPO, "maintainer", "write")
+        bot.fake.add_pull(
+            REPO,
+            number=7,
+            title="Fix add",
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+        )
+        bot.start()
+        yield bot
+
+
+def written_by_bot(bot: BotProcess) -> list[str]:
+    """Every text the bot wrote on GitHub: comments (tracking and inline) and review bodies."""
+    texts = [c.body for c in bot.fake.comments.values() if c.user == BOT_LOGIN]
+    return texts + [r.body for r in bot.fake.reviews_on(REPO, 7)]
+
+
+def review_command(bot: BotProcess) -> None:
+    body = "/beam review"
+    comment = bot.fake.add_comment(REPO, 7, body, user="maintainer")
+    payload = issue_comment_payload(body, repo=REPO, number=7, commenter="maintainer", comment_id=comment.id)
+    assert bot.send(delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET)).status_code == 202
+
+
+def finals(bot: BotProcess) -> list[str]:
+    return [
+        c.body
+        for c in bot.fake.comments_on(REPO, 7)
+        if c.user == BOT_LOGIN and "beam-run:" in c.body and "Working on" not in c.body
+    ]
+
+
+def run_review(bot: BotProcess) -> str:
+    before = len(finals(bot))
+    review_command(bot)
+    return wait_for(
+        lambda: finals(bot)[before] if len(finals(bot)) > before else None, what="the final comment"
+    )
+
+
+def assert_clean(bot: BotProcess) -> None:
+    for text in written_by_bot(bot):
+        for raw in RAW:
+            assert raw not in text, f"{raw!r} reached GitHub in: {text[:300]}"
+
+
+@pytest.mark.parametrize("dialect", [native_object, bare, fenced, tagged, mistral])
+def test_each_dialect_posts_its_review_and_nothing_raw(bot: BotProcess, dialect: Reply) -> None:
+    reviews = len(bot.fake.reviews_on(REPO, 7))
+    bot.llm.enqueue(dialect("read_file", READ))
+    bot.llm.enqueue(dialect("review_change", REVIEW))
+    bot.llm.enqueue(final_answer())
+    final = run_review(bot)
+    assert "Posted a review" in final and "Reviewed:" in final
+    posted = bot.fake.reviews_on(REPO, 7)
+    assert len(posted) == reviews + 1
+    assert "The fix is right." in posted[-1].body and len(posted[-1].comment_ids) == 1
+    assert bot.llm.pending == 0
+    assert_clean(bot)
+
+
+def test_a_model_that_keeps_sending_unusable_calls_ends_with_bem_094(bot: BotProcess) -> None:
+    wrong = fenced("run_shell", {"cmd": "cat /etc/passwd"})
+    bot.llm.enqueue(wrong)
+    bot.llm.enqueue(wrong)
+    final = run_review(bot)
+    assert "failed (BEM-094)" in final
+    assert "`run_shell` is not one of the tools offered" in final
+    assert "What to do:" in final
+    told = bot.llm.requests[-1]["messages"][-1]
+    assert told["role"] == "user" and "could not be used" in told["content"]
+    assert_clean(bot)
+
+
+def test_a_call_cut_by_length_ends_with_bem_091(bot: BotProcess) -> None:
+    cut = text_message('Reading it.\n```json\n{"name": "read_file", "arguments": {"pa')
+    bot.llm.enqueue(chat_response(cut, finish_reason="length"))
+    final = run_review(bot)
+    assert "failed (BEM-091)" in final and "max_tokens" in final
+    assert_clean(bot)
+
+
+def test_a_server_that_refuses_tools_gets_them_in_the_prompt(bot: BotProcess) -> None:
+    bot.llm.reply_error(400, "tools param requires --jinja flag")
+    bot.llm.enqueue(tagged("read_file", READ))
+    bot.llm.enqueue(tagged("review_change", REVIEW))
+    bot.llm.enqueue(final_answer())
+    final = run_review(bot)
+    assert "Posted a review" in final
+    last = bot.llm.requests[-1]
+    assert "tools" not in last and "# Tools" in last["messages"][0]["content"]
+    assert all(m["role"] in ("system", "user", "assistant") for m in last["messages"])
+    assert_clean(bot)
