@@ -148,3 +148,31 @@ def test_json_frames_keep_the_placeholder_on_the_wire(feature: Path) -> None:
     frames = [json.loads(line) for line in result.stdout.splitlines()]
     assert frames[0]["type"] == "placeholder"
     assert frames[0]["data"]["content"][0]["text"] == "Retrieving allowed pages\u2026"
+
+
+def test_a_context_overflow_is_tried_once_more_with_half_the_diff(feature: Path) -> None:
+    (feature / "big.txt").write_text("".join(f"line {n}\n" for n in range(12_000)), encoding="utf-8")
+    git(feature, "add", ".")
+    git(feature, "commit", "-qm", "A big file")
+    with FakeOpenAI() as llm:
+        llm.reply_error(400, "the request exceeds the available context size, try increasing it")
+        llm.reply_text("A calculator and a big file.")
+        result = run_cli(["summarize", "--repo", str(feature)], llm)
+    assert result.returncode == 0, result.stderr
+    assert "the prompt overflowed the model's context; trying once more with half the diff" in result.stderr
+    first, second = (r["messages"][-1]["content"] for r in llm.requests)
+    assert len(second) < len(first) - 20_000 and "(patch cut here)" in second
+    assert "A calculator and a big file." in result.stdout
+    assert "note: " in result.stdout and "big.txt" in result.stdout
+
+
+def test_model_timeout_and_max_tokens_come_from_the_environment(feature: Path) -> None:
+    with FakeOpenAI() as llm:
+        llm.reply_text("Fine.")
+        result = run_cli(["summarize", "--repo", str(feature)], llm, env={"BEAM_MODEL_MAX_TOKENS": "300"})
+        wrong = run_cli(["summarize", "--repo", str(feature)], llm, env={"BEAM_MODEL_TIMEOUT": "soon"})
+    assert result.returncode == 0, result.stderr
+    assert llm.requests[0]["max_tokens"] == 300 and len(llm.requests) == 1
+    assert wrong.returncode == 2
+    assert "BEM-042" in wrong.stderr
+    assert "BEAM_MODEL_TIMEOUT must be a number above 0, not 'soon'" in wrong.stderr

@@ -39,10 +39,14 @@ def checkout_fixture(tmp_path: Path) -> tuple[Path, Path]:
     return work, origin
 
 
-def run_cli(args: list[str], llm: FakeOpenAI | None, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], llm: FakeOpenAI | None, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
     if llm is not None:
         env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
+    env.update(extra)
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", "run", *args],
         env=env,

@@ -26,7 +26,7 @@ from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES
 from bot.app.runs.host_tools import RunLedger
-from bot.app.runs.prompt import build_prompt
+from bot.app.runs.prompt import MAX_PATCH_CHARS, build_prompt, smaller_budget
 from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
@@ -40,6 +40,8 @@ from bot.local.change import LocalChange
 from bot.local.git import UsageError, change_base, default_branch, head_label, protected_refs, try_git
 from bot.local.options import RunOptions
 from bot.local.output import FramePrinter, LocalReview, PrintMode, review_report
+
+OVERFLOW_RETRY = "the prompt overflowed the model's context; trying once more with half the diff"
 
 
 @dataclass
@@ -120,24 +122,35 @@ class ChangeRun:
         tools = run_tools(tree, ledger, files, post_review=post_review, blob_url=blob_url)
         hub = RiverBeam()
         hub.register_agent(skill_runner(skill.name, usage.meter, tools, should_stop=guard))
-        text, coverage = build_prompt(
-            change.event(self.options.instructions),
-            skill.name,
-            self.options.instructions,
-            change.pull_request(),
-            files,
-            len(change.files),
-        )
-        request = InvokeRequest(
-            agent_name=skill.name,
-            content=[ContentPart.text_part(text)],
-            session_id=uuid.uuid4(),
-            request_id=uuid.UUID(run_id),
-            metadata={"repository": change.repository, "number": 0},
-        )
+        budget = MAX_PATCH_CHARS
         try:
             with anyio.fail_after(self.run_timeout):
-                outcome = await hub.invoke(request, on_frame=printer)
+                while True:  # once more with half the diff if the first prompt overflows, as on GitHub
+                    text, coverage = build_prompt(
+                        change.event(self.options.instructions),
+                        skill.name,
+                        self.options.instructions,
+                        change.pull_request(),
+                        files,
+                        len(change.files),
+                        patch_budget=budget,
+                    )
+                    request = InvokeRequest(
+                        agent_name=skill.name,
+                        content=[ContentPart.text_part(text)],
+                        session_id=uuid.uuid4(),
+                        request_id=uuid.UUID(run_id),
+                        metadata={"repository": change.repository, "number": 0},
+                    )
+                    try:
+                        outcome = await hub.invoke(request, on_frame=printer)
+                        break
+                    except BeamError as error:
+                        smaller = smaller_budget(error, budget, printer.tool_steps > 0)
+                        if smaller is None:
+                            raise
+                        err.write(f"beam-bot run: {OVERFLOW_RETRY}\n")
+                        budget = smaller
         except TimeoutError:
             err.write(f"✗ failed: {render.timed_out(self.run_timeout)}\n")
             return 1

@@ -61,7 +61,11 @@ async def run_local(
         err.write(f"beam-bot run: {error}\n")
         return 2
     if client is None:
-        client, described = pick_client()
+        try:
+            client, described = pick_client()
+        except BeamError as error:
+            err.write(f"beam-bot run: {error}\n")
+            return 2
         if not options.as_json:
             out.write(f"using the {described}\n")
     try:

@@ -37,7 +37,8 @@ from tests.support.webhooks import delivery, issue_comment_payload
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "bench" / "data"
-MODEL_TIMEOUT = 600.0  # one review, all its rounds, on a slow machine
+MODEL_TIMEOUT = 1200.0  # one review, all its rounds, on a slow machine
+CALL_TIMEOUT = 400.0  # one model call
 GIT_ENV = {"GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "dev@example.com"}
 GIT_ENV |= {"GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "dev@example.com"}
 
@@ -241,6 +242,8 @@ def model_env(url: str, model: str) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
     tools = os.environ.get("BEAM_MODEL_TOOLS")
     extra = {"BEAM_MODEL_TOOLS": tools} if tools else {}
+    # A slow machine: each call may take minutes (the proxy caps its max_tokens).
+    extra["BEAM_MODEL_TIMEOUT"] = str(CALL_TIMEOUT)
     return {**keep, "BEAM_API_KEY": "local", "BEAM_API_BASE_URL": url, "BEAM_MODEL": model, **extra}
 
 
