@@ -17,6 +17,8 @@ the same run:
 
     .venv/bin/python bench/real_model.py --base-url http://127.0.0.1:8089/v1 [--model qwen2.5-coder]
         [--max-tokens 512] [--changes discount labels] [--paths local github]
+
+BEAM_BENCH_CALL_TIMEOUT (seconds, default 400) bounds each model call (the bot's BEAM_MODEL_TIMEOUT).
 """
 
 from __future__ import annotations
