@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import statistics
 import sys
 import tempfile
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=512, help="cap on each completion's max_tokens")
     parser.add_argument("--changes", nargs="*", help="names in bench/data (default: all)")
     parser.add_argument("--paths", nargs="*", default=["local", "github"], choices=["local", "github"])
+    parser.add_argument("--dump", type=Path, help="write every request and answer to this JSON file")
     args = parser.parse_args()
     picked = changes(args.changes)
     if not picked:
@@ -105,6 +107,12 @@ def main() -> None:
                 reviews.append(review)
                 print(describe(review), flush=True)
                 rounds += reprocessed(review.exchanges)
+    if args.dump is not None:
+        dumped = [
+            {"path": r.path, "change": r.change.name, "exchanges": [e.__dict__ for e in r.exchanges]}
+            for r in reviews
+        ]
+        args.dump.write_text(json.dumps(dumped, indent=1), encoding="utf-8")
     ended = sum(r.posted_with is not None for r in reviews)
     via_tool = sum(r.posted_with == "review_change" for r in reviews)
     print(
