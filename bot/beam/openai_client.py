@@ -4,6 +4,10 @@ The request body, the env variables and the reply parsing are Riverbeam's (river
 section 4.1). Where we do better (ARCHITECTURE.md section 5): the HTTP status is read before the body,
 tool-call arguments may be an object, transient failures are retried within the timeout, and the
 server's `usage` and `model` are reported. The API key never leaves the `Authorization` header.
+
+Issue 20: replies in every common dialect are read by `tool_dialects`; `BEAM_MODEL_TOOLS` and the
+fallback for servers that refuse `tools` are `text_protocol`'s; a call cut by `length` is BEM-091,
+a context overflow BEM-092, a refusal of tools under `native` BEM-093.
 """
 
 from __future__ import annotations

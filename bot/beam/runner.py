@@ -12,6 +12,11 @@ keeps the conversation after every finished tool round, so a run started again c
 and `recoverable_errors`, BEM codes that go back to the model as the tool's result (`{"error": ...}`
 with the code) instead of ending the run.
 
+A completion whose `problem` says its tool call could not be used (issue 20: an unknown tool, broken
+JSON) is never taken for the answer: the model is told once what was wrong, and a second such answer
+in a row ends the run with BEM-094. Rounds only ever append to the conversation, so each round's
+prompt starts with the last one's (ARCHITECTURE.md section 11: prompt caches re-use it).
+
 A host may also pass `should_stop`, asked before every model call and tool call: when it gives a
 reason, the run ends there with what it has (text so far, tool records, usage) and
 `metadata={"stopped": reason}`.

@@ -216,3 +216,21 @@ def test_serve_refuses_to_start_with_damaged_credentials(
         serve(Settings(_env_file=None, work_dir=tmp_path), "127.0.0.1", port)
     with socket.socket() as sock:  # nothing was listening: the port is still free
         sock.bind(("127.0.0.1", port))
+
+
+def test_beam_model_tools_is_validated_and_reaches_the_client(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 20: `auto` by default, any case accepted, a typo stops the start naming the variable."""
+    from bot.app.assembly import llm_client
+    from bot.beam.openai_client import OpenAiCompatible
+
+    assert load_settings().model_tools == "auto"
+    monkeypatch.setenv("BEAM_MODEL_TOOLS", " Text ")
+    monkeypatch.setenv("BEAM_API_KEY", "k")
+    settings = load_settings()
+    assert settings.model_tools == "text"
+    client = llm_client(settings)
+    assert isinstance(client, OpenAiCompatible) and client.tools_mode == "text"
+    monkeypatch.setenv("BEAM_MODEL_TOOLS", "json")
+    with pytest.raises(SettingsError) as exc:
+        load_settings()
+    assert "BEAM_MODEL_TOOLS" in str(exc.value)

@@ -42,6 +42,12 @@ RAW = (
     THOUGHT,
 )
 
+BIG_LINES = 1500
+BIG_PATCH = f"@@ -0,0 +1,{BIG_LINES} @@\n" + "".join(
+    f"+value_{n:05d} = {n}  # a long line\n" for n in range(BIG_LINES)
+)
+OVERFLOW = "request (40000 tokens) exceeds the available context size (32768 tokens), try increasing it"
+
 Reply = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
@@ -105,6 +111,16 @@ def bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
             base_sha=main,
             files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
         )
+        bot.git.create_pull_ref(REPO, 8, head)
+        bot.fake.add_pull(
+            REPO,
+            number=8,
+            title="A big change",
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/big.py", additions=BIG_LINES, deletions=0, patch=BIG_PATCH)],
+        )
         bot.start()
         yield bot
 
@@ -115,27 +131,32 @@ def written_by_bot(bot: BotProcess) -> list[str]:
     return texts + [r.body for r in bot.fake.reviews_on(REPO, 7)]
 
 
-def review_command(bot: BotProcess) -> None:
+def review_command(bot: BotProcess, number: int = 7) -> None:
     body = "/beam review"
-    comment = bot.fake.add_comment(REPO, 7, body, user="maintainer")
-    payload = issue_comment_payload(body, repo=REPO, number=7, commenter="maintainer", comment_id=comment.id)
+    comment = bot.fake.add_comment(REPO, number, body, user="maintainer")
+    payload = issue_comment_payload(
+        body, repo=REPO, number=number, commenter="maintainer", comment_id=comment.id
+    )
     assert bot.send(delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET)).status_code == 202
 
 
-def finals(bot: BotProcess) -> list[str]:
+def finals(bot: BotProcess, number: int = 7) -> list[str]:
     return [
         c.body
-        for c in bot.fake.comments_on(REPO, 7)
+        for c in bot.fake.comments_on(REPO, number)
         if c.user == BOT_LOGIN and "beam-run:" in c.body and "Working on" not in c.body
     ]
 
 
-def run_review(bot: BotProcess) -> str:
-    before = len(finals(bot))
-    review_command(bot)
-    return wait_for(
-        lambda: finals(bot)[before] if len(finals(bot)) > before else None, what="the final comment"
-    )
+def run_review(bot: BotProcess, number: int = 7) -> str:
+    before = len(finals(bot, number))
+    review_command(bot, number)
+
+    def final() -> str | None:
+        done = finals(bot, number)
+        return done[before] if len(done) > before else None
+
+    return wait_for(final, what="the final comment")
 
 
 def assert_clean(bot: BotProcess) -> None:
@@ -178,6 +199,32 @@ def test_a_call_cut_by_length_ends_with_bem_091(bot: BotProcess) -> None:
     final = run_review(bot)
     assert "failed (BEM-091)" in final and "max_tokens" in final
     assert_clean(bot)
+
+
+def user_prompt(body: dict[str, Any]) -> str:
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))
+
+
+def test_a_context_overflow_is_retried_once_with_half_the_diff(bot: BotProcess) -> None:
+    sent = len(bot.llm.requests)
+    bot.llm.reply_error(400, OVERFLOW)
+    bot.llm.enqueue(chat_response(text_message("A plain review of the big change.")))
+    final = run_review(bot, 8)
+    first, retry = bot.llm.requests[sent:]
+    assert "(patch cut here)" not in user_prompt(first)
+    assert "(patch cut here)" in user_prompt(retry)
+    assert len(user_prompt(retry)) < len(user_prompt(first)) * 0.6
+    assert "Posted a review" in final and "src/big.py" in final  # and the note says what was not read
+
+
+def test_a_context_overflow_that_survives_the_retry_ends_with_bem_092(bot: BotProcess) -> None:
+    sent = len(bot.llm.requests)
+    bot.llm.reply_error(400, OVERFLOW)
+    bot.llm.reply_error(400, OVERFLOW)
+    final = run_review(bot, 8)
+    assert len(bot.llm.requests) == sent + 2
+    assert "failed (BEM-092)" in final and "longer than the model's context window" in final
+    assert "What to do:" in final and "llama-server -c" in final
 
 
 def test_a_server_that_refuses_tools_gets_them_in_the_prompt(bot: BotProcess) -> None:
