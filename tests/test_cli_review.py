@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, usage
 from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -176,3 +176,21 @@ def test_model_timeout_and_max_tokens_come_from_the_environment(feature: Path) -
     assert wrong.returncode == 2
     assert "BEM-042" in wrong.stderr
     assert "BEAM_MODEL_TIMEOUT must be a number above 0, not 'soon'" in wrong.stderr
+
+
+def test_the_servers_limits_hold_lowered_by_the_repository(feature: Path) -> None:
+    # `.github/beam.yml` on the default branch (the origin's) lowers the server's per-run token cap, as on GitHub.
+    git(feature, "checkout", "-q", "main")
+    (feature / ".github").mkdir()
+    (feature / ".github" / "beam.yml").write_text("version: 1\nlimits:\n  max_tokens_per_run: 150\n")
+    git(feature, "add", ".")
+    git(feature, "commit", "-qm", "Config")
+    git(feature, "push", "-q", "origin", "main")  # read from the origin's default branch, as GitHub's
+    git(feature, "checkout", "-q", "feature")
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(("get_page", {"path": "src/calc.py"}), usage=usage(160, 10))
+        llm.reply_text("never asked")
+        result = run_cli(["summarize", "--repo", str(feature)], llm, env={"BEAM_MAX_TOKENS_PER_RUN": "1000"})
+    assert result.returncode == 0, result.stderr
+    assert len(llm.requests) == 1
+    assert "note: This run stopped at" in result.stdout and "150" in result.stdout
