@@ -179,7 +179,7 @@ def test_model_timeout_and_max_tokens_come_from_the_environment(feature: Path) -
 
 
 def test_the_servers_limits_hold_lowered_by_the_repository(feature: Path) -> None:
-    # `.github/beam.yml` on the default branch (the origin's) lowers the server's per-run token cap, as on GitHub.
+    # `.github/beam.yml` on the default branch (the origin's) lowers the server's token cap, as on GitHub.
     git(feature, "checkout", "-q", "main")
     (feature / ".github").mkdir()
     (feature / ".github" / "beam.yml").write_text("version: 1\nlimits:\n  max_tokens_per_run: 150\n")

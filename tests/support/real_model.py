@@ -262,8 +262,9 @@ def local_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) -
     )
     review = Review("run review", change, seconds=time.perf_counter() - started, exchanges=proxy.since(mark))
     if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines()
-        review.detail = lines[-1] if lines else f"exit code {done.returncode}"
+        lines = [line for line in (done.stderr or done.stdout).strip().splitlines() if line.strip()]
+        failed = [line for line in lines if line.startswith("✗ failed")]
+        review.detail = " ".join(failed + lines[-1:]) if lines else f"exit code {done.returncode}"
         return review
     report = json.loads(done.stdout)
     review.tool_calls = [c["name"] for c in report["tool_calls"]]
@@ -311,7 +312,7 @@ def github_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) 
         review = Review("/beam review", change, seconds=time.perf_counter() - started)
         review.exchanges = proxy.since(mark)
         with sqlite3.connect(bot.work_dir / "beam.db") as db:
-            row = db.execute("SELECT summary, error_message FROM runs").fetchone()
+            row = db.execute("SELECT summary, error_message, error_code FROM runs").fetchone()
         summary = json.loads(row[0]) if row and row[0] else {}
         review.tool_calls = [str(t).split(" ")[0] for t in summary.get("tools", [])]
         reviews = bot.fake.reviews_on(repo, 1)
@@ -326,5 +327,6 @@ def github_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) 
                 for c in (bot.fake.comments[i] for i in reviews[0].comment_ids)
             ]
         else:
-            review.detail = (row[1] if row and row[1] else tracking.splitlines()[0])[:200]
+            reason = f"{row[1]} ({row[2]})" if row and row[1] else tracking.splitlines()[0]
+            review.detail = reason[:300]
         return review
