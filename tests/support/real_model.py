@@ -327,6 +327,6 @@ def github_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) 
                 for c in (bot.fake.comments[i] for i in reviews[0].comment_ids)
             ]
         else:
-            reason = f"{row[1]} ({row[2]})" if row and row[1] else tracking.splitlines()[0]
+            reason = f"{row[2]}: {row[1]}" if row and row[1] else tracking.splitlines()[0]
             review.detail = reason[:300]
         return review
