@@ -48,6 +48,7 @@ class Recording(httpx.AsyncBaseTransport):
             self.timings.append(json.loads(body).get("timings") or {})
         except ValueError:
             self.timings.append({})
+        print(f"reply {len(self.timings)}: {self.timings[-1]}", flush=True)  # a slow server: as it comes
         return httpx.Response(response.status_code, headers=response.headers, content=body)
 
 
