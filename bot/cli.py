@@ -30,6 +30,31 @@ DESCRIPTION = (
 EPILOG = "A wrong setting, database or port is one line on stderr and exit code 2, before anything runs."
 
 
+RUN_HELP = "run a skill on a local git checkout, without GitHub"
+
+
+def _run_arguments(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author)")
+    run.add_argument(
+        "instructions", nargs="?", default="", help="what to do (default: the GitHub command's own task)"
+    )
+    run.add_argument("--repo", type=Path, default=Path("."), help="the git checkout (default .)")
+    run.add_argument("--ref", default="HEAD", help="the commit to work on (default HEAD)")
+    run.add_argument(
+        "--base",
+        help="review, summarize, commit-notes, ask: the change is BASE...ref (default: the merge base "
+        "with the default branch, or HEAD~1 on that branch)",
+    )
+    run.add_argument("--branch", help="create this branch at --ref for the run's commits")
+    run.add_argument(
+        "--json", action="store_true", help="print frames as JSON lines (review: the review object)"
+    )
+    decide = run.add_mutually_exclusive_group()
+    decide.add_argument("--approve", action="store_true", help="allow pushes without asking")
+    decide.add_argument("--deny", action="store_true", help="deny pushes without asking")
+    return run
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="beam-bot", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"beam-bot {package_version()}")
@@ -41,16 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
 
-    run = sub.add_parser("run", help="run a skill on a local git checkout, without GitHub")
-    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author)")
-    run.add_argument("instructions", help="what to do")
-    run.add_argument("--repo", type=Path, default=Path("."), help="the git checkout (default .)")
-    run.add_argument("--ref", default="HEAD", help="the commit to work on (default HEAD)")
-    run.add_argument("--branch", help="create this branch at --ref for the run's commits")
-    run.add_argument("--json", action="store_true", help="print frames as JSON lines")
-    decide = run.add_mutually_exclusive_group()
-    decide.add_argument("--approve", action="store_true", help="allow pushes without asking")
-    decide.add_argument("--deny", action="store_true", help="deny pushes without asking")
+    _run_arguments(sub.add_parser("run", help=RUN_HELP))
 
     sub.add_parser("pending", help="list held pushes with their state and age")
     prune = sub.add_parser("prune", help="remove old deliveries, jobs and runs now (held pushes stay)")
@@ -68,9 +84,16 @@ def _fail(message: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:
+        # Intermixed, so the optional instructions may follow the options (`run review --repo . "..."`).
+        run = _run_arguments(argparse.ArgumentParser(prog="beam-bot run", description=RUN_HELP))
+        args = run.parse_intermixed_args(argv[1:])
+        args.command = "run"
+    else:
+        args = _parser().parse_args(argv)
     if args.command == "run":
-        from bot.local_run import RunOptions, run_local
+        from bot.local import RunOptions, run_local
 
         approve = True if args.approve else False if args.deny else None
         options = RunOptions(
@@ -81,8 +104,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             as_json=args.json,
             approve=approve,
             ref=args.ref,
+            base=args.base,
         )
-        return anyio.run(run_local, options)
+        code: int = anyio.run(run_local, options)
+        return code
     from bot.app.settings import SettingsError, load_settings
 
     try:

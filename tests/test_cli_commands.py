@@ -86,14 +86,16 @@ def test_unknown_skill_lists_what_this_host_can_run(checkout: tuple[Path, Path])
 def test_ask_is_the_github_command_name(checkout: tuple[Path, Path]) -> None:
     work, _ = checkout
     with FakeOpenAI() as llm:
-        llm.reply_tool_calls(("read_file", {"path": "README.md"}))
+        llm.reply_tool_calls(("get_page", {"path": "README.md"}))
         llm.reply_text("It says Helo world.")
         result = run_cli(["ask", "--repo", str(work), "what does the README say?"], llm)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1].startswith("✓ done (1 tool calls,")
-    # `ask` is the consume skill, given the checkout's read tools here (no host search tools).
+    # `ask` is the consume skill with the tools `/beam ask` gets: the host's search and get_page.
     tools = {t["function"]["name"] for t in llm.requests[0]["tools"]}
-    assert {"read_file", "list_tree"} <= tools and "write_file" not in tools
+    assert tools == {"search", "get_page"}
+    page = next(m for m in llm.requests[1]["messages"] if m["role"] == "tool")
+    assert "Helo world" in page["content"]
 
 
 def test_run_never_touches_the_users_checkout(checkout: tuple[Path, Path]) -> None:

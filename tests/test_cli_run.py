@@ -39,10 +39,14 @@ def checkout_fixture(tmp_path: Path) -> tuple[Path, Path]:
     return work, origin
 
 
-def run_cli(args: list[str], llm: FakeOpenAI | None, stdin: str = "") -> subprocess.CompletedProcess[str]:
+def run_cli(
+    args: list[str], llm: FakeOpenAI | None, stdin: str = "", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    extra = env or {}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
     if llm is not None:
         env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
+    env.update(extra)
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", "run", *args],
         env=env,
@@ -63,11 +67,15 @@ def refs(bare: Path) -> dict[str, str]:
 
 def test_echo_client_without_a_key(checkout: tuple[Path, Path]) -> None:
     work, _ = checkout
+    git(work, "config", "user.name", "maintainer")
     result = run_cli(["review", "--repo", str(work), "look at the last commit"], None)
     assert result.returncode == 0, result.stderr
     assert "using the echo client" in result.stdout
-    assert "Echo: look at the last commit" in result.stdout
-    assert result.stdout.strip().endswith("✓ done (0 tool calls, 0 tokens)")
+    # The echo client echoes the prompt, which carries the request and the change, as on GitHub.
+    assert "Echo: Request from @maintainer: look at the last commit" in result.stdout
+    assert "+Helo world" in result.stdout
+    assert "✓ done (0 tool calls, 0 tokens)" in result.stdout
+    assert "The model answered in plain text instead of calling `review_change`" in result.stdout
 
 
 def test_review_runs_tool_calls_end_to_end(checkout: tuple[Path, Path]) -> None:
@@ -82,8 +90,8 @@ def test_review_runs_tool_calls_end_to_end(checkout: tuple[Path, Path]) -> None:
         assert "  · list_tree {}" in lines
         assert '  · read_file {"path":"README.md"}' in lines
         assert "README.md has a typo: Helo." in lines
-        assert lines[-1].startswith("✓ done (3 tool calls,")
-        # The model saw the tool results, and the review skill's allowlist only.
+        assert any(line.startswith("✓ done (3 tool calls,") for line in lines)
+        # The model saw the tool results, and the review skill's allowlist only, as `/beam review`.
         last = llm.requests[-1]
         tool_messages = [m for m in last["messages"] if m["role"] == "tool"]
         assert any("Helo world" in m["content"] for m in tool_messages)
@@ -92,6 +100,8 @@ def test_review_runs_tool_calls_end_to_end(checkout: tuple[Path, Path]) -> None:
             "read_file",
             "git_diff",
             "git_log",
+            "get_page",
+            "review_change",
         }
 
 

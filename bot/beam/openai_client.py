@@ -47,6 +47,10 @@ _KEY_VARS = ("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
 _BASE_URL_VARS = ("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL")
 _MODEL_VARS = ("BEAM_MODEL", "GFS_BEAM_MODEL")
 _TOOLS_VAR = "BEAM_MODEL_TOOLS"
+# Issue 20: a small model on a small machine needs more than a minute a call, and fewer tokens.
+_TIMEOUT_VAR = "BEAM_MODEL_TIMEOUT"
+_MAX_TOKENS_VAR = "BEAM_MODEL_MAX_TOKENS"
+DEFAULT_TIMEOUT = 60.0
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -72,6 +76,21 @@ def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
             continue
         return value
     return None
+
+
+def _positive(env: Mapping[str, str], name: str, default: float, *, whole: bool = False) -> float:
+    """A positive number from `name` (seconds, tokens), the default when unset or empty."""
+    text = (env.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text) if whole else float(text)
+    except ValueError:
+        value = 0
+    if not (value > 0 and math.isfinite(value)):
+        kind = "a whole number" if whole else "a number"
+        raise BeamError("BEM-042", f"{name} must be {kind} above 0, not {text!r}")
+    return value
 
 
 class _Retryable(Exception):
@@ -118,7 +137,7 @@ class OpenAiCompatible(CompletionClientBase):
         api_key: str,
         model: str,
         *,
-        timeout: float = 60.0,
+        timeout: float = DEFAULT_TIMEOUT,
         max_retries: int = 2,
         backoff: float = 0.5,
         transport: httpx.AsyncBaseTransport | None = None,
@@ -151,12 +170,14 @@ class OpenAiCompatible(CompletionClientBase):
         if tools_mode is None:
             wrong = env.get(_TOOLS_VAR)
             raise BeamError("BEM-042", f"{_TOOLS_VAR} must be auto, native or text, not {wrong!r}")
-        return cls(
+        client = cls(
             DEFAULT_BASE_URL if base_url is None else base_url,
             api_key,
             DEFAULT_MODEL if model is None else model,
             tools_mode=tools_mode,
+            timeout=_positive(env, _TIMEOUT_VAR, DEFAULT_TIMEOUT),
         )
+        return client.with_max_tokens(int(_positive(env, _MAX_TOKENS_VAR, DEFAULT_MAX_TOKENS, whole=True)))
 
     def with_max_tokens(self, n: int) -> OpenAiCompatible:
         self.max_tokens = max(n, MIN_MAX_TOKENS)

@@ -307,6 +307,11 @@ INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot
 NO_ANSWER = "the run ended without an answer"
 CANNOT_PUSH = "this skill cannot push"
 EMPTY_REVIEW = "No comments."
+# A review run whose model answered in plain text instead of calling review_change (issue 20).
+PLAIN_TEXT_REVIEW = (
+    "The model answered in plain text instead of calling `review_change`: its answer is the review's "
+    "body, without inline comments."
+)
 NOTHING_YET = "*(the run had no answer yet when it stopped)*"
 
 

@@ -31,29 +31,26 @@ from bot.app.runs.context import JobContext
 from bot.app.runs.deps import (
     MAX_KNOWN_PATHS,
     MAX_PULL_FILES,
-    RECOVERABLE_TOOL_ERRORS,
     RESUMABLE_SKILLS,
     RUN_NAMESPACE,
     Outcome,
     RunDeps,
     run_id_for,
 )
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
+from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
+from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
-from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import WorkingTree
-from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 
 log = logging.getLogger("beam.runs")
@@ -262,7 +259,6 @@ class SkillRun(RunWorkspace, TrackingComment):
         event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
-        diff = DiffMap.from_files((f.filename, f.patch) for f in files)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
@@ -301,34 +297,27 @@ class SkillRun(RunWorkspace, TrackingComment):
         memory = RunMemory(self.deps.store, event.repository.full_name)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
-        tools = [
-            *sandbox_tools(tree),
-            *host_tools(
-                tree.sandbox,
-                ledger,
-                diff=diff,
-                post_review=post_part,
-                blob_url=blob_url,
-                checked=checked,
-            ),
+        extra = [
             memory.remember_tool(),  # kept only by skills that allowlist `remember` (author)
             # `run_checks` (author): where the repository has checks and the jail can be built.
             *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
+        tools = run_tools(
+            tree, ledger, files, post_review=post_part, blob_url=blob_url, checked=checked, extra=extra
+        )
         hub = RiverBeam(memory=memory)
         checkpoint = None
         if self.skill in RESUMABLE_SKILLS and parts is None:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
-        # Recoverable tool errors (and a plan's own refusals, e.g. BEM-338 outside `docs.paths`) go
-        # back to the model as the tool's result; the rest still end the run.
-        recoverable = RECOVERABLE_TOOL_ERRORS | self.plan.refusals_for_model | CHECK_TOOL_REFUSALS
+        # A plan's own refusals (e.g. BEM-338 outside `docs.paths`) and the checks tool's go back to
+        # the model too.
         hub.register_agent(
-            RigAgentRunner.for_skill(
+            skill_runner(
                 self.skill,
                 self.usage.meter,
                 tools,
                 checkpoint=checkpoint,
-                recoverable_errors=recoverable,
+                refusals=self.plan.refusals_for_model | CHECK_TOOL_REFUSALS,
                 should_stop=guard,
             )
         )
@@ -364,6 +353,7 @@ class SkillRun(RunWorkspace, TrackingComment):
         merged = parts.merged() if parts is not None and guard.stop is None else None
         if merged is not None:
             ledger.review_id = await post_review(*merged)
+            ledger.reviewed = True  # the merged review is the run's one review
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
@@ -374,12 +364,13 @@ class SkillRun(RunWorkspace, TrackingComment):
         answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
         answer = render.link_citations(answer, known, blob_base)
+        notes: list[str] = []
         if self.skill == "review" and pull is not None:
-            if ledger.review_id is None:
-                ledger.review_id = await post_review(answer or render.EMPTY_REVIEW, [])
+            if await review_from_text(ledger, answer, post_review):
+                notes.append(render.PLAIN_TEXT_REVIEW)
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
-        notes = render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from bot.app.jobs.store import Store
@@ -129,12 +129,16 @@ class RunDepsLike(Protocol):
 
 
 class RunUsage:
-    """A run's meter, guard and bookkeeping, made when its agent starts."""
+    """A run's meter, guard and bookkeeping, made when its agent starts.
+
+    A local run (`beam-bot run`) has no `ledger`: nothing is recorded, no one can cancel it, and it
+    counts against no installation's monthly budget; every other limit holds as on GitHub.
+    """
 
     def __init__(
         self,
         llm: CompletionClient,
-        ledger: Ledger,
+        ledger: Ledger | None,
         run_id: str,
         installation_id: int,
         policy: Policy,
@@ -156,12 +160,15 @@ class RunUsage:
     async def arm(self, repo_limits: RepoLimits) -> RunGuard:
         """The stop hook for this run, under the server's limits as the repository lowered them."""
         limits = effective(self.policy.limits, repo_limits)
+        ledger = self.ledger
         month_used = 0
-        if limits.tokens_per_installation_per_month is not None:
-            month_used = await self.ledger.month_tokens(self.installation_id)
+        if ledger is None:
+            limits = replace(limits, tokens_per_installation_per_month=None)
+        elif limits.tokens_per_installation_per_month is not None:
+            month_used = await ledger.month_tokens(self.installation_id)
 
         async def cancelled_by() -> str | None:
-            return await self.ledger.cancelled_by(self.run_id)
+            return None if ledger is None else await ledger.cancelled_by(self.run_id)
 
         self.guard = RunGuard(
             self.meter, limits, month_used=month_used, cancelled_by=cancelled_by, started=self.started
@@ -181,6 +188,8 @@ class RunUsage:
         )
 
     async def record(self) -> None:
+        if self.ledger is None:
+            return
         await self.ledger.record_usage(
             self.run_id, self.installation_id, self.meter.input_tokens, self.meter.output_tokens
         )

@@ -8,7 +8,6 @@ follow-up on the bot's own branch, never a protected ref) read in one place of t
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 
 import anyio
 import pygit2
@@ -18,9 +17,9 @@ from bot.app.github.client import PullFile, PullRequest
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.prompt import Coverage, build_prompt
-from bot.app.runs.review_context import ReviewContext, review_context
-from bot.app.runs.selection import rules_sections
+from bot.app.runs.prompt import Coverage
+from bot.app.runs.review_context import ReviewContext
+from bot.app.runs.skill_agent import run_prompts
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 
 log = logging.getLogger("beam.runs")
@@ -46,30 +45,22 @@ class RunWorkspace:
         *,
         halved: bool = False,
     ) -> tuple[Coverage, ReviewContext]:
-        """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
-        linters' findings on changed lines (issue 21). `halved`: half the diff per call, after the
-        model's context overflowed (BEM-092)."""
-        limits = self.deps.policy.limits
-        if halved:
-            limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
-        rules = self.ctx.config.review
-        review = self.skill == "review"
-        # The maintainers' tone and path instructions reach `/beam review` too (issue 21).
-        sections = rules_sections(rules, [f.filename for f in files]) if review else ()
-        context = await review_context(tree.sandbox, files, rules, limits, sections, lint=review)
-        _, coverage = build_prompt(
+        """The prompt of every call, built as `beam-bot run` builds it for a local change."""
+        return await run_prompts(
+            tree.sandbox,
             self.ctx.event,
             self.skill,
             self.ctx.command.text,
             pull,
             files,
             total,
+            rules=self.ctx.config.review,
+            limits=self.deps.policy.limits,
+            halved=halved,
             guidance=self.plan.guidance,
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),
-            context=context,
         )
-        return coverage, context
 
     async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
         repo = self.ctx.event.repository

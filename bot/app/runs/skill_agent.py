@@ -1,0 +1,128 @@
+"""The agent of one skill run (its tools, its runner) and the end of a review, built the same way for
+a pull request on GitHub (`SkillRun`) and for a local change (`beam-bot run`).
+
+Both paths call these functions and `runs.prompt.build_prompt` with the same typed objects (the pull
+request, its files), so trying the bot on a local checkout is trying what it will do on a pull request
+(ARCHITECTURE.md section 11): the same prompt, the same tools, the same recoverable errors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import replace
+
+from bot.app.github.models import PullFile, PullRequest
+from bot.app.github.payloads import CommentEvent
+from bot.app.limits.policy import Limits
+from bot.app.repo_config.review_rules import ReviewRules
+from bot.app.runs import render
+from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
+from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.host_tools import CheckedSuggestions, PostReview, RunLedger, host_tools
+from bot.app.runs.plan import ReviewNote
+from bot.app.runs.prompt import Coverage, build_prompt
+from bot.app.runs.review_context import ReviewContext, review_context
+from bot.app.runs.selection import rules_sections
+from bot.beam.completion import CompletionClient
+from bot.beam.runner import Checkpoint, RigAgentRunner, StopCheck
+from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.sandbox_tools import sandbox_tools
+from bot.beam.tools import Tool
+
+
+def run_tools(
+    tree: WorkingTree,
+    ledger: RunLedger,
+    files: Sequence[PullFile],
+    *,
+    post_review: PostReview,
+    blob_url: Callable[[str, int, int], str],
+    checked: CheckedSuggestions | None = None,
+    extra: Sequence[Tool] = (),
+) -> list[Tool]:
+    """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`).
+
+    `review_change` comments inline only on lines of `files`' patches, as GitHub accepts them, and
+    offers a suggestion only when the file still parses with it (`checked`).
+    """
+    diff = DiffMap.from_files((f.filename, f.patch) for f in files)
+    host = host_tools(
+        tree.sandbox,
+        ledger,
+        diff=diff,
+        post_review=post_review,
+        blob_url=blob_url,
+        checked=checked or CheckedSuggestions(),
+    )
+    return [*sandbox_tools(tree), *host, *extra]
+
+
+async def run_prompts(
+    sandbox: SandboxRoot,
+    event: CommentEvent,
+    skill: str,
+    request_text: str,
+    pull: PullRequest | None,
+    files: list[PullFile],
+    total: int,
+    *,
+    rules: ReviewRules,
+    limits: Limits,
+    halved: bool = False,
+    guidance: str = "",
+    default_task: str | None = None,
+    notes: Sequence[ReviewNote] = (),
+) -> tuple[Coverage, ReviewContext]:
+    """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
+    linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
+    `halved`: half the diff per call, after the model's context overflowed (BEM-092)."""
+    if halved:
+        limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
+    review = skill == "review"
+    sections = rules_sections(rules, [f.filename for f in files]) if review else ()
+    context = await review_context(sandbox, files, rules, limits, sections, lint=review)
+    _, coverage = build_prompt(
+        event,
+        skill,
+        request_text,
+        pull,
+        files,
+        total,
+        guidance=guidance,
+        default_task=default_task,
+        notes=notes,
+        context=context,
+    )
+    return coverage, context
+
+
+def skill_runner(
+    skill: str,
+    client: CompletionClient,
+    tools: Sequence[Tool],
+    *,
+    checkpoint: Checkpoint | None = None,
+    refusals: Collection[str] = (),
+    should_stop: StopCheck | None = None,
+) -> RigAgentRunner:
+    """The skill's tool loop. Recoverable tool errors (and a plan's own `refusals`) go back to the
+    model as the tool's result; the rest still end the run."""
+    return RigAgentRunner.for_skill(
+        skill,
+        client,
+        tools,
+        checkpoint=checkpoint,
+        recoverable_errors=RECOVERABLE_TOOL_ERRORS | frozenset(refusals),
+        should_stop=should_stop,
+    )
+
+
+async def review_from_text(ledger: RunLedger, answer: str, post_review: PostReview) -> bool:
+    """A review run whose model never called `review_change` still ends in a review: its plain-text
+    answer is the body, without inline comments. True when that is what happened (the run says so,
+    `render.PLAIN_TEXT_REVIEW`), False when the model posted through `review_change`."""
+    if ledger.reviewed:
+        return False
+    ledger.reviewed = True
+    ledger.review_id = await post_review(answer.strip() or render.EMPTY_REVIEW, [])
+    return True

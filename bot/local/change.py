@@ -1,0 +1,166 @@
+"""A local change as the GitHub path sees a pull request: its files as the pulls/files API lists them,
+the pull request, and the command's event, so the one prompt builder (`bot.app.runs.prompt`) and the
+one tool builder (`bot.app.runs.skill_agent`) serve `beam-bot run` and `/beam` alike.
+
+A patch is written as GitHub writes one: hunks only (no file header), three lines of context, and
+`\\ No newline at end of file` where a side ends without one; binary files have no patch. The change
+is the diff from the merge base to the head (GitHub's `base...head`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+
+from bot.app.github.models import Account, PullFile, PullRef, PullRequest, RepoRef
+from bot.app.github.payloads import Comment, CommentEvent, Issue, IssuePullLink, Repository
+from bot.local.git import EMPTY_TREE, Base, try_git
+
+LOCAL_NUMBER = 0  # a local change has no pull request number
+_STATUS = {"A": "added", "D": "removed", "R": "renamed", "C": "copied", "T": "changed"}
+# The "\ No newline" line of a unified diff: pygit2's origins for a side that ends without a newline.
+_NO_NEWLINE = "\\ No newline at end of file"
+_REMOTE = re.compile(r"[:/](?P<owner>[^/:]+)/(?P<name>[^/]+?)(?:\.git)?/?$")
+
+
+def _patch_text(patch: pygit2.Patch) -> str:
+    out: list[str] = []
+    for hunk in patch.hunks:
+        out.append(hunk.header.rstrip("\n"))
+        for line in hunk.lines:
+            if line.origin in "+- ":
+                out.append(line.origin + line.content.rstrip("\n"))
+            else:
+                out.append(_NO_NEWLINE)
+    return "\n".join(out)
+
+
+def diff_files(repo_path: Path, base_sha: str, head_sha: str) -> list[PullFile]:
+    """The files of `base_sha..head_sha` as GitHub's pulls/files lists them, in path order."""
+    repo = pygit2.Repository(str(repo_path))
+    head = repo.revparse_single(head_sha).peel(pygit2.Tree)
+    if base_sha == EMPTY_TREE:  # the empty tree on the old side: every file is added
+        diff = head.diff_to_tree(context_lines=3, swap=True)
+    else:
+        diff = repo.revparse_single(base_sha).peel(pygit2.Tree).diff_to_tree(head, context_lines=3)
+    diff.find_similar()
+    files: list[PullFile] = []
+    for patch in diff:
+        if patch is None:  # pygit2 gives None for a delta it could not make a patch of
+            continue
+        delta = patch.delta
+        _, additions, deletions = patch.line_stats
+        status = _STATUS.get(delta.status_char(), "modified")
+        files.append(
+            PullFile(
+                filename=delta.new_file.path,
+                status=status,
+                additions=additions,
+                deletions=deletions,
+                changes=additions + deletions,
+                patch=None if delta.is_binary else _patch_text(patch),
+                previous_filename=delta.old_file.path if status == "renamed" else None,
+            )
+        )
+    return files
+
+
+def repository_name(repo: Path) -> str:
+    """`owner/name` from the origin's URL (as GitHub names it), else `local/<directory>`."""
+    url = try_git(repo, "remote", "get-url", "origin") or ""
+    match = _REMOTE.search(url)
+    if match:
+        return f"{match.group('owner')}/{match.group('name')}"
+    return f"local/{repo.name}"
+
+
+def requester(repo: Path) -> str:
+    """Who asks: git's `user.name` for the checkout (the prompt's `Request from @…`)."""
+    return try_git(repo, "config", "user.name") or "you"
+
+
+@dataclass(frozen=True, slots=True)
+class LocalChange:
+    """`base...head` of a local checkout, and what the prompt says about it."""
+
+    repository: str
+    default_branch: str
+    requester: str
+    base: Base
+    head_ref: str
+    head_sha: str
+    title: str
+    body: str | None
+    files: list[PullFile]
+
+    @classmethod
+    def read(cls, repo: Path, base: Base, head_ref: str, head_sha: str, default_branch: str) -> LocalChange:
+        """One commit: its subject and body, as GitHub titles a pull request of one commit; several:
+        the branch, and their subjects as the description."""
+        span = head_sha if base.sha == EMPTY_TREE else f"{base.sha}..{head_sha}"
+        subjects = (try_git(repo, "log", "--format=%s", span) or "").splitlines()
+        if len(subjects) == 1:
+            title = subjects[0]
+            body = try_git(repo, "log", "-1", "--format=%b", head_sha) or None
+        else:
+            title = head_ref
+            body = "\n".join(f"- {s}" for s in reversed(subjects)) or None
+        return cls(
+            repository=repository_name(repo),
+            default_branch=default_branch,
+            requester=requester(repo),
+            base=base,
+            head_ref=head_ref,
+            head_sha=head_sha,
+            title=title,
+            body=body,
+            files=diff_files(repo, base.sha, head_sha),
+        )
+
+    @property
+    def additions(self) -> int:
+        return sum(f.additions for f in self.files)
+
+    @property
+    def deletions(self) -> int:
+        return sum(f.deletions for f in self.files)
+
+    def pull_request(self) -> PullRequest:
+        ref = RepoRef(full_name=self.repository)
+        return PullRequest(
+            number=LOCAL_NUMBER,
+            title=self.title,
+            body=self.body,
+            state="open",
+            html_url="",
+            user=Account(login=self.requester),
+            head=PullRef(ref=self.head_ref, sha=self.head_sha, repo=ref),
+            base=PullRef(ref=self.base.label, sha=self.base.sha, repo=ref),
+            changed_files=len(self.files),
+        )
+
+    def event(self, instructions: str) -> CommentEvent:
+        """The command as a comment on the pull request, the shape `/beam` arrives in."""
+        owner, _, name = self.repository.partition("/")
+        user = Account(login=self.requester)
+        return CommentEvent(
+            action="created",
+            comment=Comment(id=0, body=instructions, user=user),
+            repository=Repository(
+                full_name=self.repository,
+                name=name,
+                owner=Account(login=owner),
+                default_branch=self.default_branch,
+            ),
+            sender=user,
+            issue=Issue(
+                number=LOCAL_NUMBER,
+                title=self.title,
+                body=self.body,
+                user=user,
+                pull_request=IssuePullLink(),
+            ),
+        )

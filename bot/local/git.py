@@ -1,0 +1,143 @@
+"""The local checkout as `beam-bot run` reads it: its top level, its default branch, the base of the
+change, and a temporary worktree the run works in (the user's own checkout is left as it was)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_PROTECTED = ("main", "master")
+# git's empty tree: the base of a change whose first commit is the root.
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
+
+
+class UsageError(Exception):
+    """Bad input to `beam-bot run` (exit code 2); the message says what to do."""
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False, timeout=120
+    )
+    if done.returncode != 0:
+        raise UsageError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed")
+    return done.stdout.strip()
+
+
+def try_git(repo: Path, *args: str) -> str | None:
+    """git's answer, or None when it fails (a missing ref, an unset option)."""
+    try:
+        return git(repo, *args)
+    except UsageError:
+        return None
+
+
+def check_repository(path: Path) -> Path:
+    """The repository's top level, or UsageError when `path` is missing or not a git work tree."""
+    if not path.exists():
+        raise UsageError(f"{path}: no such directory")
+    if not path.is_dir():
+        raise UsageError(f"{path} is not a directory")
+    try:
+        return Path(git(path, "rev-parse", "--show-toplevel"))
+    except UsageError:
+        raise UsageError(f"{path} is not a git repository (or a checkout of one)") from None
+
+
+def commit_of(repo: Path, ref: str, option: str) -> str:
+    found = try_git(repo, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    if not found:
+        raise UsageError(f"{option} {ref!r} is not a commit of {repo}")
+    return found
+
+
+def default_branch(repo: Path) -> str | None:
+    """The branch a pull request would go into: the origin's HEAD, else `main`, else `master`."""
+    target = try_git(repo, "symbolic-ref", "--quiet", "refs/remotes/origin/HEAD")
+    if target:
+        return target.removeprefix("refs/remotes/")
+    for name in DEFAULT_PROTECTED:
+        if try_git(repo, "rev-parse", "--verify", "--quiet", f"refs/heads/{name}"):
+            return name
+    return None
+
+
+def protected_refs(repo: Path) -> list[str]:
+    """main, master and the origin's default branch when the checkout knows it."""
+    refs = list(DEFAULT_PROTECTED)
+    branch = default_branch(repo)
+    name = branch.removeprefix("origin/") if branch else None
+    if name and name not in refs:
+        refs.append(name)
+    return refs
+
+
+@dataclass(frozen=True, slots=True)
+class Base:
+    """Where the change starts: `label` as the prompt names it (`main`), `sha` the merge base."""
+
+    label: str
+    sha: str
+
+
+def change_base(repo: Path, head: str, base: str | None) -> Base:
+    """The base of the change `…head`, as GitHub diffs a pull request (from the merge base).
+
+    Without `--base`: the merge base with the default branch, or `HEAD~1` when the head is on that
+    branch already (its merge base is the head itself, and the change would be empty).
+    """
+    if base is not None:
+        commit_of(repo, base, "--base")
+        merge = try_git(repo, "merge-base", base, head)
+        if not merge:
+            raise UsageError(f"--base {base!r} has no common history with {head[:12]}")
+        return Base(base, merge)
+    branch = default_branch(repo)
+    if branch is not None:
+        merge = try_git(repo, "merge-base", branch, head)
+        if merge and merge != head:
+            return Base(branch.removeprefix("origin/"), merge)
+    parent = try_git(repo, "rev-parse", "--verify", "--quiet", f"{head}~1^{{commit}}")
+    if parent:
+        return Base(f"{head[:12]}~1", parent)
+    return Base("(nothing: the first commit)", EMPTY_TREE)
+
+
+def head_label(repo: Path, ref: str) -> str:
+    """The branch name of `ref` when it is one (`feature`), else the ref as given."""
+    if ref == "HEAD":
+        return try_git(repo, "symbolic-ref", "--quiet", "--short", "HEAD") or "HEAD"
+    return ref
+
+
+class TemporaryWorktree:
+    """`git worktree add --detach` at a commit in a temporary directory, removed again on exit."""
+
+    def __init__(self, repo: Path, ref: str) -> None:
+        self.repo = repo
+        self.commit = commit_of(repo, ref, "--ref")
+        self.parent = Path(tempfile.mkdtemp(prefix="beam-run-"))
+        self.path = self.parent / "tree"
+
+    def __enter__(self) -> TemporaryWorktree:
+        try:
+            git(self.repo, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit)
+        except BaseException:
+            shutil.rmtree(self.parent, ignore_errors=True)
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        subprocess.run(
+            ["git", "-C", str(self.repo), "worktree", "remove", "--force", str(self.path)],
+            capture_output=True,
+            check=False,
+            timeout=120,
+        )
+        shutil.rmtree(self.parent, ignore_errors=True)
+        subprocess.run(
+            ["git", "-C", str(self.repo), "worktree", "prune"], capture_output=True, check=False, timeout=120
+        )

@@ -1,0 +1,144 @@
+"""What `beam-bot run` prints: frames as they arrive, the terminal's approval question, and a review
+as GitHub would get it (its body, then each inline comment as `path:line` with its suggestion)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Literal, TextIO
+
+from bot.app.github.models import InlineComment
+from bot.app.runs import render
+from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
+
+PostedWith = Literal["review_change", "text"]
+
+
+PrintMode = Literal["human", "json", "quiet"]
+
+
+class FramePrinter:
+    """Prints frames as they arrive: a compact human view, JSON lines (`--json`), or nothing but the
+    count of tool steps (`quiet`, for `run review --json`, which prints the review object alone).
+
+    The placeholder frame keeps the framework's text on the wire (`--json`); the human view says what
+    the command is doing instead (`activity`). `show_answer=False` leaves the final text to the
+    caller (a review prints it with its body).
+    """
+
+    def __init__(
+        self,
+        out: TextIO,
+        mode: PrintMode = "human",
+        activity: str = "working on the request",
+        *,
+        show_answer: bool = True,
+    ) -> None:
+        self.out = out
+        self.mode = mode
+        self.activity = activity
+        self.show_answer = show_answer
+        self.tool_steps = 0
+
+    async def __call__(self, frame: StreamChunk) -> None:
+        self.tool_steps += frame.type is StreamChunkType.TOOL
+        if self.mode == "quiet":
+            return
+        if self.mode == "json":
+            self.out.write(json.dumps(frame.to_json(), ensure_ascii=False) + "\n")
+        else:
+            line = self.human(frame)
+            if line is None:
+                return
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def human(self, frame: StreamChunk) -> str | None:
+        kind = frame.type
+        if kind is StreamChunkType.TOOL and frame.data is not None:
+            args = json.dumps(frame.data.tool_args, ensure_ascii=False, separators=(",", ":"))
+            return f"  · {frame.data.tool_name} {args}"
+        if kind is StreamChunkType.CHUNK:
+            return frame.text if self.show_answer else None
+        if kind is StreamChunkType.DONE and frame.result is not None:
+            return done_line(frame.result)
+        if kind is StreamChunkType.ERROR:
+            return f"✗ {frame.error}"
+        if kind is StreamChunkType.THINKING:
+            return "… thinking"
+        if kind is StreamChunkType.PLACEHOLDER:
+            return f"… {self.activity}"
+        return f"… {frame.text}"
+
+
+def done_line(result: AgentResult) -> str:
+    if result.interrupted:
+        return "⏸ waiting for approval"
+    usage = result.token_usage
+    tokens = f"{usage.total_tokens} tokens" if usage else "no usage"
+    model = f", {result.model_used}" if result.model_used else ""
+    return f"✓ done ({len(result.tool_calls)} tool calls, {tokens}{model})"
+
+
+def ask_terminal(action: dict[str, object], stdin: TextIO, out: TextIO) -> bool:
+    args = json.dumps(action.get("args"), ensure_ascii=False)
+    out.write(f"The agent wants to run {action.get('tool')} {args}. Allow? [y/N] ")
+    out.flush()
+    answer = stdin.readline().strip().lower()
+    return answer in ("y", "yes")
+
+
+@dataclass
+class LocalReview:
+    """The review a run would post on GitHub (event COMMENT), kept instead of posted."""
+
+    commit_id: str
+    body: str = ""
+    comments: list[InlineComment] = field(default_factory=list)
+    posted_with: PostedWith | None = None
+
+    async def post(self, body: str, comments: list[dict[str, Any]]) -> int:
+        """`review_change`'s publisher: the comments as the GitHub path validates them."""
+        fields = InlineComment.model_fields
+        self.body = body
+        self.comments = [
+            InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
+        ]
+        return 1
+
+    def to_json(self) -> dict[str, Any]:
+        """The body of GitHub's create-review call."""
+        return {
+            "commit_id": self.commit_id,
+            "event": "COMMENT",
+            "body": self.body,
+            "comments": [c.model_dump(exclude_none=True) for c in self.comments],
+        }
+
+    def describe(self) -> str:
+        if self.posted_with == "text":
+            return f"Review. {render.PLAIN_TEXT_REVIEW}"
+        count = len(self.comments)
+        return f"Review, posted with review_change ({count} inline comment{'s' if count != 1 else ''}):"
+
+    def human(self) -> str:
+        lines = [self.describe(), "", self.body.strip()]
+        for comment in self.comments:
+            where = f"{comment.start_line}-{comment.line}" if comment.start_line else str(comment.line)
+            lines += ["", f"{comment.path}:{where}"]
+            lines += [f"  {line}" if line else "" for line in comment.body.splitlines()]
+        return "\n".join(lines)
+
+
+def review_report(review: LocalReview, result: AgentResult, notes: list[str]) -> dict[str, Any]:
+    """`run review --json`: the review object, how it was posted, and what the run did and used."""
+    usage = result.token_usage
+    return {
+        "review": review.to_json(),
+        "posted_with": review.posted_with,
+        "answer": result.text,
+        "tool_calls": [{"name": c.tool_name, "args": c.args} for c in result.tool_calls],
+        "usage": usage.to_json() if usage is not None else None,
+        "model": result.model_used,
+        "notes": notes,
+    }

@@ -1,0 +1,201 @@
+"""`beam-bot run review|summarize|...` on a change: the base it picks, the prompt it builds, the review
+it prints (body, then `path:line` with the suggestion), `--json`, and a plain-text answer as the body."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.support.openai_server import FakeOpenAI, usage
+from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
+
+CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+
+
+@pytest.fixture(name="feature")
+def feature_fixture(checkout: tuple[Path, Path]) -> Path:
+    """`main` has README.md (pushed); `feature` adds src/calc.py with a bug in `sub`."""
+    work, _ = checkout
+    git(work, "config", "user.name", "maintainer")
+    git(work, "remote", "set-head", "origin", "main")
+    git(work, "checkout", "-qb", "feature")
+    (work / "src").mkdir()
+    (work / "src" / "calc.py").write_text(CALC.replace("a - b", "a + b"), encoding="utf-8")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "Add calc", "-m", "Adds and subtracts.")
+    return work
+
+
+def prompt_of(llm: FakeOpenAI) -> str:
+    content: str = llm.requests[0]["messages"][-1]["content"]
+    return content
+
+
+def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
+    comment = {
+        "path": "src/calc.py",
+        "line": 6,
+        "body": "sub adds.",
+        "suggestion": "    return a - b\n",
+    }
+    outside = {"path": "README.md", "line": 1, "body": "Typo: Helo."}
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(("review_change", {"body": "One bug.", "comments": [comment, outside]}))
+        llm.reply_text("Posted.")
+        result = run_cli(["review", "--repo", str(feature)], llm)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    # The change is feature's commit against its merge base with main, in the `/beam review` prompt.
+    prompt = prompt_of(llm)
+    assert "Request from @maintainer: Review this pull request." in prompt
+    assert "pull request #0: Add calc" in prompt and "Adds and subtracts." in prompt
+    assert "## src/calc.py (added, +6 -0)" in prompt and "+    return a + b" in prompt
+    assert "README.md" not in prompt.split("files changed:")[1]
+    assert "… reading the change main..feature: 1 file, +6 -0" in out
+    assert "Retrieving allowed pages" not in out
+    review = out[out.index("Review, posted with review_change (1 inline comment):") :]
+    assert "One bug." in review
+    # A line outside the diff is folded into the body, as GitHub would refuse it inline.
+    assert "**Comments on lines outside the diff**\n- `README.md` line 1: Typo: Helo." in review
+    assert "\nsrc/calc.py:6\n  sub adds.\n" in review
+    assert "  ```suggestion\n      return a - b\n  ```" in review
+    assert "Posted." in out
+
+
+def test_json_prints_the_review_object(feature: Path) -> None:
+    comment = {"path": "src/calc.py", "line": 6, "start_line": 5, "body": "sub adds."}
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(("get_page", {"path": "src/calc.py"}))
+        llm.reply_tool_calls(("review_change", {"body": "One bug.", "comments": [comment]}))
+        llm.reply_text("Posted.")
+        result = run_cli(["review", "--repo", str(feature), "--json", "check the maths"], llm)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    head = git(feature, "rev-parse", "HEAD").strip()
+    review = report["review"]
+    assert review["commit_id"] == head and review["event"] == "COMMENT"
+    assert review["body"].startswith("One bug.\n\n<sub>model `fake-model`")
+    assert review["comments"] == [
+        {
+            "path": "src/calc.py",
+            "line": 6,
+            "body": "sub adds.",
+            "side": "RIGHT",
+            "start_line": 5,
+            "start_side": "RIGHT",
+        }
+    ]
+    assert report["posted_with"] == "review_change"
+    assert [c["name"] for c in report["tool_calls"]] == ["get_page", "review_change"]
+    assert report["answer"] == "Posted."
+    assert "Request from @maintainer: check the maths" in prompt_of(llm)
+
+
+def test_a_plain_text_answer_is_the_review_body_and_says_so(feature: Path) -> None:
+    with FakeOpenAI() as llm:
+        llm.reply_text("`sub` adds instead of subtracting (src/calc.py line 6).")
+        human = run_cli(["review", "--repo", str(feature)], llm)
+        llm.reply_text("Same text.")
+        as_json = run_cli(["review", "--repo", str(feature), "--json"], llm)
+    assert human.returncode == 0, human.stderr
+    out = human.stdout
+    assert (
+        "Review. The model answered in plain text instead of calling `review_change`: its answer is the "
+        "review's body, without inline comments.\n\n`sub` adds instead of subtracting" in out
+    )
+    report = json.loads(as_json.stdout)
+    assert report["posted_with"] == "text" and report["review"]["comments"] == []
+    assert report["review"]["body"].startswith("Same text.\n\n<sub>")
+
+
+def test_base_defaults_to_head_1_on_the_default_branch(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    (work / "README.md").write_text("Hello world\n", encoding="utf-8")
+    git(work, "commit", "-qam", "Fix the typo")
+    with FakeOpenAI() as llm:
+        llm.reply_text("Fine.")
+        result = run_cli(["summarize", "--repo", str(work)], llm)
+    assert result.returncode == 0, result.stderr
+    prompt = prompt_of(llm)
+    assert "Summarize this pull request" in prompt and "pull request #0: Fix the typo" in prompt
+    assert "1 +Hello world\n__old hunk__\n-Helo world" in prompt
+    assert "… reading the change " in result.stdout and "~1..main: 1 file, +1 -1" in result.stdout
+
+
+def test_an_explicit_base_and_a_bad_one(feature: Path) -> None:
+    (feature / "src" / "calc.py").write_text(CALC, encoding="utf-8")
+    git(feature, "commit", "-qam", "Fix sub")
+    with FakeOpenAI() as llm:
+        llm.reply_text("A fix.")
+        result = run_cli(["commit-notes", "--repo", str(feature), "--base", "HEAD~1"], llm)
+        assert result.returncode == 0, result.stderr
+        prompt = prompt_of(llm)
+        assert (
+            "pull request #0: Fix sub" in prompt
+            and "+    return a - b\n__old hunk__\n-    return a + b" in prompt
+        )
+        assert "## src/calc.py (modified, +1 -1)" in prompt
+        bad = run_cli(["review", "--repo", str(feature), "--base", "no-such-ref"], llm)
+        author = run_cli(["author", "--repo", str(feature), "--base", "main", "go"], llm)
+    assert bad.returncode == 2 and "--base 'no-such-ref' is not a commit" in bad.stderr
+    assert author.returncode == 2 and "--base is for review, summarize, commit-notes and ask" in author.stderr
+    assert len(llm.requests) == 1
+
+
+def test_json_frames_keep_the_placeholder_on_the_wire(feature: Path) -> None:
+    with FakeOpenAI() as llm:
+        llm.reply_text("A calculator.")
+        result = run_cli(["summarize", "--repo", str(feature), "--json"], llm)
+    frames = [json.loads(line) for line in result.stdout.splitlines()]
+    assert frames[0]["type"] == "placeholder"
+    assert frames[0]["data"]["content"][0]["text"] == "Retrieving allowed pages\u2026"
+
+
+def test_a_context_overflow_is_tried_once_more_with_half_the_diff(feature: Path) -> None:
+    for k in range(40):  # 40 files of 600 lines: more than one call's token budget holds
+        body = "".join(f"line {n} of big{k}\n" for n in range(600))
+        (feature / f"big{k:02d}.txt").write_text(body, encoding="utf-8")
+    git(feature, "add", ".")
+    git(feature, "commit", "-qm", "Big files")
+    with FakeOpenAI() as llm:
+        llm.reply_error(400, "the request exceeds the available context size, try increasing it")
+        llm.reply_text("A calculator and a big file.")
+        result = run_cli(["summarize", "--repo", str(feature)], llm)
+    assert result.returncode == 0, result.stderr
+    assert "the prompt overflowed the model's context; trying once more with half the diff" in result.stderr
+    first, second = (r["messages"][-1]["content"] for r in llm.requests)
+    assert len(second) < len(first) - 20_000 and "not shown: " in second
+    assert "A calculator and a big file." in result.stdout
+    assert "note: " in result.stdout and "big30.txt (over the token budget)" in result.stdout
+
+
+def test_model_timeout_and_max_tokens_come_from_the_environment(feature: Path) -> None:
+    with FakeOpenAI() as llm:
+        llm.reply_text("Fine.")
+        result = run_cli(["summarize", "--repo", str(feature)], llm, env={"BEAM_MODEL_MAX_TOKENS": "300"})
+        wrong = run_cli(["summarize", "--repo", str(feature)], llm, env={"BEAM_MODEL_TIMEOUT": "soon"})
+    assert result.returncode == 0, result.stderr
+    assert llm.requests[0]["max_tokens"] == 300 and len(llm.requests) == 1
+    assert wrong.returncode == 2
+    assert "BEM-042" in wrong.stderr
+    assert "BEAM_MODEL_TIMEOUT must be a number above 0, not 'soon'" in wrong.stderr
+
+
+def test_the_servers_limits_hold_lowered_by_the_repository(feature: Path) -> None:
+    # `.github/beam.yml` on the default branch (the origin's) lowers the server's token cap, as on GitHub.
+    git(feature, "checkout", "-q", "main")
+    (feature / ".github").mkdir()
+    (feature / ".github" / "beam.yml").write_text("version: 1\nlimits:\n  max_tokens_per_run: 150\n")
+    git(feature, "add", ".")
+    git(feature, "commit", "-qm", "Config")
+    git(feature, "push", "-q", "origin", "main")  # read from the origin's default branch, as GitHub's
+    git(feature, "checkout", "-q", "feature")
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(("get_page", {"path": "src/calc.py"}), usage=usage(160, 10))
+        llm.reply_text("never asked")
+        result = run_cli(["summarize", "--repo", str(feature)], llm, env={"BEAM_MAX_TOKENS_PER_RUN": "1000"})
+    assert result.returncode == 0, result.stderr
+    assert len(llm.requests) == 1
+    assert "note: This run stopped at" in result.stdout and "150" in result.stdout
