@@ -27,7 +27,23 @@ MAX_KNOWN_PATHS = 20_000
 RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
 # Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
 # ending the run; jail escapes, protected refs and blocked paths still end it.
-RECOVERABLE_TOOL_ERRORS = frozenset({"BEM-306", "BEM-307", "BEM-319"})
+# A path the jail refuses (absolute, `..`, outside the tree) goes back to the model as the tool's
+# result, as a missing file does: small models often write `/repo/file`, and a refused path is
+# feedback to correct, not a reason to end the run. The jail refused it either way.
+RECOVERABLE_TOOL_ERRORS = frozenset(
+    {
+        "BEM-300",
+        "BEM-301",
+        "BEM-302",
+        "BEM-303",
+        "BEM-304",
+        "BEM-305",
+        "BEM-306",
+        "BEM-307",
+        "BEM-308",
+        "BEM-319",
+    }
+)
 
 
 def run_id_for(job: Job) -> str:
