@@ -12,15 +12,15 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema
 
+from bot.app.repo_config.durations import duration_pattern, duration_seconds
+
 MAX_CHECKS = 20
 MAX_COMMAND_CHARS = 4000
 MIN_CHECK_SECONDS = 1
 MAX_CHECK_SECONDS = 24 * 3600  # the file's own bound; the server's is usually far lower
 DEFAULT_CHECKS_TIMEOUT = "10m"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]{0,63}$")
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600}
-_DURATION = re.compile(r"^(?:[0-9]{1,6}|(?:[0-9]{1,6}[smh])+)$")
-_PART = re.compile(r"([0-9]+)([smh])")
+_DURATION = duration_pattern("smh", 6)
 
 _TIMEOUT_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -34,36 +34,15 @@ _TIMEOUT_SCHEMA: dict[str, Any] = {
 }
 
 
-def _short(value: Any) -> str:
-    # Never repr a container: a YAML alias bomb would make that enormous.
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
 def check_seconds(value: Any) -> int:
     """Seconds in a `checks_timeout`; raises ValueError with a message fit for the config's author."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError("expected a duration such as '10m', '90s' or a number of seconds")
-    if isinstance(value, int):
-        seconds = value
-    else:
-        text = value.strip()
-        if not _DURATION.fullmatch(text):
-            raise ValueError(
-                f"{_short(value)} is not a duration; write e.g. '10m', '90s', '1h30m' (units s, m, h) "
-                "or a number of seconds"
-            )
-        parts = _PART.findall(text)
-        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else int(text)
-    if seconds < MIN_CHECK_SECONDS:
-        raise ValueError(f"{_short(value)} is shorter than the minimum of 1 second")
-    if seconds > MAX_CHECK_SECONDS:
-        raise ValueError(f"{_short(value)} is longer than the maximum of 24 hours")
-    return seconds
+    return duration_seconds(
+        value,
+        _DURATION,
+        examples="'10m', '90s', '1h30m' (units s, m, h)",
+        bounds=(MIN_CHECK_SECONDS, MAX_CHECK_SECONDS),
+        bound_words=("1 second", "24 hours"),
+    )
 
 
 def _check_timeout(value: Any) -> Any:

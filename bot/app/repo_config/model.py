@@ -16,6 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validat
 
 from bot.app.permissions import Permission
 from bot.app.repo_config.checks import DEFAULT_CHECKS_TIMEOUT, Checks, ChecksTimeout, Command, check_seconds
+from bot.app.repo_config.durations import duration_pattern, duration_seconds
+from bot.app.repo_config.durations import short as _short
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
 
@@ -29,9 +31,7 @@ SKILLS: tuple[Skill, ...] = get_args(Skill)
 
 MIN_EXPIRY = timedelta(minutes=10)
 MAX_EXPIRY = timedelta(days=90)
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-_EXPIRY_TEXT = re.compile(r"^(?:[0-9]{1,10}|(?:[0-9]{1,10}[smhdw])+)$")
-_EXPIRY_PART = re.compile(r"([0-9]+)([smhdw])")
+_EXPIRY_TEXT = duration_pattern("smhdw", 10)
 
 _EXPIRY_SCHEMA: dict[str, Any] = {
     "anyOf": [
@@ -51,24 +51,13 @@ _EXPIRY_SCHEMA: dict[str, Any] = {
 
 def expiry_seconds(value: str | int) -> int:
     """Seconds in an expiry setting; raises ValueError with a message fit for the config's author."""
-    if isinstance(value, bool) or not isinstance(value, str | int):
-        raise ValueError("expected a duration such as '7d', '12h', '30m' or a number of seconds")
-    if isinstance(value, int):
-        seconds = value
-    else:
-        text = value.strip()
-        if not _EXPIRY_TEXT.fullmatch(text):
-            raise ValueError(
-                f"{_short(value)} is not a duration; write e.g. '7d', '12h', '30m', '1d12h' "
-                "(units s, m, h, d, w) or a number of seconds"
-            )
-        parts = _EXPIRY_PART.findall(text)
-        seconds = sum(int(n) * _UNIT_SECONDS[u] for n, u in parts) if parts else int(text)
-    if seconds < MIN_EXPIRY.total_seconds():
-        raise ValueError(f"{_short(value)} is shorter than the minimum of 10 minutes")
-    if seconds > MAX_EXPIRY.total_seconds():
-        raise ValueError(f"{_short(value)} is longer than the maximum of 90 days")
-    return seconds
+    return duration_seconds(
+        value,
+        _EXPIRY_TEXT,
+        examples="'7d', '12h', '30m', '1d12h' (units s, m, h, d, w)",
+        bounds=(int(MIN_EXPIRY.total_seconds()), int(MAX_EXPIRY.total_seconds())),
+        bound_words=("10 minutes", "90 days"),
+    )
 
 
 @functools.lru_cache(maxsize=256)
@@ -238,17 +227,3 @@ def matches_any(patterns: list[str], path: str) -> bool:
     """Whether a repository path matches one of the globs (the rules of `blocked_paths`)."""
     clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
     return any(_glob_regex(pattern).fullmatch(clean) for pattern in patterns)
-
-
-def _short(value: Any) -> str:
-    # Never repr a container: a YAML alias bomb would make that enormous.
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."

@@ -19,13 +19,13 @@ from pydantic import BaseModel, ValidationError
 
 from bot.app.permissions import PERMISSIONS
 from bot.app.repo_config.checks import MAX_CHECKS, CheckEntry
+from bot.app.repo_config.durations import short as _short
 from bot.app.repo_config.model import (
     CONFIG_PATH,
     MAX_CONFIG_BYTES,
     MAX_CONFIG_NODES,
     SKILLS,
     RepoConfig,
-    _short,
 )
 from bot.app.repo_config.review_rules import SEVERITIES, Tone
 from bot.app.repo_config.yaml_lines import StrictLoader, key_lines, line_of
