@@ -355,6 +355,6 @@ async def test_the_claim_index_nothing_reads_is_dropped_from_older_databases(db_
             queue = JobQueue(s)
             await queue.enqueue("w", f"after-v{old_version}")
             job = await queue.claim("test", LEASE)
-        assert version == SCHEMA_VERSION == 6
+        assert version == SCHEMA_VERSION >= 6  # v7 and later keep what v6 dropped dropped
         assert "jobs_state_id" not in indexes and "jobs_installation_state" in indexes
         assert job is not None and job.key == f"after-v{old_version}"

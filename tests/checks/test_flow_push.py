@@ -85,7 +85,7 @@ async def test_the_check_run_is_completed_once_on_the_pushed_sha(
     fake: FakeGitHub, gh: InstallationClient, store: Store
 ) -> None:
     held = push(CheckReport(SHA, (PASSED,)))
-    url = await publish_check_run(GitHubEffects(gh, Journal(store)), held)
+    url = await publish_check_run(GitHubEffects(gh, Journal(store), in_flight=0), held)
     [run] = fake.check_runs.values()
     assert url and run.id and url.endswith(f"/runs/{run.id}")
     assert (run.name, run.head_sha, run.status, run.conclusion) == (
@@ -96,7 +96,7 @@ async def test_the_check_run_is_completed_once_on_the_pushed_sha(
     )
     assert run.history == ["queued", "completed"]
     assert run.output is not None and "approved by @boss" in run.output["summary"]
-    assert await publish_check_run(GitHubEffects(gh, Journal(store)), held) == url  # a retry: nothing new
+    assert await publish_check_run(GitHubEffects(gh, Journal(store), in_flight=0), held) == url  # a retry: nothing new
     assert len(fake.calls_to("checks/create")) == 1 and len(fake.calls_to("checks/update")) == 1
 
 
@@ -105,15 +105,15 @@ async def test_a_completion_that_landed_before_the_crash_is_found(
 ) -> None:
     held = push(CheckReport(SHA, (FAILED,)), "feed0002")
     with pytest.raises(Crashed):
-        await publish_check_run(GitHubEffects(gh, CrashOnCompletion(store)), held)
-    await publish_check_run(GitHubEffects(gh, Journal(store)), held)
+        await publish_check_run(GitHubEffects(gh, CrashOnCompletion(store), in_flight=0), held)
+    await publish_check_run(GitHubEffects(gh, Journal(store), in_flight=0), held)
     [run] = fake.check_runs.values()
     assert run.conclusion == "failure" and run.history == ["queued", "completed"]
     assert len(fake.calls_to("checks/update")) == 1  # not completed twice (GitHub would refuse)
 
 
 async def test_no_checks_no_check_run(fake: FakeGitHub, gh: InstallationClient, store: Store) -> None:
-    assert await publish_check_run(GitHubEffects(gh, Journal(store)), push(None)) is None
+    assert await publish_check_run(GitHubEffects(gh, Journal(store), in_flight=0), push(None)) is None
     assert not fake.check_runs
 
 
@@ -126,6 +126,6 @@ async def test_a_refused_approval_is_said_once(
     assert blocking_report(push(CheckReport(SHA, (FAILED,)))) is None  # not required: offered
     assert blocking_report(push(CheckReport(SHA, (PASSED,), required=True))) is None
     for _ in range(3):  # every poll that sees the 👍
-        await refuse_approval(GitHubEffects(gh, Journal(store)), held, "boss", report)
+        await refuse_approval(GitHubEffects(gh, Journal(store), in_flight=0), held, "boss", report)
     said = [c for c in fake.comments_on(REPO, 3) if "cannot be approved" in c.body]
     assert len(said) == 1 and said[0].body.startswith("@boss, held push `feed0003` cannot be approved")

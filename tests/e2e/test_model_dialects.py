@@ -211,8 +211,9 @@ def test_a_context_overflow_is_retried_once_with_half_the_diff(bot: BotProcess) 
     bot.llm.enqueue(chat_response(text_message("A plain review of the big change.")))
     final = run_review(bot, 8)
     first, retry = bot.llm.requests[sent:]
-    assert "(patch cut here)" not in user_prompt(first)
-    assert "(patch cut here)" in user_prompt(retry)
+    # Half the token budget per call: the big file no longer fits, and the prompt says so.
+    assert "src/big.py (over the token budget)" not in user_prompt(first)
+    assert "src/big.py (over the token budget)" in user_prompt(retry)
     assert len(user_prompt(retry)) < len(user_prompt(first)) * 0.6
     assert "Posted a review" in final and "src/big.py" in final  # and the note says what was not read
 
