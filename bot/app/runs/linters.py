@@ -104,8 +104,8 @@ async def _run(argv: Sequence[str], cwd: Path, stdin: bytes | None = None) -> by
     finally:
         if process.returncode is None:
             process.kill()
-            with anyio.CancelScope(shield=True):
-                await process.wait()
+        with anyio.CancelScope(shield=True):
+            await process.aclose()  # waits, and closes the pipes (left open, they warn at collection)
     return b"".join(chunks)
 
 
