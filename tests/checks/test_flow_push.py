@@ -96,7 +96,8 @@ async def test_the_check_run_is_completed_once_on_the_pushed_sha(
     )
     assert run.history == ["queued", "completed"]
     assert run.output is not None and "approved by @boss" in run.output["summary"]
-    assert await publish_check_run(GitHubEffects(gh, Journal(store), in_flight=0), held) == url  # a retry: nothing new
+    # A retry: nothing new.
+    assert await publish_check_run(GitHubEffects(gh, Journal(store), in_flight=0), held) == url
     assert len(fake.calls_to("checks/create")) == 1 and len(fake.calls_to("checks/update")) == 1
 
 
