@@ -1,7 +1,7 @@
 """Cuts rest-subset.json out of GitHub's full REST description; kept so the subset can be remade.
 
 Run by hand, never by the tests:
-    python tests/data/github/cut_rest_subset.py /work/shared/data/github/full/rest-api.github.com.json
+    python tests/data/github/cut_rest_subset.py ../shared/data/github/full/rest-api.github.com.json
 
 It keeps only the operations the bot calls, every component they `$ref` (followed transitively),
 removes Octokit's `x-octokit` markers and restores GitHub's own `info` block (SOURCES.md says why).
