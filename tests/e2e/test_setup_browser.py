@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from bot.app.web.setup import DEFAULT_MANIFEST
 from tests.support.bot_process import free_port, wait_for
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.fake_github_web import FakeGitHubWeb, serve_fake_github_web
@@ -164,7 +165,8 @@ def test_token_gate_and_the_localhost_explanation(page: Any, tmp_path: Path, fak
         assert "BEAM_PUBLIC_URL=https://<that address> beam-bot serve" in body
         assert page.locator("#register").count() == 0
         assert page.locator("#permissions tr").count() == 6  # header + 5 permissions
-        assert page.locator("#events li").count() == 3
+        # One line per event the manifest subscribes to, each with why the bot needs it.
+        assert page.locator("#events li").count() == len(DEFAULT_MANIFEST["default_events"])
     assert web.created == []
 
 
