@@ -1,5 +1,5 @@
-"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`, `prune`, `usage`; each builds what it
-needs, then runs.
+"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`, `prune`, `usage`, `secret-key`; each
+builds what it needs, then runs.
 
 A wrong setting, database or port is one line on stderr and exit code 2, before anything runs.
 """
@@ -25,7 +25,7 @@ DESCRIPTION = (
     "beam-bot brings the Riverbeam agent framework to GitHub pull requests. `serve` runs the GitHub "
     "App (webhooks and workers) and `worker` runs more workers beside it; `run` tries a skill on a "
     "local git checkout, without GitHub; `pending` lists held pushes, `prune` removes old records and "
-    "`usage` reports runs, tokens and cost."
+    "`usage` reports runs, tokens and cost; `secret-key` prints a new key for BEAM_SECRET_KEY."
 )
 EPILOG = "A wrong setting, database or port is one line on stderr and exit code 2, before anything runs."
 
@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     usage = sub.add_parser("usage", help="runs, tokens and estimated cost per repository and user")
     usage.add_argument("--since", default="7d", help="how far back: 7d, 12h, 30m, 2w (default 7d)")
     usage.add_argument("--repo", help="only this repository (owner/name)")
+
+    sub.add_parser("secret-key", help="print a new random key for BEAM_SECRET_KEY")
     return parser
 
 
@@ -108,6 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         code: int = anyio.run(run_local, options)
         return code
+    if args.command == "secret-key":
+        from bot.app.secret_key import generate_key
+
+        # Only the key on stdout, so that `BEAM_SECRET_KEY=$(beam-bot secret-key)` works.
+        print(generate_key())
+        return 0
     from bot.app.settings import SettingsError, load_settings
 
     try:

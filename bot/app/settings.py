@@ -6,8 +6,9 @@ Nothing is read at import; `Settings()` reads the environment when it is built, 
 from keyword arguments (`Settings(_env_file=None, app_id=...)`).
 
 Credentials come from the environment (`BEAM_APP_ID` + key + secret) or, when the environment has
-none, from `<work_dir>/app-credentials.json`, the file setup mode writes (mode 0600). The environment
-wins so that an operator can always override what setup mode stored.
+none, from the database (sealed with BEAM_SECRET_KEY, `stored_credentials.py`), else from
+`<work_dir>/app-credentials.json`, the file setup mode writes without a key (mode 0600). The
+environment wins so that an operator can always override what setup mode stored.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import SettingsConfigDict
 
 from bot.app.check_settings import CheckSettings
+from bot.app.credential_settings import CredentialSettings
 from bot.app.limit_settings import LimitSettings
 
 CREDENTIALS_FILE = "app-credentials.json"
@@ -49,12 +51,12 @@ def _http_url(value: str, name: str) -> str:
     return value.rstrip("/")
 
 
-class Settings(CheckSettings, LimitSettings):
+class Settings(CheckSettings, LimitSettings, CredentialSettings):
     """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
 
     - APP_ID, PRIVATE_KEY (PEM text; one line with literal \\n accepted) or PRIVATE_KEY_PATH,
       WEBHOOK_SECRET: the App's credentials, all or none. None: setup mode, unless setup mode already
-      stored credentials in `<work_dir>/app-credentials.json`.
+      stored them, in the database (SECRET_KEY set: `CredentialSettings`) or the work directory.
     - DATABASE_URL: postgresql://... for several processes; unset or empty: `<work_dir>/beam.db`.
     - WORK_DIR (default ./.beam, made absolute at start; /data in the container): database, stored
       credentials, mirrors. RUNS_DIR: where run trees go (a tmpfs makes big checkouts much faster).

@@ -163,6 +163,12 @@ _ENTRIES = [
     # beam-bot: the repository's checks (docs/checks.md).
     _e(360, 429, "This run has used all its check runs."),
     _e(361, 403, "A held push whose required checks did not pass cannot be approved."),
+    # beam-bot: the App's credentials kept in the database, sealed with BEAM_SECRET_KEY (issue 23).
+    _e(375, 500, "The stored App credentials cannot be opened with BEAM_SECRET_KEY (wrong key, or altered)."),
+    _e(376, 503, "The database holds the App's sealed credentials, and BEAM_SECRET_KEY is not set."),
+    _e(377, 500, "BEAM_SECRET_KEY is not a comma-separated list of Fernet keys."),
+    _e(378, 503, "Setup mode cannot keep the App's credentials: PostgreSQL needs BEAM_SECRET_KEY."),
+    _e(379, 409, "Another beam-bot process registered the App first."),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

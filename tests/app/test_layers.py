@@ -38,6 +38,9 @@ RANK = {
     "limit_settings": 0,  # the costs and limits, a base of `settings.Settings`
     "logs": 0,
     "fence": 0,  # the write fence: set by the worker pool, checked by the GitHub client
+    "stored_credentials": 1.25,  # issue 23: where a process finds the App's credentials, over jobs
+    "credential_settings": 0,  # BEAM_SECRET_KEY, a base of `settings.Settings`
+    "secret_key": 0,  # the keyring BEAM_SECRET_KEY names
 }
 SIDEWAYS = {
     ("repo_config", "permissions"),
@@ -45,6 +48,8 @@ SIDEWAYS = {
     ("limits", "jobs"),
     ("settings", "check_settings"),
     ("settings", "limit_settings"),
+    ("settings", "credential_settings"),
+    ("credential_settings", "secret_key"),
 }
 
 

@@ -15,6 +15,7 @@ from sqlalchemy import Connection, insert, inspect, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from bot.app.jobs.schema import (
+    app_credentials,
     auto_reviews,
     effects,
     installation_turns,
@@ -27,7 +28,7 @@ from bot.app.jobs.schema import (
     usage_counters,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 9
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -104,6 +105,14 @@ def _drop_claim_index(conn: Connection) -> None:
 
 MIGRATIONS[6] = _drop_claim_index
 MIGRATIONS[7] = lambda conn: review_findings.create(conn, checkfirst=True)  # v7: the findings ledger
+
+
+def _placeholder_v8(conn: Connection) -> None:
+    """Nothing: version 8 belongs to another branch."""
+
+
+MIGRATIONS[8] = _placeholder_v8  # placeholder for w-held's migration; replaced at merge
+MIGRATIONS[9] = lambda conn: app_credentials.create(conn, checkfirst=True)  # v9: sealed App credentials
 
 
 class SchemaError(RuntimeError):

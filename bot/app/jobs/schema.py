@@ -79,6 +79,18 @@ schema_version = Table(
     Column("updated_at", Double, nullable=False),
 )
 
+# Issue 23: the App's credentials from the setup page, sealed with BEAM_SECRET_KEY
+# (bot/app/stored_credentials.py), so that every process on every host reads them. One row.
+app_credentials = Table(
+    "app_credentials",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("app_id", BigInteger, nullable=False),  # sealed too; in clear for messages and people
+    Column("sealed", Text, nullable=False),  # a Fernet token of the credentials as JSON
+    Column("created_at", Double, nullable=False),
+    Column("updated_at", Double, nullable=False),
+)
+
 deliveries = Table(
     "deliveries",
     metadata,

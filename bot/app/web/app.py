@@ -38,7 +38,8 @@ from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
 from bot.app.preflight import browse_url
 from bot.app.reviews.review import KIND as AUTO_REVIEW
-from bot.app.settings import AppCredentials, Settings, ensure_work_dir, load_credentials
+from bot.app.settings import AppCredentials, Settings, SettingsError, ensure_work_dir
+from bot.app.stored_credentials import load_app_credentials
 from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
@@ -68,7 +69,10 @@ class AppRuntime:
         handler_factory: HandlerFactory | None = None,
         github_transport: httpx.AsyncBaseTransport | None = None,
         metrics: Metrics | None = None,
+        require_credentials: bool = False,
     ) -> None:
+        """`require_credentials`: refuse to start without them (`beam-bot worker`: registering is
+        the web server's job), instead of starting in setup mode."""
         if handler is not None and handler_factory is not None:
             raise ValueError("pass handler or handler_factory, not both")
         self.settings = settings
@@ -89,6 +93,7 @@ class AppRuntime:
         self._handler = handler
         self._handler_factory = handler_factory
         self._github_transport = github_transport
+        self._require_credentials = require_credentials
         self._task_group: anyio.abc.TaskGroup | None = None
         self.credentials_check: CredentialsCheck | None = None
         self.store_probe = StoreProbe()
@@ -105,9 +110,16 @@ class AppRuntime:
         """Opens every resource, yields, and closes them in reverse order (workers first)."""
         settings = self.settings
         await anyio.to_thread.run_sync(_prepare_work_dir, settings)
-        credentials = await anyio.to_thread.run_sync(load_credentials, settings)
         self.store = await Store.open(build_url(_secret(settings.database_url), settings.work_dir))
         try:
+            # Issue 23: environment, then the database every host shares, then this host's file.
+            credentials = await load_app_credentials(settings, self.store)
+            if credentials is None and self._require_credentials:
+                raise SettingsError(
+                    "the worker has no GitHub App credentials: set BEAM_APP_ID, BEAM_PRIVATE_KEY and "
+                    "BEAM_WEBHOOK_SECRET, or register the App with `beam-bot serve` first (with "
+                    "BEAM_SECRET_KEY set, so that every host finds them in the database)"
+                )
             transport = MetricsTransport(self._github_transport or httpx.AsyncHTTPTransport(), self.metrics)
             async with (
                 httpx.AsyncClient(
@@ -121,6 +133,7 @@ class AppRuntime:
             ):
                 self.github = github
                 self.setup.client = github
+                self.setup.store = self.store
                 self._task_group = tg
                 self.intake.store = self.store
                 tg.start_soon(

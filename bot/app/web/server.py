@@ -13,11 +13,11 @@ import logging
 import signal
 
 import anyio
-import anyio.to_thread
 import httpx
 import uvicorn
 
 from bot import package_version
+from bot.app.jobs.store import Store, build_url
 from bot.app.logs import configure_logging
 from bot.app.preflight import (
     bind_socket,
@@ -27,7 +27,8 @@ from bot.app.preflight import (
     preflight,
     safe_database_url,
 )
-from bot.app.settings import Settings, SettingsError, load_credentials
+from bot.app.settings import Settings
+from bot.app.stored_credentials import load_app_credentials
 from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
 from bot.app.web.limits import header_timeout_protocol
 
@@ -40,8 +41,18 @@ def _start(settings: Settings) -> None:
     """Logging as configured, then every check that can fail before the app runs (SettingsError)."""
     configure_logging(settings.log_level, settings.log_format)
     check_work_dir(settings)
-    load_credentials(settings)  # damaged stored credentials: a clear SettingsError before any port opens
     preflight(settings)
+    # Stored credentials that are damaged or sealed with another key: a clear error before any port opens.
+    anyio.run(_check_credentials, settings)
+
+
+async def _check_credentials(settings: Settings) -> None:
+    secret = settings.database_url.get_secret_value() if settings.database_url else None
+    store = await Store.open(build_url(secret, settings.work_dir))
+    try:
+        await load_app_credentials(settings, store)
+    finally:
+        await store.close()
 
 
 def _describe(settings: Settings) -> None:
@@ -130,13 +141,12 @@ async def _worker_main(
     github_transport: httpx.AsyncBaseTransport | None,
 ) -> None:
     runtime = AppRuntime(
-        settings, handler=handler, handler_factory=handler_factory, github_transport=github_transport
+        settings,
+        handler=handler,
+        handler_factory=handler_factory,
+        github_transport=github_transport,
+        require_credentials=True,
     )
-    if await anyio.to_thread.run_sync(load_credentials, settings) is None:
-        raise SettingsError(
-            "the worker has no GitHub App credentials: set BEAM_APP_ID, BEAM_PRIVATE_KEY and "
-            "BEAM_WEBHOOK_SECRET, or register the App with `beam-bot serve` first"
-        )
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with runtime.running():
             log.info("worker running with concurrency %d", settings.concurrency)

@@ -4,8 +4,10 @@ On a fresh machine `beam-bot serve` has no App credentials. It starts anyway and
 that posts the App manifest (app.yml, with this server's URLs filled in) to GitHub. GitHub creates
 the App and redirects the browser to `/setup/callback?code=...&state=...`; we check `state` (kept in
 memory, short-lived), exchange the code for the App's id, private key and webhook secret
-(`POST /app-manifests/{code}/conversions`, no authentication), store them in
-`<work_dir>/app-credentials.json` (mode 0600), and switch the running app to normal mode.
+(`POST /app-manifests/{code}/conversions`, no authentication), store them, and switch the running
+app to normal mode. They are stored in the database, sealed with BEAM_SECRET_KEY, when the key is set
+(every host reads them there), else in `<work_dir>/app-credentials.json` (mode 0600) on SQLite; on
+PostgreSQL without a key the page says which key to set instead of registering (issue 23).
 See https://docs.github.com/apps/sharing-github-apps/registering-a-github-app-from-a-manifest
 
 Guards, in order: the page needs the one-time setup token the server logs at start (as Jupyter does),
@@ -34,11 +36,15 @@ import anyio.to_thread
 import httpx
 import yaml
 from pydantic import SecretStr
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
+from bot.app import stored_credentials as stored
+from bot.app.jobs.store import Store
 from bot.app.settings import AppCredentials, Settings, normalise_pem, write_credentials_file
 from bot.app.web import setup_pages as pages
+from bot.beam.errors import BeamError
 
 # The manifest shipped with beam-bot; app.yml at the project root is the same manifest with the reason
 # for each permission (a test keeps the two equal). BEAM_APP_MANIFEST points at a custom one.
@@ -158,6 +164,7 @@ class SetupFlow:
         self.manifest = manifest
         self.on_registered = on_registered
         self.client: httpx.AsyncClient | None = None
+        self.store: Store | None = None
         token = settings.setup_token
         self.token = token.get_secret_value() if token is not None else secrets.token_urlsafe(24)
         self.name_suffix = secrets.token_hex(3)
@@ -214,6 +221,8 @@ class SetupFlow:
 
     def _form(self, request: Request) -> HTMLResponse:
         public = self.public_url(request)
+        if self._storage() is None:
+            return pages.secret_key_needed(stored.missing_key_advice())
         org = request.query_params.get("org", "").strip()
         if org and not _ORG_RE.match(org):
             return pages.bad_input(
@@ -252,7 +261,7 @@ class SetupFlow:
             manifest=manifest,
             org=org,
             name=name,
-            credentials_path=str(self.settings.credentials_path),
+            stored_in=None if self._storage() == "database" else str(self.settings.credentials_path),
             webhook_url=manifest["hook_attributes"]["url"],
             via_proxy=proxy is not None,
             warning=warning,
@@ -269,6 +278,7 @@ class SetupFlow:
                     raise SetupError(400, "Unknown or expired setup state: start again from the setup page.")
                 if not _CODE_RE.match(code):
                     raise SetupError(400, "GitHub's code is missing or malformed: start again.")
+                await self._refuse_unless_storable()
                 converted = self._converted.get(code)
                 if converted is None:
                     converted = await self._convert(code)
@@ -285,16 +295,45 @@ class SetupFlow:
         install = f"{html_url}/installations/new" if html_url else None
         return pages.registered(creds.slug or str(creds.app_id), creds.app_id, install)
 
+    def _storage(self) -> stored.Storage | None:
+        return stored.storage_for(self.settings)
+
+    async def _refuse_unless_storable(self) -> None:
+        """Before a code converts: refuse when the credentials could not be kept (BEM-378), and
+        adopt those another process stored meanwhile (BEM-379)."""
+        storage = self._storage()
+        if storage is None:
+            error = BeamError("BEM-378", f"This server uses PostgreSQL: {stored.missing_key_advice()}.")
+            raise SetupError(503, str(error))
+        if storage == "database" and self.store is not None:
+            try:
+                existing = await stored.read_stored(self.store, self.settings.secret_keys)
+            except stored.CredentialsError as error:  # sealed with another key than this server's
+                raise SetupError(500, str(error)) from None
+            if existing is not None:
+                await self.on_registered(existing)
+                raise SetupError(
+                    409, str(BeamError("BEM-379", f"this server serves App {existing.app_id} now"))
+                )
+
     async def _store(self, creds: AppCredentials) -> None:
-        path = self.settings.credentials_path
+        where = "the database"
         try:
-            await anyio.to_thread.run_sync(write_credentials_file, path, creds)
-        except OSError as exc:
+            if self._storage() == "database":
+                assert self.store is not None and self.settings.secret_keys is not None
+                if not await stored.save_stored(self.store, self.settings.secret_keys, creds):
+                    # Lost a race with another process: its App is the one every host reads.
+                    raise SetupError(409, str(BeamError("BEM-379", "restart this server")), orphan_hint=True)
+            else:
+                path = self.settings.credentials_path
+                where = str(path)
+                await anyio.to_thread.run_sync(write_credentials_file, path, creds)
+        except (OSError, SQLAlchemyError) as exc:
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
             raise SetupError(
                 500,
-                f"GitHub created the App, but its credentials could not be written to {path} "
-                f"({exc.strerror or type(exc).__name__}). Fix that, then try again: this server keeps "
-                "them until it stops.",
+                f"GitHub created the App, but its credentials could not be written to {where} "
+                f"({reason}). Fix that, then try again: this server keeps them until it stops.",
                 retry=True,
             ) from None
 

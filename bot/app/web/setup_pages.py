@@ -104,7 +104,7 @@ def register(
     manifest: dict[str, Any],
     org: str,
     name: str,
-    credentials_path: str,
+    stored_in: str | None,
     webhook_url: str,
     via_proxy: bool,
     warning: str | None,
@@ -117,10 +117,16 @@ def register(
         else f"<code>{html.escape(webhook_url)}</code>"
     )
     warn = f"<p class=warn>{warning}</p>" if warning else ""
+    # `stored_in`: the credentials file; None: the database, sealed (stored_credentials.py).
+    where = (
+        "this server's database, sealed with <code>BEAM_SECRET_KEY</code>, where every process that has "
+        "the key finds them"
+        if stored_in is None
+        else f"<code>{html.escape(stored_in)}</code> (readable by this user only)"
+    )
     body = f"""
 <p>beam-bot has no GitHub App yet. Register one for {owner}: GitHub shows the App, lets you change its
-name, and sends you back here. The App's key and webhook secret are then stored in
-<code>{html.escape(credentials_path)}</code> (readable by this user only).</p>
+name, and sends you back here. The App's key and webhook secret are then stored in {where}.</p>
 <p>GitHub will send webhooks to {route}.</p>
 {warn}
 {owner_form(org, name)}
@@ -155,6 +161,22 @@ tunnel or reverse proxy in front of it), restart with
 {requested_access(manifest)}
 """
     return page("Set up beam-bot: GitHub cannot reach this address", body)
+
+
+def secret_key_needed(advice: str) -> HTMLResponse:
+    """PostgreSQL without BEAM_SECRET_KEY: nowhere to keep the credentials that every host can read."""
+    body = f"""
+<p class=warn id="secret-key-needed">This server keeps its data in PostgreSQL, so that workers on other
+hosts share it. The App's private key and webhook secret must be kept there too, sealed with a key
+that only beam-bot's processes have; a file in this server's work directory would never reach the
+other hosts. Registration is not offered until that key is set (BEM-378):</p>
+<p>{html.escape(advice)}.</p>
+<pre>beam-bot secret-key
+BEAM_SECRET_KEY=&lt;the key it printed&gt; beam-bot serve</pre>
+<p>Keep the key as you keep the database password: without it the stored credentials cannot be read,
+and with it and the database anyone can act as the App.</p>
+"""
+    return page("Set up beam-bot: BEAM_SECRET_KEY needed", body)
 
 
 def bad_input(message: str) -> HTMLResponse:
