@@ -76,7 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     usage.add_argument("--since", default="7d", help="how far back: 7d, 12h, 30m, 2w (default 7d)")
     usage.add_argument("--repo", help="only this repository (owner/name)")
 
-    sub.add_parser("secret-key", help="print a new random key for BEAM_SECRET_KEY")
+    secret_key = sub.add_parser("secret-key", help="print a new random key for BEAM_SECRET_KEY")
+    secret_key.add_argument(
+        "--reseal",
+        action="store_true",
+        help="instead, seal the stored App credentials again with the first key of BEAM_SECRET_KEY "
+        "(a key rotation's middle step)",
+    )
     return parser
 
 
@@ -110,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         code: int = anyio.run(run_local, options)
         return code
-    if args.command == "secret-key":
+    if args.command == "secret-key" and not args.reseal:
         from bot.app.secret_key import generate_key
 
         # Only the key on stdout, so that `BEAM_SECRET_KEY=$(beam-bot secret-key)` works.
@@ -134,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.command == "prune":
             return anyio.run(_prune, settings, args.days)
+        if args.command == "secret-key":
+            return anyio.run(_reseal, settings)
         if args.command == "usage":
             from bot.app.limits.report import print_usage
 
@@ -157,6 +165,32 @@ async def _pending(settings: Settings) -> int:
         print(format_rows(await list_pending(store), time.time()))
     finally:
         await store.close()
+    return 0
+
+
+async def _reseal(settings: Settings) -> int:
+    from bot.app.jobs.offline import NoDatabase, open_existing
+    from bot.app.stored_credentials import reseal_stored
+
+    keys = settings.secret_keys
+    if keys is None:
+        return _fail("BEAM_SECRET_KEY is not set: --reseal seals with its first key")
+    try:
+        store, where = await open_existing(settings)
+    except NoDatabase as nothing:
+        print(f"{nothing}: no stored credentials.")
+        return 0
+    try:
+        done = await reseal_stored(store, keys)
+    finally:
+        await store.close()
+    print(
+        {
+            "resealed": f"Sealed the App's credentials in {where} again with BEAM_SECRET_KEY's first key.",
+            "current": f"The App's credentials in {where} are sealed with the first key already.",
+            "none": f"{where} holds no App credentials.",
+        }[done]
+    )
     return 0
 
 

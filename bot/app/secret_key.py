@@ -7,8 +7,9 @@ the whole token): authenticated, so a wrong key or an altered byte is refused (B
 decrypted into garbage credentials. See https://cryptography.io/en/latest/fernet/
 
 The setting is a comma-separated list of Fernet keys. The first seals; every one opens (`MultiFernet`),
-so a key is rotated by putting a new one first, and what an older key sealed is sealed again with the
-first (`reseal`) the next time a process reads it (docs/configuration.md, "Rotating BEAM_SECRET_KEY").
+so a key is rotated by putting a new one first, then sealing again with it what an older key sealed
+(`reseal`, `beam-bot secret-key --reseal`), then dropping the old key (docs/configuration.md,
+"Rotating BEAM_SECRET_KEY").
 """
 
 from __future__ import annotations

@@ -11,8 +11,10 @@ Setup mode keeps what it registered (`storage_for`):
 - nowhere on PostgreSQL without a key: a file there would reach no other host, so the setup page says
   which key to set instead (BEM-378).
 
-A row sealed with an older key of the list is sealed again with the first when it is read
-(compare-and-set, so processes that start together do it once), which is the rotation's last step.
+`reseal_stored` (`beam-bot secret-key --reseal`) seals the row again with the first key of the list,
+the middle step of a rotation. It is a command, not something every start does: during a rolling
+restart, a process still on the old list would seal the row back with the old key, and the last step
+(the old key removed) would then lock every process out.
 """
 
 from __future__ import annotations
@@ -118,14 +120,7 @@ async def read_stored(store: Store, keys: SecretKeys | None) -> AppCredentials |
             f"the database holds App {row.app_id}'s credentials, sealed with BEAM_SECRET_KEY: "
             "set the key the other processes use",
         )
-    sealed = str(row.sealed)
-    try:
-        creds = _decode(keys.open(sealed, WHAT))
-    except BeamError as error:
-        raise CredentialsError(error.code, error.detail or error.message) from None
-    if not keys.sealed_with_first(sealed):
-        await _reseal(store, keys, sealed)
-    return creds
+    return _decode(_open(keys, str(row.sealed)))
 
 
 async def save_stored(store: Store, keys: SecretKeys, creds: AppCredentials) -> bool:
@@ -142,16 +137,34 @@ async def save_stored(store: Store, keys: SecretKeys, creds: AppCredentials) -> 
         return (await conn.execute(store.insert_ignore(app_credentials).values(row))).rowcount == 1
 
 
-async def _reseal(store: Store, keys: SecretKeys, sealed: str) -> None:
-    fresh = keys.reseal(sealed)
+async def reseal_stored(store: Store, keys: SecretKeys) -> Literal["resealed", "current", "none"]:
+    """Seal the stored credentials again with the first key: "resealed", "current" when the first key
+    sealed them already, "none" when there are none. BEM-375 (CredentialsError) when no key opens them.
+
+    Compare-and-set on the sealed text: a row changed meanwhile (another reseal) is left as it is.
+    """
+    async with store.read() as conn:
+        row = (await conn.execute(select(app_credentials).where(app_credentials.c.id == ROW_ID))).first()
+    if row is None:
+        return "none"
+    sealed = str(row.sealed)
+    _decode(_open(keys, sealed))  # only credentials this key list can read are sealed again
+    if keys.sealed_with_first(sealed):
+        return "current"
     async with store.write() as conn:
-        changed = await conn.execute(
+        await conn.execute(
             update(app_credentials)
             .where(app_credentials.c.id == ROW_ID, app_credentials.c.sealed == sealed)
-            .values(sealed=fresh, updated_at=store.clock())
+            .values(sealed=keys.reseal(sealed), updated_at=store.clock())
         )
-    if changed.rowcount == 1:
-        log.info("sealed the stored App credentials again with the first key of BEAM_SECRET_KEY")
+    return "resealed"
+
+
+def _open(keys: SecretKeys, sealed: str) -> bytes:
+    try:
+        return keys.open(sealed, WHAT)
+    except BeamError as error:
+        raise CredentialsError(error.code, error.detail or error.message) from None
 
 
 def _encode(creds: AppCredentials) -> bytes:

@@ -31,6 +31,7 @@ from bot.app.stored_credentials import (
     CredentialsError,
     load_app_credentials,
     read_stored,
+    reseal_stored,
     save_stored,
     storage_for,
 )
@@ -160,21 +161,28 @@ async def test_a_wrong_key_a_missing_key_or_an_altered_row_stop_the_load(
         await load_app_credentials(settings_for(tmp_path, secret_key=OLD), store)
 
 
-async def test_rotation_reseals_with_the_first_key_when_read(store: Store, tmp_path: Path) -> None:
+async def test_rotation_in_three_steps_never_locks_a_process_out(store: Store, tmp_path: Path) -> None:
     await save_stored(store, SecretKeys(OLD), creds())
     before = await sealed_text(store)
-    both = settings_for(tmp_path, secret_key=f"{OLD},{NEW}")  # step 1: the new key second, nothing moves
-    assert (await load_app_credentials(both, store)) is not None
+    # Step 1: the new key first everywhere; reading never reseals, so a host still on OLD alone
+    # (mid-rollout) reads the row too.
+    for value in (f"{NEW},{OLD}", OLD):
+        got = await load_app_credentials(settings_for(tmp_path, secret_key=value), store)
+        assert got is not None and got.app_id == 77
     assert await sealed_text(store) == before
-    swapped = settings_for(tmp_path, secret_key=f"{NEW},{OLD}")  # step 2: the new key first
-    got = await load_app_credentials(swapped, store)
-    assert got is not None and got.app_id == 77
+    # Step 2: `beam-bot secret-key --reseal`, once.
+    assert await reseal_stored(store, SecretKeys(f"{NEW},{OLD}")) == "resealed"
     after = await sealed_text(store)
     assert after != before and SecretKeys(NEW).sealed_with_first(after)
-    only_new = settings_for(tmp_path, secret_key=NEW)  # step 3: the old key gone
-    assert (await load_app_credentials(only_new, store)) is not None
-    with pytest.raises(CredentialsError):
+    assert await reseal_stored(store, SecretKeys(f"{NEW},{OLD}")) == "current"
+    assert await sealed_text(store) == after
+    # Step 3: the old key gone. It opens nothing now; a key list without the sealing key reseals nothing.
+    assert (await load_app_credentials(settings_for(tmp_path, secret_key=NEW), store)) is not None
+    with pytest.raises(CredentialsError, match="BEM-375"):
         await load_app_credentials(settings_for(tmp_path, secret_key=OLD), store)
+    with pytest.raises(CredentialsError, match="BEM-375"):
+        await reseal_stored(store, SecretKeys(f"{OTHER},{OLD}"))
+    assert await sealed_text(store) == after
 
 
 async def test_environment_then_database_then_file(store: Store, tmp_path: Path) -> None:
@@ -240,3 +248,24 @@ def test_serve_and_worker_stop_before_running_on_the_wrong_key(
     monkeypatch.delenv("BEAM_SECRET_KEY")
     assert main(["worker"]) == 2
     assert "(BEM-376)" in capsys.readouterr().err
+
+
+def test_the_reseal_command_and_a_worker_without_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in [n for n in os.environ if n.startswith("BEAM_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("BEAM_WORK_DIR", str(tmp_path / "work"))
+    assert main(["secret-key", "--reseal"]) == 2
+    assert "BEAM_SECRET_KEY is not set" in capsys.readouterr().err
+    monkeypatch.setenv("BEAM_SECRET_KEY", f"{NEW},{OLD}")
+    assert main(["worker"]) == 2  # an empty database: nothing registered yet
+    assert "the worker has no GitHub App credentials" in capsys.readouterr().err
+    assert main(["secret-key", "--reseal"]) == 0
+    assert "holds no App credentials" in capsys.readouterr().out
+    anyio.run(_seal_into, f"sqlite+aiosqlite:///{tmp_path / 'work' / 'beam.db'}", OLD)
+    assert main(["secret-key", "--reseal"]) == 0
+    assert "again with BEAM_SECRET_KEY's first key" in capsys.readouterr().out
+    monkeypatch.setenv("BEAM_SECRET_KEY", NEW)
+    assert main(["secret-key", "--reseal"]) == 0
+    assert "sealed with the first key already" in capsys.readouterr().out
