@@ -1,7 +1,8 @@
 """The GitHub App on top of the `bot.beam` framework; its packages are layered, top to bottom.
 
 web (HTTP) · assembly (wires the parts; cli hands it to web) · webhooks · approvals · runs ·
-effects (the journal of GitHub writes) · {github, git, jobs, limits} (adapters, the queue, what
-runs may use) · root modules usable by all: commands, repo_config, permissions, settings. An import
+effects (the journal of GitHub writes) · stored_credentials (where a process finds the App's
+credentials) · {github, git, jobs, limits} (adapters, the queue, what runs may use) · root modules
+usable by all: commands, repo_config, permissions, settings, secret_key. An import
 may only point down this list; tests/app/test_layers.py checks it.
 """

@@ -19,10 +19,10 @@ from typing import Any
 
 import anyio
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import text
 
 from bot.app.github.client import GitHubApi, GitHubApp
-from bot.app.secret_key import generate_key
 from bot.app.settings import Settings
 from bot.app.web.setup import SetupFlow
 from tests.support.fake_github import FakeGitHub, checked_fake_github
@@ -35,7 +35,7 @@ PUBLIC = "https://bot.example.org"
 TOKEN = "setup-token-for-the-tests"
 APP_ID = 1000  # the first App the fake's web pages create
 INSTALLATION = 31
-KEY = generate_key()
+KEY = Fernet.generate_key().decode()
 _COMMAND = json.loads(raw_payload("issue_comment.created.issue.json"))
 _COMMAND["comment"]["body"] = "/beam summarize"
 BODY = json.dumps(_COMMAND).encode()
@@ -81,9 +81,11 @@ async def stored_rows(db_url: str, work_dir: Path, api_url: str) -> list[dict[st
 
 
 async def wait_until(check: Any, what: str, timeout: float = 90.0) -> None:
-    with anyio.fail_after(timeout):
+    with anyio.move_on_after(timeout):
         while not check():
             await anyio.sleep(0.1)
+        return
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def start_worker(work_dir: Path, db_url: str, api_url: str, log: Path) -> subprocess.Popen[bytes]:
@@ -106,10 +108,8 @@ def start_worker(work_dir: Path, db_url: str, api_url: str, log: Path) -> subpro
         )
 
 
-@pytest.mark.anyio
-async def test_registration_is_sealed_in_the_database_and_another_host_serves_it(
-    tmp_path: Path, db_url: str, fake: FakeGitHub, web: FakeGitHubWeb, api_url: str
-) -> None:
+async def register_on_host_a(tmp_path: Path, db_url: str, api_url: str, web: FakeGitHubWeb) -> str:
+    """Host A registers the App through the setup page; returns the App's webhook secret."""
     host_a = host_settings(tmp_path / "host-a", db_url, api_url, secret_key=KEY)
     async with running_app(host_a) as (app, client):
         await client.get("/", params={"token": TOKEN})
@@ -126,12 +126,27 @@ async def test_registration_is_sealed_in_the_database_and_another_host_serves_it
             headers=delivery("issue_comment", BODY, secret, delivery_id="a-1").headers,
         )
         assert accepted.status_code == 202
-    # Nothing on host A's disk that another host would need; the row is sealed, the App id in clear.
+    # Nothing on host A's disk that another host would need.
     assert not host_a.credentials_path.exists()
+    return secret
+
+
+@pytest.mark.anyio
+async def test_the_setup_page_seals_the_registration_in_the_database(
+    tmp_path: Path, db_url: str, fake: FakeGitHub, web: FakeGitHubWeb, api_url: str
+) -> None:
+    secret = await register_on_host_a(tmp_path, db_url, api_url, web)
     [row] = await stored_rows(db_url, tmp_path / "reader", api_url)
-    assert row["app_id"] == APP_ID
+    assert row["app_id"] == APP_ID  # in clear; the rest sealed
     for secret_text in (fake.key.private_pem.splitlines()[1], secret, "BEGIN"):
         assert secret_text not in row["sealed"]
+
+
+@pytest.mark.anyio
+async def test_hosts_with_an_empty_work_dir_serve_the_app_registered_on_another(
+    tmp_path: Path, db_url: str, fake: FakeGitHub, web: FakeGitHubWeb, api_url: str
+) -> None:
+    secret = await register_on_host_a(tmp_path, db_url, api_url, web)
 
     # Host B, in process: an empty work directory, the same database and key.
     host_b = host_settings(tmp_path / "host-b", db_url, api_url, secret_key=KEY)
