@@ -15,8 +15,8 @@ import httpx
 import jwt
 import pytest
 
-from bot.app.github.auth import app_jwt
 from tests.support.fake_github import FakeGitHub, generate_app_key, serve_fake_github
+from tests.support.fake_github_auth import app_jwt_at
 from tests.support.fake_github_handlers import diff_lines
 from tests.support.fake_github_spec import RestSpec
 from tests.support.fake_github_state import PullFile
@@ -49,7 +49,7 @@ def seeded() -> FakeGitHub:
 async def gh() -> AsyncIterator[tuple[FakeGitHub, httpx.AsyncClient, dict[str, str]]]:
     fake = seeded()
     async with httpx.AsyncClient(transport=fake.transport(), base_url="http://gh.test") as client:
-        jwt_auth = {"Authorization": f"Bearer {app_jwt(fake.app_id, fake.key.private_pem, time.time())}"}
+        jwt_auth = {"Authorization": f"Bearer {app_jwt_at(fake.app_id, fake.key.private_pem, time.time())}"}
         token = (await client.post("/app/installations/11/access_tokens", headers=jwt_auth)).json()["token"]
         yield fake, client, {"Authorization": f"token {token}"}
 
@@ -173,7 +173,7 @@ async def test_every_answer_validates_against_githubs_response_schemas(
     spec = RestSpec.load()
     fake.register_manifest_code("abc", app_id=9, slug="beam-new", pem=generate_app_key().private_pem)
     review_comment = fake.add_review_comment(REPO, 7, "why?", path="docs/a.md", line=2)
-    jwt_auth = {"Authorization": f"Bearer {app_jwt(fake.app_id, fake.key.private_pem, time.time())}"}
+    jwt_auth = {"Authorization": f"Bearer {app_jwt_at(fake.app_id, fake.key.private_pem, time.time())}"}
     comment = (
         await client.post(f"/repos/{REPO}/issues/7/comments", json={"body": "hi"}, headers=auth)
     ).json()
@@ -306,17 +306,17 @@ async def test_credentials_are_checked(gh: tuple[FakeGitHub, httpx.AsyncClient, 
     bearer = {"Authorization": auth["Authorization"].replace("token ", "Bearer ")}
     assert (await client.get(f"/repos/{REPO}", headers=bearer)).status_code == 200
     assert (await client.get("/app", headers=auth)).status_code == 401  # a token is not a JWT
-    other_key = app_jwt(fake.app_id, generate_app_key().private_pem, now)
+    other_key = app_jwt_at(fake.app_id, generate_app_key().private_pem, now)
     assert (await client.get("/app", headers={"Authorization": f"Bearer {other_key}"})).status_code == 401
-    wrong_app = app_jwt(999, fake.key.private_pem, now)
+    wrong_app = app_jwt_at(999, fake.key.private_pem, now)
     assert (await client.get("/app", headers={"Authorization": f"Bearer {wrong_app}"})).status_code == 401
     claims = {"iat": int(now), "exp": int(now) + 3600, "iss": str(fake.app_id)}
     too_long = jwt.encode(claims, fake.key.private_pem, algorithm="RS256")
     answer = await client.get("/app", headers={"Authorization": f"Bearer {too_long}"})
     assert answer.status_code == 401 and "too far in the future" in answer.json()["message"]
-    expired = app_jwt(fake.app_id, fake.key.private_pem, now - 700)
+    expired = app_jwt_at(fake.app_id, fake.key.private_pem, now - 700)
     assert (await client.get("/app", headers={"Authorization": f"Bearer {expired}"})).status_code == 401
-    good = {"Authorization": f"Bearer {app_jwt(fake.app_id, fake.key.private_pem, now)}"}
+    good = {"Authorization": f"Bearer {app_jwt_at(fake.app_id, fake.key.private_pem, now)}"}
     assert (await client.post("/app/installations/404/access_tokens", headers=good)).status_code == 404
     fake.add_repo("elsewhere/repo", installation_id=12)
     assert (await client.get("/repos/elsewhere/repo", headers=auth)).status_code == 404
@@ -397,7 +397,7 @@ def test_served_on_loopback_under_an_enterprise_prefix() -> None:
     with serve_fake_github(fake) as url:
         assert url.startswith("http://127.0.0.1:") and url.endswith("/api/v3")
         now = time.time()
-        headers = {"Authorization": f"Bearer {app_jwt(fake.app_id, fake.key.private_pem, now)}"}
+        headers = {"Authorization": f"Bearer {app_jwt_at(fake.app_id, fake.key.private_pem, now)}"}
         token = httpx.post(f"{url}/app/installations/1/access_tokens", headers=headers).json()["token"]
         repo = httpx.get(f"{url}/repos/{REPO}", headers={"Authorization": f"token {token}"}).json()
         outside = httpx.get(url.removesuffix("/api/v3") + f"/repos/{REPO}")

@@ -4,7 +4,7 @@ own message kept on a 422 whatever gidgethub makes of it."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 
 import httpx
 import pytest
@@ -12,6 +12,7 @@ import pytest
 from bot.app.github.client import GitHubError
 from tests.app.test_github_client import INSTALLATION, NAME, OWNER, REPO, FakeClock, Rig, make_rig, seed
 from tests.support.fake_github import FakeGitHub, checked_fake_github
+from tests.support.fake_github_auth import gidgethub_clock
 from tests.support.fake_github_state import PullFile
 
 
@@ -30,8 +31,10 @@ class FlakyPageTwo(httpx.AsyncBaseTransport):
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> Iterator[FakeClock]:
+    clock = FakeClock()
+    with gidgethub_clock(clock):  # gidgethub makes App JWTs at the test's clock
+        yield clock
 
 
 @pytest.fixture

@@ -24,10 +24,10 @@ from bot.app.github.client import (
     InlineComment,
     InstallationClient,
     RetryPolicy,
-    app_jwt,
     convert_manifest,
 )
 from tests.support.fake_github import FakeGitHub, checked_fake_github, generate_app_key, serve_fake_github
+from tests.support.fake_github_auth import gidgethub_clock
 from tests.support.fake_github_state import PullFile
 
 REPO = "octo-org/hello-world"
@@ -79,8 +79,11 @@ def seed(fake: FakeGitHub) -> None:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> Iterator[FakeClock]:
+    """The test's clock, also the one gidgethub makes App JWTs at."""
+    clock = FakeClock()
+    with gidgethub_clock(clock):
+        yield clock
 
 
 @pytest.fixture
@@ -198,9 +201,11 @@ async def test_manifest_conversion_needs_no_credentials(local: Rig) -> None:
 # --- the App JWT and installation tokens --------------------------------------------------------
 
 
-def test_app_jwt_claims() -> None:
+@pytest.mark.anyio
+async def test_app_jwt_claims(local: Rig) -> None:
     key = generate_app_key()
-    token = app_jwt(4242, key.private_pem, 1_800_000_000.7)
+    local.clock.now = 1_800_000_000.7
+    token = GitHubApp(local.api, 4242, key.private_pem).jwt()
     claims = jwt.decode(
         token, key.public_pem, algorithms=["RS256"], options={"verify_exp": False, "verify_iat": False}
     )

@@ -7,8 +7,13 @@ test session because generating an RSA key costs tens of milliseconds.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from types import SimpleNamespace
+from unittest import mock
 
+import gidgethub.apps
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
@@ -39,6 +44,20 @@ def generate_app_key() -> AppKey:
 def shared_app_key() -> AppKey:
     """One key per test session: generating RSA keys costs tens of milliseconds each."""
     return generate_app_key()
+
+
+@contextmanager
+def gidgethub_clock(clock: Callable[[], float]) -> Iterator[None]:
+    """gidgethub makes App JWTs at `time.time()` as `gidgethub.apps` reads it; within this, at `clock()`,
+    so the JWT follows a test's injected clock like every other time the fake checks."""
+    with mock.patch.object(gidgethub.apps, "time", SimpleNamespace(time=clock)):
+        yield
+
+
+def app_jwt_at(app_id: int | str, private_pem: str, now: float) -> str:
+    """The App JWT gidgethub makes, as it makes it at `now`."""
+    with gidgethub_clock(lambda: now):
+        return gidgethub.apps.get_jwt(app_id=str(app_id), private_key=private_pem)
 
 
 def check_app_jwt(token: str, public_pem: str, app_id: int, now: float) -> None:

@@ -19,15 +19,15 @@ from __future__ import annotations
 import http
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from contextlib import aclosing
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import aclosing, contextmanager
 from dataclasses import KW_ONLY, dataclass, field
 from itertools import count
 from typing import Any
 
 import anyio
 import httpx
-from gidgethub import GitHubBroken, HTTPException, RateLimitExceeded, RedirectionException, sansio
+from gidgethub import GitHubBroken, HTTPException, RedirectionException, sansio
 from gidgethub.abc import GitHubAPI as GidgetHubAPI
 from uritemplate.variable import VariableValue
 
@@ -35,7 +35,6 @@ log = logging.getLogger("beam.github")
 
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"
-DEFAULT_API_URL = sansio.DOMAIN
 IDEMPOTENT = frozenset({"GET", "HEAD", "PUT", "DELETE", "PATCH"})
 UNSENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
@@ -44,26 +43,20 @@ Clock = Callable[[], float]
 UrlVars = Mapping[str, VariableValue]
 
 
+@dataclass(eq=False, repr=False)  # an exception: compared by identity, shown as (status, message)
 class GitHubError(Exception):
     """A GitHub call that failed for good; says what was asked and what GitHub answered, no secrets."""
 
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        method: str,
-        path: str,
-        errors: list[Any] | None = None,
-        retry_at: float | None = None,
-    ) -> None:
-        super().__init__(status, message)
-        self.status = status
-        self.message = message
-        self.method = method
-        self.path = path
-        self.errors = errors or []
-        self.retry_at = retry_at
+    status: int
+    message: str
+    _: KW_ONLY
+    method: str
+    path: str
+    errors: list[Any] = field(default_factory=list)
+    retry_at: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.status, self.message)
 
     @property
     def rate_limited(self) -> bool:
@@ -137,7 +130,7 @@ class GitHubApi:
 
     http: httpx.AsyncClient
     _: KW_ONLY
-    base_url: str = DEFAULT_API_URL
+    base_url: str = sansio.DOMAIN
     user_agent: str = "beam-bot"
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Sleep = anyio.sleep
@@ -146,6 +139,15 @@ class GitHubApi:
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
+
+    @contextmanager
+    def call(self, method: str, url: str, url_vars: UrlVars | None = None) -> Iterator[_Call]:
+        """A gidgethub API for one logical call, whose HTTPExceptions come out as GitHubError."""
+        call = _Call(self, method, url, url_vars)
+        try:
+            yield call
+        except HTTPException as exc:
+            raise call.error(exc) from None
 
     async def request(
         self,
@@ -156,29 +158,23 @@ class GitHubApi:
         jwt: str | None = None,
         oauth_token: str | None = None,
         data: Any = b"",
-        headers: Mapping[str, str] | None = None,
+        etag: str = "",
     ) -> Answer:
-        """Sends one call with retries; returns 2xx and 304 answers, raises GitHubError otherwise."""
-        call = _Call(self, method, url, url_vars)
-        extra = {"x-github-api-version": API_VERSION, **(headers or {})}
-        send: dict[str, Any] = {
-            "accept": ACCEPT,
-            "jwt": jwt,
-            "oauth_token": oauth_token,
-            "extra_headers": extra,
-        }
-        try:
-            if method == "GET":
-                body = await call.getitem(url, url_vars, **send)
-            else:
-                body = await getattr(call, method.lower())(url, url_vars, data=data, **send)
-        except RedirectionException as exc:
-            if exc.status_code != http.HTTPStatus.NOT_MODIFIED:
-                raise call.error(exc) from None
-            return Answer(304, None, exc.headers)
-        except HTTPException as exc:
-            raise call.error(exc) from None
-        last = call.last
+        """Sends one call with retries; returns 2xx and 304 answers (`etag` makes a GET conditional),
+        raises GitHubError otherwise."""
+        conditional = {"if-none-match": etag} if etag else None
+        auth: dict[str, Any] = {"jwt": jwt, "oauth_token": oauth_token, "extra_headers": conditional}
+        with self.call(method, url, url_vars) as gh:
+            try:
+                if method == "GET":
+                    body = await gh.getitem(url, url_vars, **auth)
+                else:
+                    body = await getattr(gh, method.lower())(url, url_vars, data=data, **auth)
+            except RedirectionException as exc:
+                if exc.status_code != http.HTTPStatus.NOT_MODIFIED:
+                    raise
+                return Answer(304, None, exc.headers)
+        last = gh.last
         assert last is not None  # gidgethub answered, so a response came
         return Answer(last.status_code, body, last.headers, last.links.get("next", {}).get("url"))
 
@@ -187,18 +183,14 @@ class GitHubApi:
     ) -> list[Any]:
         """Up to `limit` items of a listing, page after page by its `Link` header (gidgethub's getiter);
         a page is asked for only while more items are wanted."""
-        call, items = _Call(self, "GET", url, url_vars), []
-        extra = {"x-github-api-version": API_VERSION}
-        pages = call.getiter(url, url_vars, accept=ACCEPT, oauth_token=oauth_token, extra_headers=extra)
-        try:
-            async with aclosing(pages):
+        items: list[Any] = []
+        with self.call("GET", url, url_vars) as gh:
+            async with aclosing(gh.getiter(url, url_vars, oauth_token=oauth_token)) as pages:
                 async for item in pages:
                     items.append(item)
                     if len(items) >= limit:
                         break
-        except HTTPException as exc:
-            raise call.error(exc) from None
-        return items[:limit]
+        return items
 
     @property
     def graphql_url(self) -> str:
@@ -213,13 +205,14 @@ class GitHubApi:
     def retry_wait(self, method: str, exc: HTTPException, message: str, attempt: int) -> float | None:
         """Seconds to wait before asking again, or None when asking again would not help."""
         status, headers = int(exc.status_code), exc.headers
-        retry_after = _seconds(headers.get("retry-after"))
+        try:
+            retry_after: float | None = float(headers["retry-after"])
+        except (KeyError, ValueError):
+            retry_after = None
         if status in (403, 429):
             if retry_after is not None:
                 return retry_after
-            limit = (
-                exc.rate_limit if isinstance(exc, RateLimitExceeded) else sansio.RateLimit.from_http(headers)
-            )
+            limit = sansio.RateLimit.from_http(headers)
             if limit is not None and limit.remaining == 0:
                 return max(limit.reset_datetime.timestamp() - self.clock(), 0.0) + 1.0
             if status == 429 or "secondary rate limit" in message.lower():
@@ -254,9 +247,12 @@ class _Call(GidgetHubAPI):
         self, method: str, url: str, headers: Mapping[str, str], body: bytes = b""
     ) -> tuple[int, Mapping[str, str], bytes]:
         api, stats = self.api, self.api.stats
+        # gidgethub's default Accept is the old v3 media type; GitHub documents its current one.
+        accept = ACCEPT if headers["accept"] == sansio.accept_format() else headers["accept"]
+        sent = {**headers, "accept": accept, "x-github-api-version": API_VERSION}
         for attempt in count(1):
             try:
-                response = await api.http.request(method, url, headers=dict(headers), content=body)
+                response = await api.http.request(method, url, headers=sent, content=body)
                 break
             except httpx.TransportError as exc:
                 stats.transport_errors += 1
@@ -306,20 +302,12 @@ class _Call(GidgetHubAPI):
         return message if isinstance(message, str) else http.HTTPStatus(status).phrase
 
     def error(self, exc: HTTPException) -> GitHubError:
-        status = int(exc.status_code)
-        errors = getattr(exc, "errors", None)
+        status, errors = int(exc.status_code), getattr(exc, "errors", None)
         return GitHubError(
             status,
             self._message(status),
             method=self.method,
             path=self.path,
-            errors=errors if isinstance(errors, list) else None,
+            errors=errors if isinstance(errors, list) else [],
             retry_at=self.retry_at,
         )
-
-
-def _seconds(value: str | None) -> float | None:
-    try:
-        return float(value) if value is not None else None
-    except ValueError:
-        return None

@@ -18,7 +18,7 @@ from uritemplate.variable import VariableValue
 
 from bot.app.fence import before_write
 from bot.app.github.api import Answer, GitHubApi, GitHubError, RetryPolicy, UrlVars
-from bot.app.github.auth import GitHubApp, app_jwt
+from bot.app.github.auth import GitHubApp
 from bot.app.github.file_cache import CachedFile, absent
 from bot.app.github.models import (
     CheckRun,
@@ -94,16 +94,16 @@ class InstallationClient:
     async def _as_installation(self, send: Callable[[str], Awaitable[T]]) -> T:
         # The installation travels in the context so the transport can count its rate limit.
         with log_context(installation_id=self.installation_id):
-            for attempt in (1, 2):
-                token = await self.app.installation_token(self.installation_id)
-                try:
-                    return await send(token.get_secret_value())
-                except GitHubError as error:
-                    # A revoked or rotated token: drop it and try once more with a new one.
-                    if error.status != 401 or attempt == 2:
-                        raise
-                    self.app.invalidate_token(self.installation_id)
-        raise AssertionError("unreachable")
+            token = await self.app.installation_token(self.installation_id)
+            try:
+                return await send(token.get_secret_value())
+            except GitHubError as error:
+                if error.status != 401:
+                    raise
+            # A revoked or rotated token: drop it and try once more with a new one.
+            self.app.invalidate_token(self.installation_id)
+            token = await self.app.installation_token(self.installation_id)
+            return await send(token.get_secret_value())
 
     async def _call(
         self, method: str, url: str, url_vars: UrlVars, data: Any = b"", etag: str = ""
@@ -111,9 +111,9 @@ class InstallationClient:
         """One call as the installation; with `etag`, a conditional GET (a 304 costs no rate limit)."""
         if method != "GET":
             await before_write()  # a job's write only while the job is still ours (fence.py)
-        api, headers = self.app.api, {"if-none-match": etag} if etag else None
+        api = self.app.api
         return await self._as_installation(
-            lambda token: api.request(method, url, url_vars, oauth_token=token, data=data, headers=headers)
+            lambda token: api.request(method, url, url_vars, oauth_token=token, data=data, etag=etag)
         )
 
     async def _get(self, owner: str, repo: str, url: str = "", **url_vars: VariableValue) -> Any:
@@ -235,12 +235,13 @@ class InstallationClient:
         return Reaction.model_validate(body)
 
     async def list_reactions(
-        self, owner: str, repo: str, comment_id: int, etag: str | None = None
+        self, owner: str, repo: str, comment_id: int, etag: str | None = None, *, review_comment: bool = False
     ) -> tuple[list[Reaction] | None, str | None]:
-        """Reactions on an issue comment, or None when unchanged since `etag` (a 304 costs no rate limit)."""
-        url_vars: UrlVars = {"owner": owner, "repo": repo, "id": comment_id, "per_page": PER_PAGE}
-        url = REPO + "/issues/comments/{id}/reactions{?per_page}"
-        first = await self._call("GET", url, url_vars, etag=etag or "")
+        """Reactions on a comment, or None when unchanged since `etag` (a 304 costs no rate limit)."""
+        kind = "pulls" if review_comment else "issues"
+        url_vars: UrlVars = {"owner": owner, "repo": repo, "kind": kind, "id": comment_id}
+        url = REPO + "/{kind}/comments/{id}/reactions{?per_page}"
+        first = await self._call("GET", url, {**url_vars, "per_page": PER_PAGE}, etag=etag or "")
         if first.status == 304:
             return None, etag
         items, etag_out = list(first.data), first.headers.get("etag")
@@ -366,7 +367,6 @@ __all__ = [
     "PullRequest",
     "ReactionContent",
     "RetryPolicy",
-    "app_jwt",
     "convert_manifest",
     "event_client",
 ]

@@ -10,6 +10,10 @@ Each entry also says when GitHub last confirmed it, and `fresh` answers only for
 less than `max_age` seconds ago, without asking. A command's run job takes the config that way
 when it is the very version its command was admitted with a moment before (webhooks/handlers.py):
 one round trip sooner to the tracking comment. A missing file is remembered too (`absent`).
+
+Not gidgethub's `cache`, which cannot keep these guarantees: it is keyed by URL alone (ours by
+installation too), its entries have no time (no `fresh`), it keeps 2xx answers only (no `absent`),
+and it would hold the body of every GET with an ETag, not config files only (docs/github-adapter.md).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ lacks a field we need fail loudly at one place.
 from __future__ import annotations
 
 from bot.app.github.models import Account as User
-from bot.app.github.models import GitHubModel, Label, PullRequest
+from bot.app.github.models import GitHubModel, Installation, Label, PullRequest
 
 
 class Repository(GitHubModel):
@@ -18,10 +18,6 @@ class Repository(GitHubModel):
     clone_url: str = ""
     html_url: str = ""
     private: bool = False
-
-
-class Installation(GitHubModel):
-    id: int
 
 
 class IssuePullLink(GitHubModel):

@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from bot.app.fence import before_write
-from bot.app.github.api import GitHubError, UrlVars
-from bot.app.github.client import PER_PAGE, InstallationClient
+from bot.app.github.api import GitHubError
+from bot.app.github.client import InstallationClient
 from bot.app.github.models import Reaction
-from bot.app.logs import log_context
 
 THREADS_QUERY = """
 query($owner: String!, $name: String!, $number: Int!, $after: String) {
@@ -51,22 +50,10 @@ async def graphql(gh: InstallationClient, query: str, variables: dict[str, Any],
     """One GraphQL call as the installation; its `data`, or a GitHubError naming the first error."""
     if write:
         await before_write()  # a job's write only while the job is still ours (fence.py)
-    api = gh.app.api
-    for attempt in (1, 2):
-        token = await gh.app.installation_token(gh.installation_id)
-        try:
-            with log_context(installation_id=gh.installation_id):
-                answer = await api.request(
-                    "POST",
-                    api.graphql_url,
-                    oauth_token=token.get_secret_value(),
-                    data={"query": query, "variables": variables},
-                )
-            break
-        except GitHubError as error:
-            if error.status != 401 or attempt == 2:
-                raise
-            gh.app.invalidate_token(gh.installation_id)
+    api, data = gh.app.api, {"query": query, "variables": variables}
+    answer = await gh._as_installation(
+        lambda token: api.request("POST", api.graphql_url, oauth_token=token, data=data)
+    )
     body = answer.data
     errors = body.get("errors") if isinstance(body, dict) else None
     if errors:
@@ -106,13 +93,4 @@ async def review_comment_reactions(
     gh: InstallationClient, owner: str, name: str, comment_id: int, etag: str | None
 ) -> tuple[list[Reaction] | None, str | None]:
     """Reactions on a review comment, or None when unchanged since `etag` (a 304 costs no rate limit)."""
-    url = "/repos/{owner}/{repo}/pulls/comments/{id}/reactions{?per_page}"
-    url_vars: UrlVars = {"owner": owner, "repo": name, "id": comment_id, "per_page": PER_PAGE}
-    first = await gh._call("GET", url, url_vars, etag=etag or "")
-    if first.status == 304:
-        return None, etag
-    items, etag_out = list(first.data), first.headers.get("etag")
-    if first.next_url is not None:
-        items += await gh._pages(first.next_url, limit=1000)
-        etag_out = None  # the ETag covers the first page only (as client.list_reactions says)
-    return [Reaction.model_validate(item) for item in items], etag_out
+    return await gh.list_reactions(owner, name, comment_id, etag, review_comment=True)
