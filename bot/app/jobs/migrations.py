@@ -17,6 +17,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from bot.app.jobs.schema import (
     auto_reviews,
     effects,
+    held_commits,
     installation_turns,
     jobs,
     metadata,
@@ -27,7 +28,7 @@ from bot.app.jobs.schema import (
     usage_counters,
 )
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -104,6 +105,8 @@ def _drop_claim_index(conn: Connection) -> None:
 
 MIGRATIONS[6] = _drop_claim_index
 MIGRATIONS[7] = lambda conn: review_findings.create(conn, checkfirst=True)  # v7: the findings ledger
+# v8: held pushes' commits in the database (issue 23); pushes held before keep only their local pin.
+MIGRATIONS[8] = lambda conn: held_commits.create(conn, checkfirst=True)
 
 
 class SchemaError(RuntimeError):
