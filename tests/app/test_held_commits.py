@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pygit2
 import pytest
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, inspect, select, text, update
 
 from bot.app.approvals.held_commits import commit_bases, pack_held_commit, restore_held_commit
 from bot.app.approvals.pushes import HeldCommit, HeldPush, PushAction, PushContext, Pushes
 from bot.app.git.bundles import bundle_header
 from bot.app.git.checkout import Checkouts, RunTree
+from bot.app.jobs.migrations import SCHEMA_VERSION
 from bot.app.jobs.retention import prune
-from bot.app.jobs.schema import held_commits
+from bot.app.jobs.schema import held_commits, schema_version
 from bot.app.jobs.store import Store, pending_pushes
 from bot.beam.errors import BeamError
 from tests.app.test_checkout import commit_in_tree
@@ -210,3 +211,33 @@ async def test_the_copy_lives_as_long_as_its_push_row(world: World, store: Store
         await conn.execute(delete(pending_pushes).where(pending_pushes.c.id == "p9"))
     async with store.read() as conn:
         assert (await conn.execute(select(held_commits.c.push_id))).all() == []
+
+
+async def test_a_version_7_database_gains_the_table_and_keeps_its_pushes(world: World, db_url: str) -> None:
+    store = await Store.open(db_url)
+    try:
+        pushes = Pushes(store)
+        tree = await run_tree(world, "run-old")
+        commit = commit_in_tree(tree.path, {"src/app.py": "print('held by v7')\n"})
+        await world.holder.pin(REPO, tree, commit, "old1")  # a push held before v8: only its pin
+        await pushes.create(a_push(world, "old1", commit))
+        async with store.write() as conn:
+            await conn.execute(text("DROP TABLE held_commits"))
+            await conn.execute(schema_version.update().values(version=7))
+    finally:
+        await store.close()
+    store = await Store.open(db_url)
+    try:
+        async with store.read() as conn:
+            assert (await conn.execute(select(schema_version.c.version))).scalar() == SCHEMA_VERSION == 8
+            assert "held_commits" in await conn.run_sync(lambda c: inspect(c).get_table_names())
+        pushes = Pushes(store)
+        push = await pushes.get("old1")
+        assert push is not None and await pushes.held_commit("old1") is None
+        # Its own host still pushes it from the pin; any other host says why it cannot.
+        assert await restore_held_commit(world.holder, pushes, push, TOKEN) is False
+        with pytest.raises(BeamError) as refused:
+            await restore_held_commit(world.pusher, pushes, push, TOKEN)
+        assert refused.value.code == "BEM-374"
+    finally:
+        await store.close()
