@@ -120,7 +120,7 @@ async def test_a_held_commit_is_restored_and_pushed_by_a_host_that_never_saw_it(
     )
     assert world.server.ref_sha(REPO, f"refs/heads/{BRANCH}") == held.commit_sha
     blob = world.server.repository(REPO).revparse_single(f"{held.commit_sha}:new/deep/file.txt")
-    assert blob.data == b"n\n"
+    assert isinstance(blob, pygit2.Blob) and blob.data == b"n\n"
     # The pin is a cache: a second push on this host, or one on the holding host, reads no bundle.
     assert await restore_held_commit(world.pusher, pushes, push, TOKEN) is False
     assert await restore_held_commit(world.holder, pushes, push, TOKEN) is False

@@ -5,6 +5,7 @@ another host would), and the approved commit lands once, with the sha the approv
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -24,8 +25,10 @@ from tests.e2e.author_support import (
     author_stack,
     branch_refs,
     receive_packs,
+    rows,
     script_author,
     send_command,
+    tracking_final,
 )
 from tests.support.bot_process import BotProcess, wait_for
 from tests.support.fleet import Fleet
@@ -47,6 +50,11 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
 def push_row(fleet: Fleet) -> dict[str, Any] | None:
     found = fleet.rows(pending_pushes)
     return found[0] if found else None
+
+
+def finished(fleet: Fleet) -> dict[str, Any] | None:
+    row = push_row(fleet)
+    return row if row is not None and row["state"] in ("pushed", "failed") else None
 
 
 def pending_refs(work_dir: Path) -> dict[str, str]:
@@ -104,20 +112,32 @@ def test_a_held_push_lands_from_a_fresh_work_directory(fleet: Fleet, tmp_path: P
     assert pending_refs(fresh) == {}
 
     bot.fake.add_reaction(comment.id, "maintainer", "+1")
-    final = wait_for(
-        lambda: (r := push_row(fleet)) and r["state"] in ("pushed", "failed") and r,
-        timeout=60,
-        what=f"the push\n{fleet.log()[-4000:]}",
-    )
+    final = wait_for(lambda: finished(fleet), timeout=60, what=f"the push\n{fleet.log()[-4000:]}")
     assert final["state"] == "pushed", final["error"]
     branch = final["branch"]
     after = branch_refs(bot)
     assert after[f"refs/heads/{branch}"] == commit
     assert {k: v for k, v in after.items() if k != f"refs/heads/{branch}"} == before
     assert receive_packs(bot) == 1
-    assert (bot.git.repository(REPO)[commit].peel(pygit2.Tree) / "README.md").data == b"Hello world\n"
+    readme = bot.git.repository(REPO)[commit].peel(pygit2.Tree) / "README.md"
+    assert isinstance(readme, pygit2.Blob) and readme.data == b"Hello world\n"
     # The fresh host restored it from the database, and keeps it pinned as its own cache.
     assert "restored commit" in fleet.log()
     assert pending_refs(fresh) == {f"refs/beam/pending/{row['id']}": commit}
     pulls = wait_for(lambda: [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch], what="the PR")
     assert len(pulls) == 1
+
+
+def test_a_commit_over_the_cap_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    with author_stack(tmp_path, BEAM_MAX_HELD_PUSH_BYTES="1024") as bot:
+        body = os.urandom(4096).hex() + "\n"  # 8 kB that do not compress below the cap
+        bot.llm.reply_tool_calls(("write_file", {"path": "README.md", "body": body}))
+        bot.llm.reply_tool_calls(("git_add", {"path": "README.md"}), ("git_commit", {"message": "Big"}))
+        bot.llm.reply_tool_calls(("git_push", {}))
+        send_command(bot, "/beam author rewrite the README")
+        final = wait_for(lambda: tracking_final(bot), timeout=60, what=f"the reply\n{bot.log()[-3000:]}")
+        assert "failed (BEM-370)" in final and "nothing was held" in final
+        assert "BEAM_MAX_HELD_PUSH_BYTES" in final and "at most 1,024" in final
+        assert approval_comment(bot) is None and rows(bot) == []
+        assert pending_refs(bot.work_dir) == {}  # the pin made before the bundle was dropped
+        assert receive_packs(bot) == 0
