@@ -241,3 +241,26 @@ async def test_a_version_7_database_gains_the_table_and_keeps_its_pushes(world: 
         assert refused.value.code == "BEM-374"
     finally:
         await store.close()
+
+
+async def test_a_merge_is_bundled_over_both_of_its_parents(world: World, store: Store) -> None:
+    """`/beam update` holds a merge of the base branch into the bot's branch: two prerequisites."""
+    main = world.server.commit(REPO, {"docs/new.md": "from main\n"}, branch="main")
+    tree = await run_tree(world, "run-merge")
+    repo = pygit2.Repository(str(tree.path))
+    index = repo.merge_commits(world.head, main)
+    sig = pygit2.Signature("beam-bot", "bot@example.com")
+    merge = str(
+        repo.create_commit("HEAD", sig, sig, "Merge main", index.write_tree(repo), [world.head, main])
+    )
+    bases = await commit_bases(world.holder, REPO, tree, merge)
+    assert bases == sorted([world.head, main])
+    ref = await world.holder.pin(REPO, tree, merge, "m1")
+    held = await pack_held_commit(world.holder, REPO, "m1", ref, tree, merge, bases)
+    assert bundle_header(held.pack)[0] == bases
+    pushes = Pushes(store)
+    push = a_push(world, "m1", merge)
+    await pushes.create(push, held)
+    assert await restore_held_commit(world.pusher, pushes, push, TOKEN) is True
+    await world.pusher.push_from_mirror(REPO, world.url, TOKEN, push.pending_ref, BRANCH, expected_sha=merge)
+    assert world.server.ref_sha(REPO, f"refs/heads/{BRANCH}") == merge
