@@ -124,7 +124,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
     )
     queue = JobQueue(runtime.store)
-    approvals = Approvals(github, deps, queue, timing=timing)
+    approvals = Approvals(github, deps, queue, timing=timing, max_held_bytes=settings.max_held_push_bytes)
     states = ReviewStates(runtime.store)
     trigger = ReviewTrigger(
         github,

@@ -27,3 +27,6 @@ class LimitSettings(BaseSettings):
     # may make when its pull request does not fit in one; `review.max_calls` in a repository lowers it.
     review_tokens_per_call: int = Field(default=24_000, ge=2_000)
     review_max_calls: int = Field(default=3, ge=1, le=20)
+    # Issue 23: the largest held commit (its git bundle, kept in the database until the push row goes);
+    # a bigger one is refused when it would be held (BEM-370).
+    max_held_push_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)

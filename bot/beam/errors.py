@@ -163,6 +163,39 @@ _ENTRIES = [
     # beam-bot: the repository's checks (docs/checks.md).
     _e(360, 429, "This run has used all its check runs."),
     _e(361, 403, "A held push whose required checks did not pass cannot be approved."),
+    # beam-bot: held commits kept in the database, so any worker on any host can push them (issue 23).
+    _e(
+        370,
+        413,
+        "The commit is too large to hold for approval: nothing was held.",
+        "Ask for a smaller change (fewer or smaller files, no generated or binary files), or have the "
+        "operator raise BEAM_MAX_HELD_PUSH_BYTES.",
+    ),
+    _e(
+        371,
+        500,
+        "The held commit stored in the database does not match its digest: nothing was pushed.",
+        "The stored copy is damaged; run the command again to hold a fresh commit.",
+    ),
+    _e(
+        372,
+        500,
+        "The held commit stored in the database is not the approved commit: nothing was pushed.",
+        "Run the command again to hold a fresh commit.",
+    ),
+    _e(
+        373,
+        409,
+        "The commit the held push builds on is no longer on GitHub: nothing was pushed.",
+        "The branch it started from was probably force-pushed; run the command again on the new tip.",
+    ),
+    _e(
+        374,
+        404,
+        "The held commit is neither in this worker's mirror nor in the database: nothing was pushed.",
+        "It was held before held commits were stored in the database, on a host whose copy is gone; "
+        "run the command again.",
+    ),
     # beam-bot: the App's credentials kept in the database, sealed with BEAM_SECRET_KEY (issue 23).
     _e(375, 500, "The stored App credentials cannot be opened with BEAM_SECRET_KEY (wrong key, or altered)."),
     _e(376, 503, "The database holds the App's sealed credentials, and BEAM_SECRET_KEY is not set."),

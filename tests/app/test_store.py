@@ -92,7 +92,7 @@ async def test_open_creates_every_table_at_the_current_version(db_url: str) -> N
 async def test_a_version_0_database_is_brought_to_the_current_version(db_url: str) -> None:
     async with opened(db_url) as s:
         async with s.write() as conn:
-            for table in ("pending_pushes", "memory", "runs", "jobs", "deliveries"):
+            for table in ("held_commits", "pending_pushes", "memory", "runs", "jobs", "deliveries"):
                 await conn.execute(text(f"DROP TABLE {table}"))
             await conn.execute(schema_version.update().values(version=0))
         assert "jobs" not in await _tables(s)

@@ -21,6 +21,7 @@ import anyio
 
 from bot.app.approvals import render as render_push
 from bot.app.approvals.followup import addressed_note, follow_up_finder
+from bot.app.approvals.held_commits import DEFAULT_MAX_HELD_PUSH_BYTES, commit_bases, pack_held_commit
 from bot.app.approvals.held_push import (
     CommitSummary,
     check_paths,
@@ -71,6 +72,7 @@ class Approvals:
         *,
         timing: PollTiming | None = None,
         clock: Callable[[], float] = time.time,
+        max_held_bytes: int = DEFAULT_MAX_HELD_PUSH_BYTES,
     ) -> None:
         self.github = github
         self.deps = deps
@@ -78,6 +80,7 @@ class Approvals:
         self.pushes = Pushes(deps.store)
         self.timing = timing or PollTiming()
         self.clock = clock
+        self.max_held_bytes = max_held_bytes  # BEAM_MAX_HELD_PUSH_BYTES: the bundle kept in the database
         self.landing = Landing(self.pushes, deps, clock)
 
     # -- /beam author -------------------------------------------------------------------------------
@@ -152,14 +155,20 @@ class Approvals:
         *,
         continues: bool,
     ) -> tuple[HeldPush, str]:
-        """Pin a checked commit, run the repository's checks on it, supersede older pushes, record
-        it, post the approval comment. `continues`: the branch is the bot's own, pushed only while it
-        is still at the run's start."""
+        """Pin a checked commit and bundle it for the database (issue 23: any worker on any host can
+        push it), run the repository's checks on it, supersede older pushes, record it, post the
+        approval comment. `continues`: the branch is the bot's own, pushed only while it is still at
+        the run's start."""
         repo = ctx.repository
         number = ctx.event.number
         commit = summary.sha
         push_id = new_push_id()
-        await self.deps.checkouts.pin(repo.full_name, run_tree, commit, push_id)
+        checkouts = self.deps.checkouts
+        bases = await commit_bases(checkouts, repo.full_name, run_tree, commit)  # before the pin
+        ref = await checkouts.pin(repo.full_name, run_tree, commit, push_id)
+        held = await pack_held_commit(
+            checkouts, repo.full_name, push_id, ref, run_tree, commit, bases, self.max_held_bytes
+        )
         checks = await check_commit(
             self.deps.checks,
             self.deps.checkouts,
@@ -207,7 +216,7 @@ class Approvals:
         )
         # The posted body carries the effect's marker: the comment is unedited while it hashes the same.
         push = replace(push, approval_comment_id=comment.id, approval_body_sha256=sha256(comment.body))
-        await self.pushes.create(push)
+        await self.pushes.create(push, held)
         await self._schedule(push, now + self.timing.minimum)
         return push, comment.html_url
 

@@ -12,14 +12,18 @@ flat object, the shape rows written by earlier versions already have.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
+import time
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 from sqlalchemy import insert, select, update
 
+from bot.app.jobs.schema import held_commits
 from bot.app.jobs.store import Store, pending_pushes
+from bot.beam.errors import BeamError
 
 OPEN_STATES = ("pending", "approved", "pushing")
 TERMINAL_STATES = ("pushed", "rejected", "expired", "superseded", "failed")
@@ -132,6 +136,40 @@ class HeldPush:
 _IN_ACTION = frozenset({"action", "context", "approval_body_sha256"})
 
 
+@dataclass(frozen=True)
+class HeldCommit:
+    """A held push's commit as a git bundle of what it adds over `prerequisites` (commits GitHub has),
+    stored with the push row so that a worker on any host can push it (issue 23). `base_sha` is the
+    commit the run started from; `sha256` is the bundle's digest, checked whenever it is read."""
+
+    commit_sha: str
+    base_sha: str
+    prerequisites: tuple[str, ...]
+    pack: bytes
+    sha256: str
+
+    @classmethod
+    def of(cls, commit_sha: str, base_sha: str, prerequisites: list[str], pack: bytes) -> HeldCommit:
+        digest = hashlib.sha256(pack).hexdigest()
+        return cls(commit_sha, base_sha, tuple(prerequisites), pack, digest)
+
+    @property
+    def size(self) -> int:
+        return len(self.pack)
+
+    def to_row(self, push_id: str) -> dict[str, Any]:
+        return {
+            "push_id": push_id,
+            "commit_sha": self.commit_sha,
+            "base_sha": self.base_sha,
+            "prerequisites": list(self.prerequisites),
+            "size": self.size,
+            "sha256": self.sha256,
+            "pack": self.pack,
+            "created_at": time.time(),
+        }
+
+
 class Pushes:
     """Held pushes in the store. Each verb returns True only for the caller whose step it was."""
 
@@ -175,11 +213,29 @@ class Pushes:
         async with self.store.read() as conn:
             return (await conn.execute(query.limit(1))).first() is not None
 
+    async def held_commit(self, push_id: str) -> HeldCommit | None:
+        """The push's stored commit; BEM-371 when its bytes no longer match their digest or size."""
+        query = select(held_commits).where(held_commits.c.push_id == push_id)
+        async with self.store.read() as conn:
+            row = (await conn.execute(query)).first()
+        if row is None:
+            return None
+        values = row._mapping
+        pack = bytes(values["pack"])
+        if hashlib.sha256(pack).hexdigest() != values["sha256"] or len(pack) != values["size"]:
+            raise BeamError("BEM-371", {"detail": f"held push {push_id}"})
+        prerequisites = tuple(str(sha) for sha in values["prerequisites"] or ())
+        return HeldCommit(values["commit_sha"], values["base_sha"], prerequisites, pack, values["sha256"])
+
     # -- writing what is not state ------------------------------------------------------------------
 
-    async def create(self, push: HeldPush) -> None:
+    async def create(self, push: HeldPush, held: HeldCommit | None = None) -> None:
+        """Record a new push and, in the same transaction, its commit (a push is never stored without
+        the commit it would push, when the caller has one)."""
         async with self.store.write() as conn:
             await conn.execute(insert(pending_pushes).values(push.to_row()))
+            if held is not None:
+                await conn.execute(insert(held_commits).values(held.to_row(push.id)))
 
     async def update(self, push_id: str, **values: Any) -> None:
         """Bookkeeping beside the state (the poller's ETag, answers by command, the opened pull)."""

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from bot.app.approvals.held_commits import restore_held_commit
 from bot.app.approvals.pushes import HeldPush, Pushes
 from bot.app.effects.writer import GitHubEffects
 from bot.app.git.checkout import Checkouts
@@ -69,17 +70,22 @@ class PushActionStore:
 
 
 class HeldPushTool(Tool):
-    """`git_push` for a resumed run: pushes the pinned commit to the run's branch and nothing else."""
+    """`git_push` for a resumed run: pushes the pinned commit to the run's branch and nothing else.
+
+    The commit comes from this host's pin, or from the database when this host has none
+    (`restore_held_commit`): the worker that pushes need not be the one that held it."""
 
     def __init__(
         self,
         checkouts: Checkouts,
+        pushes: Pushes,
         push: HeldPush,
         token: str,
         effects: GitHubEffects | None = None,
         refresh: Refresh | None = None,
     ) -> None:
         self.checkouts = checkouts
+        self.pushes = pushes
         self.push = push
         self._token = token
         self.effects = effects
@@ -97,6 +103,7 @@ class HeldPushTool(Tool):
         push, token, url = self.push, self._token, self.push.context.clone_url
 
         async def send() -> None:
+            await restore_held_commit(self.checkouts, self.pushes, push, token, self.refresh)
             await self.checkouts.push_from_mirror(
                 push.repo,
                 url,
@@ -136,7 +143,7 @@ async def push_held(
     hub = RiverBeam(action_store=store)
     hub.register_agent(
         RigAgentRunner.for_skill(
-            "author", EchoClient(), [HeldPushTool(checkouts, push, token, effects, refresh)]
+            "author", EchoClient(), [HeldPushTool(checkouts, pushes, push, token, effects, refresh)]
         )
     )
     request = InvokeRequest(

@@ -25,7 +25,7 @@ import anyio
 import anyio.to_thread
 import pygit2
 
-from bot.app.git.mirrors import Mirrors
+from bot.app.git.bundles import Bundles
 from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
 from bot.app.git.plumbing import (
     CheckoutError,
@@ -84,8 +84,9 @@ def moved(branch: str, expected: str) -> str:
     )
 
 
-class Checkouts(Mirrors):
-    """Run trees, pinned commits and pushes over the mirror cache (safe across tasks and processes)."""
+class Checkouts(Bundles):
+    """Run trees, pinned commits and pushes over the mirror cache (safe across tasks and processes);
+    `Bundles` carries a pinned commit to another host's mirror through the database."""
 
     # -- paths ----------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from bot.app.jobs.schema import (
     app_credentials,
     auto_reviews,
     effects,
+    held_commits,
     installation_turns,
     jobs,
     metadata,
@@ -105,13 +106,8 @@ def _drop_claim_index(conn: Connection) -> None:
 
 MIGRATIONS[6] = _drop_claim_index
 MIGRATIONS[7] = lambda conn: review_findings.create(conn, checkfirst=True)  # v7: the findings ledger
-
-
-def _placeholder_v8(conn: Connection) -> None:
-    """Nothing: version 8 belongs to another branch."""
-
-
-MIGRATIONS[8] = _placeholder_v8  # placeholder for w-held's migration; replaced at merge
+# v8: held pushes' commits in the database (issue 23); pushes held before keep only their local pin.
+MIGRATIONS[8] = lambda conn: held_commits.create(conn, checkfirst=True)
 MIGRATIONS[9] = lambda conn: app_credentials.create(conn, checkfirst=True)  # v9: sealed App credentials
 
 

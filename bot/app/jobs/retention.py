@@ -4,7 +4,9 @@ Pruned, in this order, each only when older than the cutoff: finished runs, fini
 no job refers to any more, and the payload (the webhook body) of deliveries that must stay as a row.
 A row another table still refers to is kept (found from the schema's foreign keys, so a table added
 later is respected without changes here): held pushes refer to their run, which keeps it, its job and
-its delivery row, the audit trail of every push. Jobs still queued or running are never touched.
+its delivery row, the audit trail of every push. A push's stored commit (`held_commits`, issue 23)
+refers to its push row and goes only with it (ON DELETE CASCADE), so it is kept as long as the push.
+Jobs still queued or running are never touched.
 
 The effects journal (`effects`) and the runs' conversation checkpoints (`run_checkpoints`) go by age
 too, but their keys name runs, deliveries, pull requests and jobs in many shapes, none of them a

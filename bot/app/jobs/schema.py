@@ -23,6 +23,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     Table,
     Text,
@@ -230,6 +231,22 @@ pending_pushes = Table(
     Column("error", Text),
     Index("pending_pushes_repo_number", "repo", "number", "state"),
     Index("pending_pushes_state", "state"),
+)
+
+# Issue 23: a held push's commit as a git bundle (what it adds over `prerequisites`, commits GitHub
+# has), so a worker on any host can push it after the approval; `sha256` is checked on every read.
+# It lives exactly as long as its push row (ON DELETE CASCADE; retention keeps push rows).
+held_commits = Table(
+    "held_commits",
+    metadata,
+    Column("push_id", Text, ForeignKey("pending_pushes.id", ondelete="CASCADE"), primary_key=True),
+    Column("commit_sha", Text, nullable=False),
+    Column("base_sha", Text, nullable=False),
+    Column("prerequisites", _Json),
+    Column("size", BigInteger, nullable=False),
+    Column("sha256", Text, nullable=False),
+    Column("pack", LargeBinary, nullable=False),
+    Column("created_at", Double, nullable=False),
 )
 
 # Automatic reviews (issue 10): one row per pull request. `generation` grows with every push and with
