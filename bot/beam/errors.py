@@ -163,6 +163,13 @@ _ENTRIES = [
     # beam-bot: the repository's checks (docs/checks.md).
     _e(360, 429, "This run has used all its check runs."),
     _e(361, 403, "A held push whose required checks did not pass cannot be approved."),
+    # beam-bot: GitHub itself (bot/app/runs/outage.py).
+    _e(
+        380,
+        503,
+        "GitHub was down for longer than this run waits for it (BEAM_GITHUB_OUTAGE_WAIT).",
+        "Try the command again once https://www.githubstatus.com says GitHub is back.",
+    ),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

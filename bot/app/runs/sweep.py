@@ -54,6 +54,8 @@ async def _finish(deps: RunDeps, github: GitHubApp, row: dict[str, object]) -> N
     run_id, repo = str(row["id"]), str(row["repo"])
     code = "BEM-339" if row["job_state"] == "dead" else "BEM-340"
     reason = CATALOG[code].message[0].lower() + CATALOG[code].message[1:].rstrip(".")
+    if row["error_code"] in CATALOG and row["error_message"]:  # the job said why (BEM-380, runs/outage.py)
+        code, reason = str(row["error_code"]), str(row["error_message"])
     owner, name = repo.split("/", 1)
     installation = await github.installation_for_repo(owner, name)
     effects = deps.effects(InstallationClient(github, installation.id))
