@@ -168,7 +168,7 @@ _ENTRIES = [
         380,
         503,
         "GitHub was down for longer than this run waits for it (BEAM_GITHUB_OUTAGE_WAIT).",
-        "Try the command again once https://www.githubstatus.com says GitHub is back.",
+        "Try the command again once GitHub answers again; the server's log names each failed call.",
     ),
 ]
 

@@ -17,6 +17,7 @@ import pytest
 from bot.app.jobs.schema import jobs
 from tests.support.bot_process import SECRET, bot_stack, comment_payload, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
+from tests.support.fake_github import Call
 from tests.support.fake_github_state import PullFile
 from tests.support.fleet import Fleet, fleet_on
 from tests.support.webhooks import delivery, issue_comment_payload
@@ -93,7 +94,9 @@ def edits_said(fleet: Fleet, text: str) -> bool:
 
 
 def review_posts(fleet: Fleet) -> int:
-    return len([c for c in fleet.bot.fake.calls if c.method == "POST" and c.path.endswith("/pulls/7/reviews")])
+    return len(
+        [c for c in fleet.bot.fake.calls if c.method == "POST" and c.path.endswith("/pulls/7/reviews")]
+    )
 
 
 def run_job(fleet: Fleet) -> dict[str, object]:
@@ -127,6 +130,45 @@ def test_a_review_whose_post_timed_out_is_adopted_not_posted_twice(fleet: Fleet)
     assert len(fleet.bot.llm.requests) == 1
     assert edits_said(fleet, f"{WAITING}, which did not answer")
     assert run_job(fleet)["attempts"] == 1
+
+
+def test_github_down_before_the_run_starts_again_is_waited_for_too(fleet: Fleet) -> None:
+    """The retry's own first calls (the config, here) meet the outage: the job waits, as the run."""
+    fake = fleet.bot.fake
+    fake.inject("POST", REVIEWS, status=502, times=1)
+
+    def config_fails_next(call: Call) -> None:
+        if call.method == "POST" and call.path.endswith("/pulls/7/reviews") and call.status == 502:
+            # Every try the client makes of the retry's config read (4) is a 502.
+            fake.inject("GET", rf"^/repos/{REPO}/contents/", status=502, times=4)
+
+    fake.on_answered.append(config_fails_next)
+    review_command(fleet, wait=60)
+    body = final(fleet)
+    assert "Posted a review" in body and "failed" not in body, body
+    assert len(fake.reviews_on(REPO, 7)) == 1 and review_posts(fleet) == 2
+    assert len(fleet.bot.llm.requests) == 1
+    assert run_job(fleet)["attempts"] == 1  # the config's 502s were waited for, not counted
+
+
+def test_github_down_when_the_run_writes_its_end_is_waited_for_too(fleet: Fleet) -> None:
+    """The review is posted; the edit that says so meets the outage: the job waits, then writes it."""
+    fake = fleet.bot.fake
+    fake.inject("POST", REVIEWS, status=502, times=1)
+
+    def final_edit_fails_next(call: Call) -> None:
+        if call.method == "POST" and call.path.endswith("/pulls/7/reviews") and call.status == 200:
+            # Every try the client makes of the next edit, the final one (4), is a 502.
+            fake.inject("PATCH", rf"^/repos/{REPO}/issues/comments/", status=502, times=4)
+
+    fake.on_answered.append(final_edit_fails_next)
+    review_command(fleet, wait=60)
+    body = final(fleet)
+    assert "Posted a review" in body and "failed" not in body, body
+    assert len(fake.reviews_on(REPO, 7)) == 1 and len(fleet.bot.llm.requests) == 1
+    assert run_job(fleet)["attempts"] == 1
+    [run] = fleet.run_rows()
+    assert run["status"] == "succeeded"
 
 
 def test_a_run_past_the_outage_wait_fails_with_bem_380(fleet: Fleet) -> None:

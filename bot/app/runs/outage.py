@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+import anyio
+
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import Written
 from bot.app.github.api import GitHubError
@@ -129,7 +131,7 @@ class WaitsForGitHub(TrackingComment):
         (`RetryableError`). Anything else is the run's failure: its reason and code, returned."""
         job = self.ctx.job
         if github_down(error):
-            at = await OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait).next_try()
+            at = await self._outage().next_try()
             if at is None:
                 return gave_up_reason(self.deps.outage_wait), GAVE_UP_CODE
             await self._safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
@@ -154,6 +156,28 @@ class WaitsForGitHub(TrackingComment):
             body=draft.body,
             comments=draft.comments,
         )
+
+    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
+        """Write the recorded final state (TrackingComment's), and with GitHub down wait for it as for
+        any step, in the same wait: a review posted after an outage is not buried by the edit that
+        says so. Past the wait, and on a rate limit, the job's retries write it (`RetryableError`)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.publish(body, kind="final")
+            except GitHubError as error:
+                if not error.transient:  # refused for good (the comment is gone): a retry cannot mend it
+                    log.warning("run %s: could not write its final state: %s", self.run_id, error)
+                else:
+                    at = await self._outage().next_try() if github_down(error) else None
+                    if at is not None:
+                        raise Reschedule(at) from error
+                    raise RetryableError(
+                        f"run {self.run_id}: the final state could not be written yet"
+                    ) from error
+        await self.deps.store.update_run(self.run_id, **values)
+
+    def _outage(self) -> OutageWait:
+        return OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait)
 
     async def _not_now(self, error: GitHubError) -> None:
         """The run is queued again: its row says why, and what it used so far is counted."""
