@@ -117,6 +117,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         observe=runtime.metrics.observe_skill_run,
         crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests
         in_flight=in_flight_seconds(settings.github_timeout),
+        outage_wait=settings.github_outage_wait,
         refresh_token=refresh_token,
         checks=checker(settings, checkouts),
     )

@@ -61,6 +61,8 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings):
     - WORK_DIR (default ./.beam, made absolute at start; /data in the container): database, stored
       credentials, mirrors. RUNS_DIR: where run trees go (a tmpfs makes big checkouts much faster).
     - GITHUB_API_URL (https://api.github.com; https://HOST/api/v3 for GitHub Enterprise Server).
+    - GITHUB_TIMEOUT (30 s per call), GITHUB_OUTAGE_WAIT (1800 s a run waits for GitHub when it
+      answers 5xx or nothing, runs/outage.py).
     - PUBLIC_URL: the address GitHub reaches this server at (webhook and setup-callback URLs).
     - WEBHOOK_PROXY_URL: a smee.io-style channel to receive deliveries from (local use); SETUP_TOKEN:
       the setup page's token (default: a fresh one per start, logged).
@@ -108,6 +110,9 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings):
     # Seconds one GitHub API call may take before the client gives up; with GitHub's own 10 s limit
     # it also bounds how long a retry waits before it looks for a write a dead attempt began (issue 23).
     github_timeout: float = Field(default=30.0, gt=0, le=300)
+    # Issue 23: seconds a run that GitHub fails with a 5xx or no answer waits for it, trying again
+    # with a growing backoff, before it fails (BEM-380); 0 fails it at once.
+    github_outage_wait: float = Field(default=1800.0, ge=0)
     public_url: str | None = None
     app_manifest: Path | None = None
     host: str = "127.0.0.1"

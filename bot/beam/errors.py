@@ -202,6 +202,13 @@ _ENTRIES = [
     _e(377, 500, "BEAM_SECRET_KEY is not a comma-separated list of Fernet keys."),
     _e(378, 503, "Setup mode cannot keep the App's credentials: PostgreSQL needs BEAM_SECRET_KEY."),
     _e(379, 409, "Another beam-bot process registered the App first."),
+    # beam-bot: GitHub itself (bot/app/runs/outage.py).
+    _e(
+        380,
+        503,
+        "GitHub was down for longer than this run waits for it (BEAM_GITHUB_OUTAGE_WAIT).",
+        "Try the command again once GitHub answers again; the server's log names each failed call.",
+    ),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

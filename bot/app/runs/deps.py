@@ -72,6 +72,9 @@ class RunDeps:
     refresh_token: Callable[[int], Awaitable[str]] | None = None
     # Runs the repositories' checks in the jail (docs/checks.md); None: this process runs none.
     checks: Checker | None = None
+    # How long a run that GitHub fails with 5xx or no answer waits for it (BEAM_GITHUB_OUTAGE_WAIT,
+    # runs/outage.py); 0: it fails at once.
+    outage_wait: float = 1800.0
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""

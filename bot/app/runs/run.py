@@ -21,10 +21,11 @@ import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
 from bot.app.effects.conversation import RunConversation
+from bot.app.effects.writer import Written
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InlineComment, PullFile, PullRequest
-from bot.app.jobs.signals import Reschedule, RetryableError, seconds_until
+from bot.app.jobs.signals import Reschedule
 from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
@@ -40,12 +41,12 @@ from bot.app.runs.deps import (
 from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
+from bot.app.runs.outage import ReviewDraft, WaitsForGitHub, kept_draft
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
 from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
-from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
@@ -65,7 +66,7 @@ Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
 FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
 
 
-class SkillRun(RunWorkspace, TrackingComment):
+class SkillRun(RunWorkspace, WaitsForGitHub):
     def __init__(
         self,
         deps: RunDeps,
@@ -135,10 +136,13 @@ class SkillRun(RunWorkspace, TrackingComment):
                 log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
                 await self._finish(recovered, None)
                 return
-            if await self._resume_finished():
+            try:
+                if await self._resume_finished():
+                    return
+            except GitHubError as error:  # the review it posts again, or looks for, with GitHub down
+                await self._finish(None, await self._github_failure(error))
                 return
         await self._start(existing)
-        job = self.ctx.job
         outcome: Outcome | None = None
         failure: tuple[str, str | None] | None = None
         try:
@@ -151,16 +155,7 @@ class SkillRun(RunWorkspace, TrackingComment):
         except CheckoutError as error:
             failure = (render.checkout_failed(error), None)
         except GitHubError as error:
-            if error.transient and job.attempts < job.max_attempts:
-                await self._safe_publish(
-                    render.retrying(
-                        self.progress, render.github_trouble(error.status), job.attempts, job.max_attempts
-                    )
-                )
-                await self.deps.store.update_run(self.run_id, status="queued", error_message=str(error))
-                await self.usage.record()
-                raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
-            failure = (render.github_refused(error.status, error.message), None)
+            failure = await self._github_failure(error)  # or a wait for GitHub (runs/outage.py)
         except Reschedule:
             raise  # a write of an earlier attempt may still land: the job runs again when it cannot
         except Exception:
@@ -182,9 +177,16 @@ class SkillRun(RunWorkspace, TrackingComment):
         if self.skill != "review":
             return False
         key = self.key("review")
-        review = await self.effects.settle(
-            key, "review", lambda _since: self.effects.find_review(key, self.owner, self.repo, self.number)
-        )
+        draft = await kept_draft(self.effects.journal, self.run_id)
+        review: Written | None
+        if draft is not None:  # the model finished it: post it (once) without asking the model again
+            review = await self._post_review(draft)
+        else:
+            review = await self.effects.settle(
+                key,
+                "review",
+                lambda _since: self.effects.find_review(key, self.owner, self.repo, self.number),
+            )
         if review is None:
             return False
         log.info("run %s: its review %s is already posted; the run is complete", self.run_id, review.id)
@@ -271,16 +273,7 @@ class SkillRun(RunWorkspace, TrackingComment):
                 InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
             ]
             body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
-            review = await self.effects.review(
-                self.key("review"),
-                self.owner,
-                self.repo,
-                self.number,
-                commit_id=head_sha,
-                body=body,
-                comments=inline,
-            )
-            return review.id
+            return (await self._post_review(ReviewDraft(head_sha, body, inline))).id
 
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"

@@ -34,6 +34,7 @@ from bot.app.reviews.threads import ThreadReplies, is_thread_question
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
+from bot.app.runs.outage import run_job_waits
 from bot.app.runs.run import RunDeps, SkillRun, run_id_for
 from bot.app.webhooks.config_fetch import load_config_and_permission
 from bot.app.webhooks.gate import Gate
@@ -227,8 +228,8 @@ class Webhooks:
             replies = itertools.count(RUN_REPLY_STEPS)
             ctx = JobContext(job, event, parsed, gh, installation_id, config, self.deps.effects(gh), replies)
             await self.commands.get(parsed.name, self.run_skill)(ctx)
-        except GitHubError as error:
-            raise job_failure(error) from error
+        except GitHubError as error:  # GitHub down: the run job waits for it (runs/outage.py)
+            raise (await run_job_waits(self.deps, job, error) or job_failure(error)) from error
 
     async def run_skill(self, ctx: JobContext) -> None:
         await SkillRun(self.deps, ctx).run()

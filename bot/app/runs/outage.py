@@ -1,0 +1,223 @@
+"""A run that GitHub fails only by being down waits for it, instead of failing (issue 23).
+
+GitHub answering 5xx, or not answering at all (a timeout, a refused connection), says nothing about
+the run: the same call will work once GitHub is back. So such a failure defers the run (`Reschedule`,
+which the worker pool turns into the same job row queued again, its attempt not counted) with a
+backoff that grows and is capped, for up to `BEAM_GITHUB_OUTAGE_WAIT` counted from the run's first
+such failure. Sleeping in the worker would hold a worker slot for the whole outage; counting attempts
+would bury a job in a 30-minute outage after five tries. Past the wait the run fails with BEM-380.
+
+The wait is kept in the effects journal under `<run id>:outage` (when it began, how many tries), so
+every attempt, on any worker, counts from the same moment. A rate limit is not an outage: GitHub
+says when to come back, and the run retries then as before (`RetryableError`).
+
+A review that the model finished but GitHub could not take is kept in the journal too
+(`<run id>:review-draft`): the retry posts it from there, without asking the model again.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import Written
+from bot.app.github.api import GitHubError
+from bot.app.github.client import InlineComment
+from bot.app.jobs.queue import Job
+from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
+from bot.app.runs import render
+from bot.app.runs.context import JobContext
+from bot.app.runs.deps import RunDeps, run_id_for
+from bot.app.runs.tracking_comment import TrackingComment
+from bot.app.runs.usage import RunUsage
+from bot.beam.errors import CATALOG
+
+log = logging.getLogger("beam.runs")
+
+GAVE_UP_CODE = "BEM-380"
+# The first wait is this share of BEAM_GITHUB_OUTAGE_WAIT (a minute of the default 30), each next one
+# twice the last, none longer than CAP_SHARE of it (7.5 minutes), the last try at the wait's end.
+FIRST_SHARE = 1 / 30
+CAP_SHARE = 1 / 4
+
+
+def outage_delay(tries: int, wait: float) -> float:
+    """Seconds before the next try, after `tries` failed ones (1 = the first failure)."""
+    return float(min(wait * FIRST_SHARE * 2 ** (tries - 1), wait * CAP_SHARE))
+
+
+def github_down(error: GitHubError) -> bool:
+    """GitHub failed by being down or slow (5xx, or no answer), not by refusing the call or by a rate
+    limit: the same call can succeed later, and GitHub did not say when."""
+    return (error.status >= 500 or error.status == 0) and not error.rate_limited
+
+
+@dataclass(frozen=True, slots=True)
+class OutageWait:
+    """How long one run has waited for GitHub, in the journal; `next_try` counts one more failure."""
+
+    journal: Journal
+    run_id: str
+    wait: float
+
+    @property
+    def key(self) -> str:
+        return f"{self.run_id}:outage"
+
+    async def next_try(self) -> float | None:
+        """When to try again (epoch seconds) after one more failure, or None once the run has waited
+        `wait` seconds since its first one (then it fails: BEM-380)."""
+        entry = await self.journal.lookup(self.key)
+        now = self.journal.store.clock()
+        since = float(entry.result.get("since", now)) if entry is not None else now
+        tries = int(entry.result.get("tries", 0)) + 1 if entry is not None else 1
+        if now - since >= self.wait:
+            log.warning("run %s: GitHub has failed it for %.0f s; it stops waiting", self.run_id, now - since)
+            return None
+        at = min(now + outage_delay(tries, self.wait), since + self.wait)
+        await self.journal.note(self.key, "outage", {"since": since, "tries": tries})
+        log.info("run %s: GitHub is down (try %d); trying again in %.0f s", self.run_id, tries, at - now)
+        return at
+
+
+def gave_up_reason(wait: float) -> str:
+    """The failure comment's reason past the wait, from the catalogue's words for BEM-380."""
+    entry = CATALOG[GAVE_UP_CODE]
+    detail = f"it failed with a 5xx or no answer for {_span(wait)}"
+    return render.beam_failure(entry.message, detail, entry.hint)
+
+
+def waiting(progress: render.Progress, error: GitHubError, at: float) -> str:
+    """The tracking comment while the run waits for GitHub: why, and until when at the latest."""
+    answered = f"answered {error.status}" if error.status else "did not answer"
+    when = datetime.fromtimestamp(at, UTC).strftime("%H:%M:%S UTC")
+    return (
+        f"⏳ `{progress.command}` is waiting for GitHub, which {answered}; retrying at {when}, "
+        f"run `{progress.run_id[:8]}`. Nothing is lost: the run goes on where it stopped.\n\n"
+        f"{render.MARKER.format(run_id=progress.run_id)}"
+    )
+
+
+async def run_job_waits(deps: RunDeps, job: Job, error: GitHubError) -> Exception | None:
+    """A run job's GitHub failure outside the run's own steps (its token, its config, its tracking
+    comment before the run starts): GitHub down, the job waits as the run does (`Reschedule`); past
+    the wait it fails, its run row saying BEM-380 for the sweep to write. None: not an outage."""
+    if not github_down(error):
+        return None
+    run_id = run_id_for(job)
+    at = await OutageWait(Journal(deps.store), run_id, deps.outage_wait).next_try()
+    if at is not None:
+        return Reschedule(at)
+    reason = gave_up_reason(deps.outage_wait)
+    await deps.store.update_run(run_id, error_code=GAVE_UP_CODE, error_message=reason)
+    return PermanentError(f"{GAVE_UP_CODE}: {error}")
+
+
+class WaitsForGitHub(TrackingComment):
+    """How a run meets a GitHub failure; a mixin of `SkillRun` (run.py), which sets the attributes."""
+
+    ctx: JobContext
+    progress: render.Progress
+    usage: RunUsage
+
+    async def _github_failure(self, error: GitHubError) -> tuple[str, str | None]:
+        """GitHub down: the run waits (raises `Reschedule`) until the wait is over (its failure, BEM-380).
+        A rate limit or another transient answer: a retry, as the job's attempts allow
+        (`RetryableError`). Anything else is the run's failure: its reason and code, returned."""
+        job = self.ctx.job
+        if github_down(error):
+            at = await self._outage().next_try()
+            if at is None:
+                return gave_up_reason(self.deps.outage_wait), GAVE_UP_CODE
+            await self._safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
+            await self._not_now(error)
+            raise Reschedule(at) from error
+        if error.transient and job.attempts < job.max_attempts:
+            trouble = render.github_trouble(error.status)
+            await self._safe_publish(render.retrying(self.progress, trouble, job.attempts, job.max_attempts))
+            await self._not_now(error)
+            raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
+        return render.github_refused(error.status, error.message), None
+
+    async def _post_review(self, draft: ReviewDraft) -> Written:
+        """Post the run's review, once; kept first, so no outage makes the model write it again."""
+        await keep_draft(self.effects.journal, self.run_id, draft)
+        return await self.effects.review(
+            self.key("review"),
+            self.owner,
+            self.repo,
+            self.number,
+            commit_id=draft.commit_id,
+            body=draft.body,
+            comments=draft.comments,
+        )
+
+    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
+        """Write the recorded final state (TrackingComment's), and with GitHub down wait for it as for
+        any step, in the same wait: a review posted after an outage is not buried by the edit that
+        says so. Past the wait, and on a rate limit, the job's retries write it (`RetryableError`)."""
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.publish(body, kind="final")
+            except GitHubError as error:
+                if not error.transient:  # refused for good (the comment is gone): a retry cannot mend it
+                    log.warning("run %s: could not write its final state: %s", self.run_id, error)
+                else:
+                    at = await self._outage().next_try() if github_down(error) else None
+                    if at is not None:
+                        raise Reschedule(at) from error
+                    raise RetryableError(
+                        f"run {self.run_id}: the final state could not be written yet"
+                    ) from error
+        await self.deps.store.update_run(self.run_id, **values)
+
+    def _outage(self) -> OutageWait:
+        return OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait)
+
+    async def _not_now(self, error: GitHubError) -> None:
+        """The run is queued again: its row says why, and what it used so far is counted."""
+        await self.deps.store.update_run(self.run_id, status="queued", error_message=str(error))
+        await self.usage.record()
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+# -- the review a run could not post yet ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewDraft:
+    """A finished review as it is to be posted: what the model wrote, after selection and usage."""
+
+    commit_id: str
+    body: str
+    comments: list[InlineComment]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "commit_id": self.commit_id,
+            "body": self.body,
+            "comments": [c.model_dump(mode="json", exclude_none=True) for c in self.comments],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReviewDraft:
+        comments = [InlineComment.model_validate(c) for c in data.get("comments") or []]
+        return cls(str(data["commit_id"]), str(data["body"]), comments)
+
+
+async def keep_draft(journal: Journal, run_id: str, draft: ReviewDraft) -> None:
+    """Keep the review before it is posted, so no outage makes the model's work be done again."""
+    await journal.note(f"{run_id}:review-draft", "review_draft", draft.to_json())
+
+
+async def kept_draft(journal: Journal, run_id: str) -> ReviewDraft | None:
+    entry = await journal.lookup(f"{run_id}:review-draft")
+    return None if entry is None else ReviewDraft.from_json(entry.result)
