@@ -25,6 +25,7 @@ from pydantic_settings import SettingsConfigDict
 
 from bot.app.check_settings import CheckSettings
 from bot.app.credential_settings import CredentialSettings
+from bot.app.github_settings import GitHubSettings
 from bot.app.limit_settings import LimitSettings
 
 CREDENTIALS_FILE = "app-credentials.json"
@@ -51,7 +52,7 @@ def _http_url(value: str, name: str) -> str:
     return value.rstrip("/")
 
 
-class Settings(CheckSettings, LimitSettings, CredentialSettings):
+class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings):
     """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
 
     - APP_ID, PRIVATE_KEY (PEM text; one line with literal \\n accepted) or PRIVATE_KEY_PATH,
@@ -107,12 +108,6 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings):
     work_dir: Path = Path(".beam")
     runs_dir: Path | None = None
     github_api_url: str = DEFAULT_GITHUB_API_URL
-    # Seconds one GitHub API call may take before the client gives up; with GitHub's own 10 s limit
-    # it also bounds how long a retry waits before it looks for a write a dead attempt began (issue 23).
-    github_timeout: float = Field(default=30.0, gt=0, le=300)
-    # Issue 23: seconds a run that GitHub fails with a 5xx or no answer waits for it, trying again
-    # with a growing backoff, before it fails (BEM-380); 0 fails it at once.
-    github_outage_wait: float = Field(default=1800.0, ge=0)
     public_url: str | None = None
     app_manifest: Path | None = None
     host: str = "127.0.0.1"

@@ -40,6 +40,7 @@ RANK = {
     "fence": 0,  # the write fence: set by the worker pool, checked by the GitHub client
     "stored_credentials": 1.25,  # issue 23: where a process finds the App's credentials, over jobs
     "credential_settings": 0,  # BEAM_SECRET_KEY, a base of `settings.Settings`
+    "github_settings": 0,  # BEAM_GITHUB_TIMEOUT and BEAM_GITHUB_OUTAGE_WAIT, a base of `settings.Settings`
     "secret_key": 0,  # the keyring BEAM_SECRET_KEY names
 }
 SIDEWAYS = {
@@ -49,6 +50,7 @@ SIDEWAYS = {
     ("settings", "check_settings"),
     ("settings", "limit_settings"),
     ("settings", "credential_settings"),
+    ("settings", "github_settings"),
     ("credential_settings", "secret_key"),
 }
 
