@@ -199,7 +199,9 @@ def test_compose_runs_postgresql_one_server_and_two_workers() -> None:
         assert service["build"] == "."
         assert "BEAM_DATABASE_URL=postgresql://beam:beam@postgres:5432/beam" in service["environment"]
         assert service["depends_on"]["postgres"]["condition"] == "service_healthy"
-        assert "beam-data:/data" in service["volumes"]
+    # Shared nothing but PostgreSQL (issue 23): a worker's work directory is its own cache.
+    assert "beam-data:/data" in services["serve"]["volumes"][0]
+    assert "volumes" not in services["worker"]
     assert "readyz" in " ".join(services["serve"]["healthcheck"]["test"])
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "docker compose up" in readme and "`compose.yaml`" in readme
