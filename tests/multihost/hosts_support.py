@@ -8,17 +8,28 @@ its own, before the other hosts start: every later job can only be claimed by th
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
 import httpx
 
 from tests.e2e.crash_support import seed_pulls
 from tests.support.bot_process import SECRET, comment_payload, wait_for
-from tests.support.multihost import HostProcess
+from tests.support.multihost import Cluster, HostProcess
 from tests.support.openai_server import chat_response, text_message
 from tests.support.webhooks import delivery, issue_comment_payload
 
 BOT = "beam-bot[bot]"
 BUSY_REPO = "octo/busy"
+T = TypeVar("T")
+
+
+def wait_on(hosts: Cluster, check: Callable[[], T | None], timeout: float, what: str) -> T:
+    """`wait_for`, and on a timeout every host's log as it is then (not as it was at the call)."""
+    try:
+        return wait_for(check, timeout=timeout, what=what)
+    except AssertionError as timed_out:
+        raise AssertionError(f"{timed_out}\n{hosts.log()}") from None
 
 
 def send_command(serve: HostProcess, repo: str, number: int, body: str, *, patient: bool = False) -> int:

@@ -18,8 +18,7 @@ import pytest
 
 from tests.e2e.crash_support import NUMBER, REPO, seed_pulls, seed_review_pull
 from tests.e2e.test_crash_effects import script_review
-from tests.multihost.hosts_support import BOT, occupy, send_command
-from tests.support.bot_process import wait_for
+from tests.multihost.hosts_support import BOT, occupy, send_command, wait_on
 from tests.support.multihost import Cluster, HostProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(170)]
@@ -36,10 +35,8 @@ def test_a_review_taken_on_host_a_is_done_by_a_worker_on_another_host(hosts: Clu
     script_review(serve)
     command = send_command(serve, REPO, NUMBER, "/beam review")
 
-    reviews = wait_for(
-        lambda: serve.fake.reviews_on(REPO, NUMBER), timeout=60, what=f"the review\n{hosts.log()}"
-    )
-    wait_for(lambda: _final(hosts, REPO, NUMBER), timeout=30, what="the final tracking comment")
+    reviews = wait_on(hosts, lambda: serve.fake.reviews_on(REPO, NUMBER), 60, "the review")
+    wait_on(hosts, lambda: _final(hosts, REPO, NUMBER), 30, "the final tracking comment")
     assert len(reviews) == 1 and reviews[0].body.startswith("The fix is right."), [r.body for r in reviews]
     assert "Posted a review" in (_final(hosts, REPO, NUMBER) or "")
     eyes = [r for r in serve.fake.reactions_on(command) if r.user == BOT and r.content == "eyes"]
@@ -116,7 +113,7 @@ def test_kill_9_of_a_random_host_under_load_ends_with_no_duplicate_and_no_lost_j
     for proc in procs:
         if not proc.alive():
             proc.start()
-    wait_for(hosts.jobs_done, timeout=90, what=f"every job done after kills on {kills}\n{hosts.log()}")
+    wait_on(hosts, hosts.jobs_done, 90, f"every job done after kills on {kills}")
 
     comments = [c for c in list(hosts.fake.comments.values()) if c.user == BOT]
     marks = [m for c in comments for m in MARK.findall(c.body)[:1]]
