@@ -273,7 +273,8 @@ def pg_processes(
         goal = f" (target >= {target}x)" if target else ""
         print(
             f"             {n} process{'es' if n > 1 else '  '} {medians[n]:6.0f} jobs/s, "
-            f"ratio {medians[n] / one:.2f}x{goal}; {statistics.median(busy[n]):.2f} of {cores} cores busy"
+            f"ratio {medians[n] / one:.2f}x{goal}; "
+            f"with the database {statistics.median(busy[n]):.2f} of {cores} cores busy"
         )
     if not wait:
         print(
@@ -322,11 +323,31 @@ class Spread:
 
 
 def busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine spent busy so far (/proc/stat: all but idle and iowait), so the
-    database's share counts too."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    idle = fields[3] + fields[4]
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds spent so far by this benchmark's worker processes (once waited for) and by the
+    PostgreSQL server, so the database's share counts too and other programs on a shared machine do
+    not: /proc/stat's machine-wide figure read 2.00 of 2 cores whenever anything else ran.
+
+    The server's exited backends are in its postmaster's `cutime`/`cstime`; other clients of the same
+    server during a run still count (it cannot be told apart per database)."""
+    import resource
+
+    tick = os.sysconf("SC_CLK_TCK")
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    total = children.ru_utime + children.ru_stime
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
+        if name not in ("postgres", "postmaster"):
+            continue
+        # Fields after the name: state ppid ... utime (12th) stime cutime cstime.
+        utime, stime, cutime, cstime = (int(x) for x in rest[11:15])
+        total += (utime + stime + cutime + cstime) / tick
+    return total
 
 
 class PgDatabases:
@@ -372,7 +393,9 @@ def main() -> None:
     if args.worker:
         worker_process(args.worker, 300, args.wait)
         return
-    print(f"job queue, cpu count {os.cpu_count()}")
+    # The ceilings below hold on an otherwise idle machine: what other programs run takes cores too.
+    load = os.getloadavg()[0]
+    print(f"job queue, cpu count {os.cpu_count()}, load average {load:.2f} at the start")
     with tempfile.TemporaryDirectory(prefix="beam-bench-queue-") as tmp:
         tmp_path = Path(tmp)
         claim_scaling(
