@@ -41,6 +41,7 @@ from sqlalchemy.engine import make_url
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.queue_placement import Spread, postgres_cpu_seconds  # noqa: E402
 from bot.app.jobs.queue import Job, JobQueue  # noqa: E402
 from bot.app.jobs.schema import jobs, queued_job  # noqa: E402
 from bot.app.jobs.store import Store  # noqa: E402
@@ -194,6 +195,7 @@ def worker_process(url: str, seconds: float, wait: float = 0.0) -> None:
         await _queued(store)  # the connection is open and the statements are warm
         print("ready", flush=True)
         await anyio.to_thread.run_sync(sys.stdin.readline)  # the parent's "go": all start together
+        cpu_at_go = time.process_time()  # start-up (imports, connecting) is not the jobs' cost
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(pool.run)
@@ -211,7 +213,7 @@ def worker_process(url: str, seconds: float, wait: float = 0.0) -> None:
                 pool.stop()
         finally:
             await store.close()
-        print(count, last, flush=True)
+        print(count, last, time.process_time() - cpu_at_go, flush=True)
 
     anyio.run(main)
 
@@ -251,17 +253,18 @@ def pg_processes(
                 )
             for child in children:  # start-up (imports, connecting) is not throughput
                 assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-            started, cpu_before, go_at = time.perf_counter(), busy_cpu_seconds(), time.time()
+            started, cpu_before, go_at = time.perf_counter(), postgres_cpu_seconds(), time.time()
             for child in children:
                 assert child.stdin is not None
                 child.stdin.write("go\n")
                 child.stdin.flush()
-            ends = [(child.communicate(timeout=600)[0] or "0 0").split()[-2:] for child in children]
-            busy[processes].append((busy_cpu_seconds() - cpu_before) / (time.perf_counter() - started))
-            done = sum(int(count) for count, _ in ends)
+            ends = [(child.communicate(timeout=600)[0] or "0 0 0").split()[-3:] for child in children]
+            cpu = postgres_cpu_seconds() - cpu_before + sum(float(used) for _, _, used in ends)
+            busy[processes].append(cpu / (time.perf_counter() - started))
+            done = sum(int(count) for count, _, _ in ends)
             if done != total:
                 raise SystemExit(f"{processes} processes finished {done} of {total} jobs")
-            rates[processes].append(total / (max(float(last) for _, last in ends) - go_at))
+            rates[processes].append(total / (max(float(last) for _, last, _ in ends) - go_at))
     medians = {n: statistics.median(rates[n]) for n in counts}
     one = medians[counts[0]]
     cores, used = os.cpu_count() or 1, statistics.median(busy[counts[0]])
@@ -286,68 +289,6 @@ def pg_processes(
 
 IO_TARGETS = {2: 1.8, 4: 3.0}
 NOOP_TARGETS = {2: 1.5}
-
-
-class Spread:
-    """Worker processes placed on namespaced hosts (tests/support/netns.py): a bridge, one namespace
-    per host, and PostgreSQL reached through a forwarder on the bridge, as from other machines."""
-
-    def __init__(self, database: str, count: int) -> None:
-        from tests.support.netns import Network, TcpForwarder
-
-        self.count = count
-        self.net = Network()
-        self.net.up()
-        try:
-            self.hosts = [self.net.add_host(f"w{i}") for i in range(count)]
-            target = make_url(database)
-            self.forwarder = TcpForwarder(self.net.gateway, (target.host or "127.0.0.1", target.port or 5432))
-            self.forwarder.__enter__()
-        except BaseException:
-            self.net.close()
-            raise
-
-    def prefix(self, index: int) -> list[str]:
-        return self.hosts[index % self.count].command()
-
-    def url(self, url: str) -> str:
-        return (
-            make_url(url)
-            .set(host=self.net.gateway, port=self.forwarder.port)
-            .render_as_string(hide_password=False)
-        )
-
-    def close(self) -> None:
-        self.forwarder.close()
-        self.net.close()
-
-
-def busy_cpu_seconds() -> float:
-    """CPU seconds spent so far by this benchmark's worker processes (once waited for) and by the
-    PostgreSQL server, so the database's share counts too and other programs on a shared machine do
-    not: /proc/stat's machine-wide figure read 2.00 of 2 cores whenever anything else ran.
-
-    The server's exited backends are in its postmaster's `cutime`/`cstime`; other clients of the same
-    server during a run still count (it cannot be told apart per database)."""
-    import resource
-
-    tick = os.sysconf("SC_CLK_TCK")
-    children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    total = children.ru_utime + children.ru_stime
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            stat = (proc / "stat").read_text()
-        except OSError:
-            continue
-        name, rest = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :].split()
-        if name not in ("postgres", "postmaster"):
-            continue
-        # Fields after the name: state ppid ... utime (12th) stime cutime cstime.
-        utime, stime, cutime, cstime = (int(x) for x in rest[11:15])
-        total += (utime + stime + cutime + cstime) / tick
-    return total
 
 
 class PgDatabases:

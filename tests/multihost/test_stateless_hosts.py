@@ -12,6 +12,7 @@ the coordinator removes the skip marks at merge.
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from typing import Any
@@ -33,7 +34,8 @@ from tests.support.multihost import Cluster, HostProcess
 from tests.support.openai_server import chat_response, text_message
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(170)]
-SECRET_KEY = "multihost-test-secret-key-0123456789abcdef"
+# A Fernet key's form (32 bytes, url-safe base64), which a passphrase-deriving reader takes too.
+SECRET_KEY = base64.urlsafe_b64encode(bytes(range(32))).decode()
 SETUP_TOKEN = "multihost-setup-token"
 
 
