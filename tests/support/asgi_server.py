@@ -17,11 +17,12 @@ import uvicorn
 
 
 @contextmanager
-def serve_asgi(app: Any, what: str, **config: Any) -> Iterator[str]:
-    """Serves `app` on 127.0.0.1 until the block ends; yields `http://127.0.0.1:<port>`."""
+def serve_asgi(app: Any, what: str, host: str = "127.0.0.1", **config: Any) -> Iterator[str]:
+    """Serves `app` on `host` (loopback unless a test's other hosts must reach it) until the block
+    ends; yields `http://<host>:<port>`."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited by accepted connections
-    sock.bind(("127.0.0.1", 0))
+    sock.bind((host, 0))
     port = sock.getsockname()[1]
     options: dict[str, Any] = {"log_level": "warning", "lifespan": "off", "ws": "none", "access_log": False}
     server = uvicorn.Server(uvicorn.Config(app, **{**options, **config}))
@@ -33,7 +34,7 @@ def serve_asgi(app: Any, what: str, **config: Any) -> Iterator[str]:
             if not thread.is_alive() or time.monotonic() > deadline:
                 raise RuntimeError(f"the {what} did not start")
             time.sleep(0.005)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         thread.join(10)

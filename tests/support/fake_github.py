@@ -371,9 +371,9 @@ class FakeGitHub(FakeHandlers):
 
 
 @contextmanager
-def serve_fake_github(fake: FakeGitHub) -> Iterator[str]:
-    """Serves `fake` with uvicorn on 127.0.0.1 (random port) in a thread; yields the API base URL."""
-    with serve_asgi(fake, "fake GitHub server") as base:
+def serve_fake_github(fake: FakeGitHub, host: str = "127.0.0.1") -> Iterator[str]:
+    """Serves `fake` with uvicorn on `host` (random port) in a thread; yields the API base URL."""
+    with serve_asgi(fake, "fake GitHub server", host) as base:
         yield f"{base}{fake.api_prefix}"
 
 

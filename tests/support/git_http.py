@@ -302,7 +302,13 @@ class GitHttpServer:
     `requests` records what clients did.
     """
 
-    def __init__(self, root: Path, token: TokenCheck = "test-token") -> None:  # noqa: S107 - a test fixture
+    def __init__(
+        self,
+        root: Path,
+        token: TokenCheck = "test-token",  # noqa: S107 - a test fixture
+        host: str = "127.0.0.1",
+    ) -> None:
+        self.host = host  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.token: TokenCheck = token
@@ -325,7 +331,7 @@ class GitHttpServer:
         self.close()
 
     def start(self) -> None:
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server((self.host, 0), _Handler)
         server.owner = self
         self._server = server
         self._thread = threading.Thread(

@@ -153,9 +153,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = False
     block_on_close = True
 
-    def __init__(self, port: int, fake: FakeOpenAI) -> None:
+    def __init__(self, port: int, fake: FakeOpenAI, host: str = "127.0.0.1") -> None:
         self.fake = fake
-        super().__init__(("127.0.0.1", port), _Handler)
+        super().__init__((host, port), _Handler)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away (a test's timeout) is expected; stay quiet."""
@@ -210,7 +210,9 @@ class FakeOpenAI:
         api_key: str | None = None,
         fallback_text: str | None = None,
         validate: bool = True,
+        host: str = "127.0.0.1",
     ) -> None:
+        self.host = host  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
         self.api_key = api_key
         self.fallback_text = fallback_text
         self.validate = validate
@@ -220,7 +222,7 @@ class FakeOpenAI:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._connections: set[socket.socket] = set()
-        self._server = _Server(port, self)
+        self._server = _Server(port, self, host)
         self._thread: threading.Thread | None = None
 
     @property
@@ -230,7 +232,7 @@ class FakeOpenAI:
     @property
     def url(self) -> str:
         """The base URL a client is given (ends in /v1, no trailing slash)."""
-        return f"http://127.0.0.1:{self.port}/v1"
+        return f"http://{self.host}:{self.port}/v1"
 
     @property
     def requests(self) -> list[Any]:
