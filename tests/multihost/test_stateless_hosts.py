@@ -77,7 +77,6 @@ def receive_packs(hosts: Cluster) -> int:
     return sum(1 for r in hosts.git.requests if r.method == "POST" and r.path.endswith("git-receive-pack"))
 
 
-@pytest.mark.skip(reason="needs held commits in the database (w-held)")
 def test_a_push_held_on_a_host_whose_disk_is_lost_is_made_once_by_another(hosts: Cluster) -> None:
     hosts.env.update(BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2", BEAM_LEASE_SECONDS="3")
     serve = hosts.process("a", "serve")
@@ -130,7 +129,6 @@ def register_through_the_setup_page(serve: HostProcess) -> None:
         assert browser.get("/healthz").json() == {"status": "ok", "mode": "normal"}
 
 
-@pytest.mark.skip(reason="needs credentials in the database (w-creds)")
 def test_credentials_registered_on_a_reach_workers_that_never_had_them(hosts: Cluster) -> None:
     hosts.env.update(BEAM_SECRET_KEY=SECRET_KEY, BEAM_MAX_CONCURRENCY_PER_INSTALLATION="0")
     serve = hosts.process("a", "serve", credentials=False, BEAM_SETUP_TOKEN=SETUP_TOKEN)
