@@ -17,6 +17,7 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.store import Store
 from bot.app.limits.policy import Policy
+from bot.app.runs.findings_hook import FindingsFor
 from bot.beam.completion import CompletionClient
 from bot.beam.types import AgentResult
 
@@ -72,6 +73,8 @@ class RunDeps:
     refresh_token: Callable[[int], Awaitable[str]] | None = None
     # Runs the repositories' checks in the jail (docs/checks.md); None: this process runs none.
     checks: Checker | None = None
+    # The findings ledger of `/beam review` (runs/findings_hook.py); None: its findings are not kept.
+    review_findings: FindingsFor | None = None
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""

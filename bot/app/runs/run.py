@@ -37,6 +37,7 @@ from bot.app.runs.deps import (
     RunDeps,
     run_id_for,
 )
+from bot.app.runs.findings_hook import RunFindings
 from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
@@ -259,10 +260,14 @@ class SkillRun(RunWorkspace, TrackingComment):
         event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
+        # The findings ledger (issue 21): the 👎s, then what was dismissed, for the prompt.
+        found = await self._findings(run_tree, head_sha, pull)
+        sections = await found.before(self.ctx.config.review, [f.filename for f in files])
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
-            chosen = select_findings(comments, rules)
+            # A finding dismissed on this pull request stays dismissed.
+            chosen = select_findings(await found.screen(comments), rules)
             comments = chosen.kept
             held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
             body = f"{body}\n\n{held}" if held else body
@@ -280,12 +285,13 @@ class SkillRun(RunWorkspace, TrackingComment):
                 body=body,
                 comments=inline,
             )
+            await found.record(comments)
             return review.id
 
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        coverage, context = await self._prompt(tree, pull, files, total)
+        coverage, context = await self._prompt(tree, pull, files, total, sections=sections)
         # Over one call's budget, each call posts into `parts`; the merged review is posted once.
         parts = CallParts() if len(coverage.calls) > 1 else None
 
@@ -343,7 +349,7 @@ class SkillRun(RunWorkspace, TrackingComment):
                 log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
                 memory.forget_turns()
                 retried = True
-                coverage, _ = await self._prompt(tree, pull, files, total, halved=True)
+                coverage, _ = await self._prompt(tree, pull, files, total, halved=True, sections=sections)
                 calls = coverage.calls
                 parts = CallParts() if len(calls) > 1 else None
                 continue
@@ -370,9 +376,20 @@ class SkillRun(RunWorkspace, TrackingComment):
                 notes.append(render.PLAIN_TEXT_REVIEW)
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
+            notes += await found.after()  # fixed findings answered; the count of them all
         notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
+
+    async def _findings(self, run_tree: RunTree, head: str, pull: PullRequest | None) -> RunFindings:
+        """The ledger's steps for a `/beam review` on a pull request, when the app gave one."""
+        make = self.deps.review_findings
+        login = await self.deps.identity.login() if make and self.skill == "review" and pull else None
+        if make is None or not login:
+            return RunFindings(None, run_tree.path, head, "")
+        repo, permission = self.ctx.event.repository.full_name, self.ctx.config.trigger_permission
+        hook = make(self.deps.store, self.ctx.gh, self.effects, repo, self.number, permission)
+        return RunFindings(hook, run_tree.path, head, login)
 
 
 def _list_paths(tree: WorkingTree) -> list[str]:

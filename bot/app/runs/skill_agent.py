@@ -21,7 +21,7 @@ from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import CheckedSuggestions, PostReview, RunLedger, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
-from bot.app.runs.review_context import ReviewContext, review_context
+from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
 from bot.app.runs.selection import rules_sections
 from bot.beam.completion import CompletionClient
 from bot.beam.runner import Checkpoint, RigAgentRunner, StopCheck
@@ -72,14 +72,20 @@ async def run_prompts(
     guidance: str = "",
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
+    sections: Sequence[UntrustedSection] | None = None,
 ) -> tuple[Coverage, ReviewContext]:
     """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
+    `sections`: a review's extra data when the run has it from the findings ledger (the path
+    instructions and the findings already dismissed); None: the path instructions alone.
     `halved`: half the diff per call, after the model's context overflowed (BEM-092)."""
     if halved:
         limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
     review = skill == "review"
-    sections = rules_sections(rules, [f.filename for f in files]) if review else ()
+    if not review:
+        sections = ()
+    elif sections is None:
+        sections = rules_sections(rules, [f.filename for f in files])
     context = await review_context(sandbox, files, rules, limits, sections, lint=review)
     _, coverage = build_prompt(
         event,
