@@ -38,6 +38,7 @@ from bot.app.runs.linters import lint_skipped
 from bot.app.runs.review_context import UntrustedSection, merge_parts, review_context
 from bot.app.runs.run import RunDeps
 from bot.app.runs.selection import select_findings
+from bot.app.runs.skill_agent import review_in_text
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
@@ -263,7 +264,9 @@ class AgentReview:
                     request_id=call_id,
                     metadata={"repository": self.target.repo, "number": self.pull.number},
                 )
-                await hub.invoke(request, on_frame=on_frame)
+                answer = (await hub.invoke(request, on_frame=on_frame)).result
+                if guard.stop is None and not answer.interrupted:  # findings written as JSON in the text
+                    await review_in_text(tools, answer.text)
                 truncated.extend(ledger.truncated)
                 if guard.stop is not None:
                     break

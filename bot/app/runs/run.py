@@ -44,7 +44,7 @@ from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
+from bot.app.runs.skill_agent import review_from_text, review_in_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
@@ -260,7 +260,6 @@ class SkillRun(RunWorkspace, TrackingComment):
         event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
-        # The findings ledger (issue 21): the 👎s, then what was dismissed, for the prompt.
         found = await self._findings(run_tree, head_sha, pull)
         sections = await found.before(self.ctx.config.review, [f.filename for f in files])
 
@@ -367,12 +366,13 @@ class SkillRun(RunWorkspace, TrackingComment):
             if self.on_interrupt is None:
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
-        answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
-        answer = render.link_citations(answer, known, blob_base)
+        answer = render.link_citations(result.text, known, blob_base)
         notes: list[str] = []
         if self.skill == "review" and pull is not None:
-            if await review_from_text(ledger, answer, post_review):
+            if args := await review_in_text(tools, result.text):  # findings written as JSON
+                answer = render.link_citations(args["body"], known, blob_base)
+            elif await review_from_text(ledger, answer, post_review):
                 notes.append(render.PLAIN_TEXT_REVIEW)
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
