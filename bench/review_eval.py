@@ -65,10 +65,10 @@ from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
 from bot.app.runs.linters import run_linters
 from bot.app.runs.prompt import MAX_BODY_CHARS
 from bot.app.runs.review_context import ReviewContext, merge_parts, read_gitattributes
+from bot.app.runs.skill_agent import review_in_text, skill_runner
 from bot.beam.completion import Completion, CompletionClientBase
 from bot.beam.hub import RiverBeam
 from bot.beam.openai_client import OpenAiCompatible
-from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import ToolSpec
@@ -200,7 +200,7 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ite
             checked=CheckedSuggestions(ruff=items_on),
         )
         hub = RiverBeam()
-        hub.register_agent(RigAgentRunner.for_skill("review", client, tools, should_stop=guard))
+        hub.register_agent(skill_runner("review", client, tools, should_stop=guard))  # as reviews/agent.py
         request = InvokeRequest(
             agent_name="review",
             content=[ContentPart.text_part(text)],
@@ -208,7 +208,9 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ite
             request_id=uuid.uuid4(),
             metadata={"repository": REPO, "number": 1},
         )
-        await hub.invoke(request)
+        answer = (await hub.invoke(request)).result
+        if not answer.interrupted:  # as reviews/agent.py: findings the model wrote as JSON in its text
+            await review_in_text(tools, answer.text)
     _, comments = merge_parts(parts) if parts else ("", [])
     return [
         Finding(str(c["path"]), int(c["line"]), str(c.get("finding", c.get("body", ""))))

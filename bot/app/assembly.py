@@ -26,6 +26,7 @@ from bot.app.jobs.workers import Handler
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
 from bot.app.reviews.abandoned import AbandonedReviews
+from bot.app.reviews.command_findings import command_findings
 from bot.app.reviews.review import KIND as AUTO_REVIEW
 from bot.app.reviews.review import ReviewJob
 from bot.app.reviews.state import ReviewStates
@@ -120,6 +121,7 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         outage_wait=settings.github_outage_wait,
         refresh_token=refresh_token,
         checks=checker(settings, checkouts),
+        review_findings=command_findings,  # `/beam review` keeps the ledger too (issue 21)
     )
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval

@@ -30,7 +30,7 @@ from bot.app.runs.linters import lint_skipped
 from bot.app.runs.prompt import Coverage
 from bot.app.runs.review_context import CallParts, ReviewContext, call_session
 from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_from_text, run_prompts, run_tools, skill_runner
+from bot.app.runs.skill_agent import review_from_text, review_in_text, run_prompts, run_tools, skill_runner
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
 from bot.beam.completion import CompletionClient
@@ -197,7 +197,9 @@ class ChangeRun:
         if guard.stop is not None:
             notes += stopped_outcome(guard.stop, result.text).get("notes", [])
         if is_review:
-            if await review_from_text(ledger, result.text, post_review):
+            if await review_in_text(tools, result.text):  # findings written as JSON, as on GitHub
+                review.posted_with = "review_change"
+            elif await review_from_text(ledger, result.text, post_review):
                 review.posted_with = "text"
             else:
                 review.posted_with = "review_change"

@@ -180,6 +180,27 @@ def test_each_dialect_posts_its_review_and_nothing_raw(bot: BotProcess, dialect:
     assert_clean(bot)
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        f"My review:\n```json\n{json.dumps(REVIEW)}\n```",  # the tool's arguments, without the call
+        'Found one: [{"file": "src/calc.py", "line": 2, "issue": "Good catch."}]',  # a list of findings
+    ],
+)
+def test_findings_written_as_json_in_the_answer_are_posted_inline(bot: BotProcess, answer: str) -> None:
+    """Issue 21: a model that ends with its findings in the text, never calling `review_change`."""
+    reviews = len(bot.fake.reviews_on(REPO, 7))
+    bot.llm.enqueue(chat_response(text_message(answer)))
+    final = run_review(bot)
+    assert "Posted a review" in final and "plain text" not in final
+    posted = bot.fake.reviews_on(REPO, 7)
+    assert len(posted) == reviews + 1
+    [comment] = [bot.fake.comments[i] for i in posted[-1].comment_ids]
+    assert (comment.path, comment.line) == ("src/calc.py", 2) and comment.body.startswith("Good catch.")
+    assert "```json" not in posted[-1].body and '"line"' not in posted[-1].body
+    assert_clean(bot)
+
+
 def test_a_model_that_keeps_sending_unusable_calls_ends_with_bem_094(bot: BotProcess) -> None:
     wrong = fenced("run_shell", {"cmd": "cat /etc/passwd"})
     bot.llm.enqueue(wrong)

@@ -38,10 +38,10 @@ from bot.app.runs.linters import lint_skipped
 from bot.app.runs.review_context import UntrustedSection, merge_parts, review_context
 from bot.app.runs.run import RunDeps
 from bot.app.runs.selection import select_findings
+from bot.app.runs.skill_agent import review_in_text, skill_runner
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
-from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.types import ContentPart, InvokeRequest, StreamChunk, StreamChunkType
@@ -254,7 +254,9 @@ class AgentReview:
                     checked=CheckedSuggestions(ruff=context.lint is not None),
                 )
                 hub = RiverBeam()
-                hub.register_agent(RigAgentRunner.for_skill("review", usage.meter, tools, should_stop=guard))
+                # A missing file or a refused path goes back to the model, as in `/beam review`: small
+                # models often guess a path, and a guess must not end the review with nothing.
+                hub.register_agent(skill_runner("review", usage.meter, tools, should_stop=guard))
                 call_id = uuid.UUID(run_id) if index == 0 else uuid.uuid5(uuid.UUID(run_id), f"call-{index}")
                 request = InvokeRequest(
                     agent_name="review",
@@ -263,7 +265,9 @@ class AgentReview:
                     request_id=call_id,
                     metadata={"repository": self.target.repo, "number": self.pull.number},
                 )
-                await hub.invoke(request, on_frame=on_frame)
+                answer = (await hub.invoke(request, on_frame=on_frame)).result
+                if guard.stop is None and not answer.interrupted:  # findings written as JSON in the text
+                    await review_in_text(tools, answer.text)
                 truncated.extend(ledger.truncated)
                 if guard.stop is not None:
                     break

@@ -21,6 +21,13 @@ TASK = (
     "Post once with review_change. If there is nothing worth saying, call review_change with an "
     "empty comments list."
 )
+# Small models prefix a path with `/` or the repository's name and spend their calls on refused
+# reads (the benchmark, docs/review.md); the whole change is in the prompt anyway.
+PATHS = (
+    "Paths are relative to the repository's root, as each `## path` heading writes them: `read_file` "
+    "takes `src/app.py`, never `/src/app.py` nor the repository's name before it. The hunks show the "
+    "whole change; read other code only when a finding depends on it."
+)
 
 
 def _fence(text: str) -> str:
@@ -57,7 +64,7 @@ def build_review_prompts(
     context: ReviewContext | None = None,
 ) -> ReviewPrompts:
     context = context or ReviewContext()
-    parts = [TASK, HOW_TO_READ]
+    parts = [TASK, f"{HOW_TO_READ} {PATHS}"]
     if changed is not None and since is not None:
         where = [f"- {path}: lines {_spans(lines)}" for path, lines in sorted(changed.items()) if lines]
         parts.append(

@@ -249,6 +249,11 @@ class ReviewChangeTool(Tool):
         )
 
     async def invoke(self, args: Any, input: AgentInput) -> Any:
+        return await self.post_args(args)
+
+    async def post_args(self, args: Any) -> dict[str, Any]:
+        """The call's work, also for arguments a model wrote in its answer without calling the tool
+        (runs/text_review.py): the same checks of lines and suggestions either way."""
         body = string_arg(args, "body")
         if self.ledger.reviewed:
             return {"posted": False, "reason": "the review was already posted in this run"}

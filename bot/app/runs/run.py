@@ -38,6 +38,7 @@ from bot.app.runs.deps import (
     RunDeps,
     run_id_for,
 )
+from bot.app.runs.findings_hook import RunFindings
 from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
@@ -45,7 +46,7 @@ from bot.app.runs.outage import ReviewDraft, WaitsForGitHub, kept_draft
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
+from bot.app.runs.skill_agent import review_from_text, review_in_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
@@ -261,10 +262,13 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
+        found = await self._findings(run_tree, head_sha, pull)
+        sections = await found.before(self.ctx.config.review, [f.filename for f in files])
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
-            chosen = select_findings(comments, rules)
+            # A finding dismissed on this pull request stays dismissed.
+            chosen = select_findings(await found.screen(comments), rules)
             comments = chosen.kept
             held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
             body = f"{body}\n\n{held}" if held else body
@@ -273,12 +277,14 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                 InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
             ]
             body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
-            return (await self._post_review(ReviewDraft(head_sha, body, inline))).id
+            review_id = (await self._post_review(ReviewDraft(head_sha, body, inline))).id
+            await found.record(comments)
+            return review_id
 
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        coverage, context = await self._prompt(tree, pull, files, total)
+        coverage, context = await self._prompt(tree, pull, files, total, sections=sections)
         # Over one call's budget, each call posts into `parts`; the merged review is posted once.
         parts = CallParts() if len(coverage.calls) > 1 else None
 
@@ -336,7 +342,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                 log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
                 memory.forget_turns()
                 retried = True
-                coverage, _ = await self._prompt(tree, pull, files, total, halved=True)
+                coverage, _ = await self._prompt(tree, pull, files, total, halved=True, sections=sections)
                 calls = coverage.calls
                 parts = CallParts() if len(calls) > 1 else None
                 continue
@@ -354,18 +360,30 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             if self.on_interrupt is None:
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
-        answer = result.text
         known = set(await anyio.to_thread.run_sync(_list_paths, tree))
-        answer = render.link_citations(answer, known, blob_base)
+        answer = render.link_citations(result.text, known, blob_base)
         notes: list[str] = []
         if self.skill == "review" and pull is not None:
-            if await review_from_text(ledger, answer, post_review):
+            if args := await review_in_text(tools, result.text):  # findings written as JSON
+                answer = render.link_citations(args["body"], known, blob_base)
+            elif await review_from_text(ledger, answer, post_review):
                 notes.append(render.PLAIN_TEXT_REVIEW)
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
+            notes += await found.after()  # fixed findings answered; the count of them all
         notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
+
+    async def _findings(self, run_tree: RunTree, head: str, pull: PullRequest | None) -> RunFindings:
+        """The ledger's steps for a `/beam review` on a pull request, when the app gave one."""
+        make = self.deps.review_findings
+        login = await self.deps.identity.login() if make and self.skill == "review" and pull else None
+        if make is None or not login:
+            return RunFindings(None, run_tree.path, head, "")
+        repo, permission = self.ctx.event.repository.full_name, self.ctx.config.trigger_permission
+        hook = make(self.deps.store, self.ctx.gh, self.effects, repo, self.number, permission)
+        return RunFindings(hook, run_tree.path, head, login)
 
 
 def _list_paths(tree: WorkingTree) -> list[str]:

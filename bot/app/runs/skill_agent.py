@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
+from typing import Any
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
@@ -18,11 +19,12 @@ from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.runs import render
 from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
 from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, PostReview, RunLedger, host_tools
+from bot.app.runs.host_tools import CheckedSuggestions, PostReview, ReviewChangeTool, RunLedger, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
-from bot.app.runs.review_context import ReviewContext, review_context
+from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
 from bot.app.runs.selection import rules_sections
+from bot.app.runs.text_review import review_args_from_text
 from bot.beam.completion import CompletionClient
 from bot.beam.runner import Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
@@ -72,14 +74,20 @@ async def run_prompts(
     guidance: str = "",
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
+    sections: Sequence[UntrustedSection] | None = None,
 ) -> tuple[Coverage, ReviewContext]:
     """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
+    `sections`: a review's extra data when the run has it from the findings ledger (the path
+    instructions and the findings already dismissed); None: the path instructions alone.
     `halved`: half the diff per call, after the model's context overflowed (BEM-092)."""
     if halved:
         limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
     review = skill == "review"
-    sections = rules_sections(rules, [f.filename for f in files]) if review else ()
+    if not review:
+        sections = ()
+    elif sections is None:
+        sections = rules_sections(rules, [f.filename for f in files])
     context = await review_context(sandbox, files, rules, limits, sections, lint=review)
     _, coverage = build_prompt(
         event,
@@ -117,10 +125,24 @@ def skill_runner(
     )
 
 
+async def review_in_text(tools: Sequence[Tool], answer: str) -> dict[str, Any] | None:
+    """Post the review a model wrote into its answer as JSON instead of calling `review_change`
+    (runs/text_review.py), through the tool and its checks; the arguments read, None when the
+    answer held none (or the review was already posted). Give it the model's own text: links added
+    to the answer afterwards would change its paths."""
+    tool = next((t for t in tools if isinstance(t, ReviewChangeTool)), None)
+    args = review_args_from_text(answer) if tool is not None and not tool.ledger.reviewed else None
+    if tool is None or args is None:
+        return None
+    await tool.post_args(args)
+    return args
+
+
 async def review_from_text(ledger: RunLedger, answer: str, post_review: PostReview) -> bool:
-    """A review run whose model never called `review_change` still ends in a review: its plain-text
-    answer is the body, without inline comments. True when that is what happened (the run says so,
-    `render.PLAIN_TEXT_REVIEW`), False when the model posted through `review_change`."""
+    """A review run whose model never called `review_change` (nor wrote its findings as JSON,
+    `review_in_text`) still ends in a review: its plain-text answer is the body, without inline
+    comments. True when that is what happened (the run says so, `render.PLAIN_TEXT_REVIEW`), False
+    when the model posted through `review_change`."""
     if ledger.reviewed:
         return False
     ledger.reviewed = True

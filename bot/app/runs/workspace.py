@@ -8,6 +8,7 @@ follow-up on the bot's own branch, never a protected ref) read in one place of t
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import anyio
 import pygit2
@@ -18,7 +19,7 @@ from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.prompt import Coverage
-from bot.app.runs.review_context import ReviewContext
+from bot.app.runs.review_context import ReviewContext, UntrustedSection
 from bot.app.runs.skill_agent import run_prompts
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 
@@ -44,6 +45,7 @@ class RunWorkspace:
         total: int,
         *,
         halved: bool = False,
+        sections: Sequence[UntrustedSection] | None = None,
     ) -> tuple[Coverage, ReviewContext]:
         """The prompt of every call, built as `beam-bot run` builds it for a local change."""
         return await run_prompts(
@@ -60,6 +62,7 @@ class RunWorkspace:
             guidance=self.plan.guidance,
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),
+            sections=sections,
         )
 
     async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
