@@ -43,7 +43,7 @@ from bot.app.runs.memory import RunMemory
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_from_text, run_tools, skill_runner
+from bot.app.runs.skill_agent import answered_in_text_note, review_from_text, run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
@@ -367,7 +367,7 @@ class SkillRun(RunWorkspace, TrackingComment):
         notes: list[str] = []
         if self.skill == "review" and pull is not None:
             if await review_from_text(ledger, answer, post_review):
-                notes.append(render.PLAIN_TEXT_REVIEW)
+                notes += [render.PLAIN_TEXT_REVIEW, *answered_in_text_note(result)]
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
         notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
