@@ -50,6 +50,8 @@ def describe(review: Review) -> str:
     posted = how.get(review.posted_with or "", f"no review: {review.detail}")
     if review.posted_with == "text" and not review.said_plain_text:
         posted = "plain text as the body (NOT said)"
+    if review.asked_in_text:
+        posted += f", asked for it in plain text after {review.asked_in_text}"
     calls = ", ".join(review.tool_calls) or "none"
     return (
         f"  {review.path:13s} {review.change.name:15s} {review.seconds:6.1f} s  "
