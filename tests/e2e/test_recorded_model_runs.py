@@ -57,3 +57,22 @@ def test_a_recorded_run_ends_in_a_clean_review(path: Path, way: str, tmp_path: P
     assert_a_clean_review(review, record)
     # The replies answer what they were recorded against: the same tools offered.
     assert sorted(t["function"]["name"] for t in llm.requests[0]["tools"]) == record["offered"]
+
+
+def test_real_unusable_calls_twice_end_in_a_plain_text_review_that_says_why(tmp_path: Path) -> None:
+    """The 0.5B model's real call to a tool named after the pull request's title, twice in a row (it
+    repeats itself), then its real rambling answer: `run review` asks for plain text instead of
+    ending in BEM-094, and says so."""
+    record = json.loads((RUNS / "qwen0.5b_run_review_discount.json").read_text(encoding="utf-8"))
+    wrong, prose = record["responses"][0], record["then"][0]
+    (change,) = changes(["discount"])
+    with FakeOpenAI() as llm, RecordingProxy(llm.url, 512) as proxy:
+        for response in (wrong, wrong, prose):
+            llm.enqueue(response)
+        review = local_review(change, proxy, "qwen2.5-coder", tmp_path)
+        asked = llm.requests[-1]["messages"][-1]["content"]
+    assert "in plain text" in asked
+    assert_a_clean_review(review, {"expect": {"posted_with": "text"}})
+    assert review.asked_in_text == "BEM-094"
+    # Its prose, without the fence it opened and never closed.
+    assert review.posted_bodies[0].startswith("concise: Apply percentage discounts at checkout.")
