@@ -75,6 +75,16 @@ def reprocessed(exchanges: list[Exchange]) -> list[tuple[int, int, float]]:
     return out
 
 
+def served(reviews: list[Review]) -> str | None:
+    """The model the server says it ran (llama-server names its GGUF file), to tell 0.5B from 1.5B."""
+    for review in reviews:
+        for exchange in review.exchanges:
+            name = exchange.response.get("model")
+            if isinstance(name, str) and name:
+                return name.rsplit("/", 1)[-1]
+    return None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--base-url", required=True, help="the server's OpenAI-compatible base URL (…/v1)")
@@ -118,7 +128,8 @@ def main() -> None:
     ended = sum(r.posted_with is not None for r in reviews)
     via_tool = sum(r.posted_with == "review_change" for r in reviews)
     print(
-        f"\n{len(reviews)} reviews with {args.model} at {args.base_url} (max_tokens {args.max_tokens}): "
+        f"\n{len(reviews)} reviews with {served(reviews) or args.model} at {args.base_url} "
+        f"(max_tokens {args.max_tokens}): "
         f"{ended} ended in a review, {via_tool} through review_change, {ended - via_tool} as plain text; "
         f"{sum(r.at_bug for r in reviews)} commented at the bug"
     )
