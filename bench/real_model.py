@@ -50,6 +50,8 @@ def describe(review: Review) -> str:
     posted = how.get(review.posted_with or "", f"no review: {review.detail}")
     if review.posted_with == "text" and not review.said_plain_text:
         posted = "plain text as the body (NOT said)"
+    if review.asked_in_text:
+        posted += f", asked for it in plain text after {review.asked_in_text}"
     calls = ", ".join(review.tool_calls) or "none"
     return (
         f"  {review.path:13s} {review.change.name:15s} {review.seconds:6.1f} s  "
@@ -71,6 +73,16 @@ def reprocessed(exchanges: list[Exchange]) -> list[tuple[int, int, float]]:
         again = max(0, previous - now.timing("cache_n"))
         out.append((previous, again, again / previous))
     return out
+
+
+def served(reviews: list[Review]) -> str | None:
+    """The model the server says it ran (llama-server names its GGUF file), to tell 0.5B from 1.5B."""
+    for review in reviews:
+        for exchange in review.exchanges:
+            name = exchange.response.get("model")
+            if isinstance(name, str) and name:
+                return name.rsplit("/", 1)[-1]
+    return None
 
 
 def main() -> None:
@@ -116,7 +128,8 @@ def main() -> None:
     ended = sum(r.posted_with is not None for r in reviews)
     via_tool = sum(r.posted_with == "review_change" for r in reviews)
     print(
-        f"\n{len(reviews)} reviews with {args.model} at {args.base_url} (max_tokens {args.max_tokens}): "
+        f"\n{len(reviews)} reviews with {served(reviews) or args.model} at {args.base_url} "
+        f"(max_tokens {args.max_tokens}): "
         f"{ended} ended in a review, {via_tool} through review_change, {ended - via_tool} as plain text; "
         f"{sum(r.at_bug for r in reviews)} commented at the bug"
     )

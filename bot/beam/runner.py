@@ -17,6 +17,12 @@ JSON) is never taken for the answer: the model is told once what was wrong, and 
 in a row ends the run with BEM-094. Rounds only ever append to the conversation, so each round's
 prompt starts with the last one's (ARCHITECTURE.md section 11: prompt caches re-use it).
 
+A review must end in a review, so a host may turn on `answer_in_text`: where the run would end in
+BEM-094 (unusable calls again), BEM-091 (a call cut by `max_tokens`) or BEM-088 (rounds used up),
+the model is asked once more, in the same conversation, for its answer in plain text; that answer,
+call syntax and think blocks taken out (`tool_dialects.without_calls`), ends the run, with
+`metadata={"answered_in_text": "<code>: <why>"}` so the host can say so.
+
 A host may also pass `should_stop`, asked before every model call and tool call: when it gives a
 reason, the run ends there with what it has (text so far, tool records, usage) and
 `metadata={"stopped": reason}`.
@@ -24,19 +30,19 @@ reason, the run ends there with what it has (text so far, tool records, usage) a
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Protocol
 
 from bot.beam.agent import Agent, FrameHeaders, FrameLog, FrameSink, done_frame, frame_headers, message_frame
-from bot.beam.completion import CompletionClient, PendingToolCall, completion_call
+from bot.beam.approved_actions import compact_json, run_approved
+from bot.beam.completion import Completion, CompletionClient, PendingToolCall, completion_call
 from bot.beam.errors import BeamError
 from bot.beam.skills import Skill, skill_by_name
+from bot.beam.tool_dialects import without_calls
 from bot.beam.tools import Tool, ToolSpec
 from bot.beam.types import (
-    ActionResponseStatus,
     AgentContext,
     AgentInput,
     AgentMessageRole,
@@ -55,6 +61,12 @@ MAX_ROUNDS = 8
 StopCheck = Callable[[], Awaitable[str | None]]
 PROGRESS_TEXT = "Retrieving allowed pages\u2026"
 CONFIRMATION_TEXT = "confirmation required"
+# What the model is told when its tool calls are given up on (`answer_in_text`); the same every run.
+ANSWER_IN_TEXT = (
+    "Tool calls cannot be used any more in this conversation. Write your final answer now, in plain "
+    "text: no tool call, no JSON and no tags."
+)
+CUT_CALL = "the answer was cut off by max_tokens in the middle of a tool call"
 
 _OPENAI_ROLES = {
     AgentMessageRole.SYSTEM: "system",
@@ -70,11 +82,6 @@ class Checkpoint(Protocol):
     async def load(self) -> tuple[int, list[dict[str, Any]]] | None: ...
 
     async def save(self, rounds: int, messages: list[dict[str, Any]]) -> None: ...
-
-
-def compact_json(value: Any) -> str:
-    """JSON as the original writes it into strings: no spaces, non-ASCII kept."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 class RigAgentRunner(Agent):
@@ -94,8 +101,10 @@ class RigAgentRunner(Agent):
         checkpoint: Checkpoint | None = None,
         recoverable_errors: Collection[str] = (),
         should_stop: StopCheck | None = None,
+        answer_in_text: bool = False,
     ) -> None:
         self.name = name
+        self.answer_in_text = answer_in_text
         self.client = client
         self._complete = completion_call(client)  # a seed-style client has only `complete`
         self.skill = skill
@@ -130,6 +139,7 @@ class RigAgentRunner(Agent):
         checkpoint: Checkpoint | None = None,
         recoverable_errors: Collection[str] = (),
         should_stop: StopCheck | None = None,
+        answer_in_text: bool = False,
     ) -> RigAgentRunner:
         """The tools in the skill's allowlist, in the order given; named after the skill.
 
@@ -147,6 +157,7 @@ class RigAgentRunner(Agent):
             checkpoint=checkpoint,
             recoverable_errors=recoverable_errors,
             should_stop=should_stop,
+            answer_in_text=answer_in_text,
         )
 
     @property
@@ -216,7 +227,12 @@ class RigAgentRunner(Agent):
         for round_number in range(first_round, MAX_ROUNDS):
             if await stopped():
                 return
-            completion = await self._complete(input, messages, self._specs)
+            try:
+                completion = await self._complete(input, messages, self._specs)
+            except BeamError as error:
+                if error.code != "BEM-091" or not self.answer_in_text:
+                    raise
+                completion = Completion(text="", problem=CUT_CALL)  # told like any unusable call
             if completion.usage is not None:
                 usage += completion.usage
             model = completion.model or model
@@ -224,7 +240,14 @@ class RigAgentRunner(Agent):
                 said.append(completion.text)
             if completion.tool_calls is None and completion.problem is not None:
                 if told:
-                    raise BeamError("BEM-094", completion.problem)
+                    code = "BEM-091" if completion.problem == CUT_CALL else "BEM-094"
+                    if not self.answer_in_text:
+                        raise BeamError(code, completion.problem)
+                    said.append(without_calls(completion.text or ""))
+                    why = f"{code}: {completion.problem}"
+                    run = (input, messages, records)
+                    await self._end_in_text(why, said, run, usage, model, started, log, headers)
+                    return
                 told = True
                 messages.append({"role": "assistant", "content": completion.text or ""})
                 messages.append({"role": "user", "content": self._correction(completion.problem)})
@@ -259,7 +282,44 @@ class RigAgentRunner(Agent):
                 return
             if self.checkpoint is not None:
                 await self.checkpoint.save(round_number + 1, messages)
-        raise BeamError("BEM-088")
+        if not self.answer_in_text:
+            raise BeamError("BEM-088")
+        why = "BEM-088: the rounds were used up"
+        await self._end_in_text(why, said, (input, messages, records), usage, model, started, log, headers)
+
+    async def _end_in_text(
+        self,
+        why: str,
+        said: list[str],
+        run: tuple[AgentInput, list[dict[str, Any]], list[ToolCallRecord]],
+        usage: TokenUsage,
+        model: str | None,
+        started: float,
+        log: FrameLog,
+        headers: FrameHeaders,
+    ) -> None:
+        """One last call for a plain-text answer (`answer_in_text`). Usable calls in it still run (a
+        `review_change` is the review), those needing approval do not; the answer is its prose, else
+        the prose said before; a call cut again by `max_tokens` leaves only that."""
+        input, messages, records = run
+        messages.append({"role": "user", "content": ANSWER_IN_TEXT})
+        try:
+            completion = await self._complete(input, messages, self._specs)
+        except BeamError as error:
+            if error.code != "BEM-091":
+                raise
+            completion = Completion(text="")
+        if completion.usage is not None:
+            usage += completion.usage
+        for call in completion.tool_calls or ():
+            tool = self._tools.get(call.name)
+            if tool is not None and not tool.spec().confirm_required:
+                records.append(await self._call_tool(call, tool, input, [], log, headers))
+        text = without_calls(completion.text or "") or "\n\n".join(p for p in said if p.strip())
+        await log.push(message_frame(StreamChunkType.CHUNK, text, headers))
+        result = self._result(input, text, records, usage, completion.model or model, started)
+        result.metadata = {"answered_in_text": why}
+        await log.push(done_frame(result, headers))
 
     def _correction(self, problem: str) -> str:
         """What the model is told, once, about a call that could not be used; the same words every run."""
@@ -300,30 +360,8 @@ class RigAgentRunner(Agent):
         return ToolCallRecord(tool_name=call.name, args=call.args, tool_call_id=call.id, result=result_text)
 
     async def _resume(self, input: AgentInput, log: FrameLog, headers: FrameHeaders, started: float) -> None:
-        """Run the approved actions: no model call, one done frame listing each tool's result.
-
-        Only `submitted` envelopes run; the tool and arguments are read from the payload, which the
-        hub builds from the stored action (a host calling the runner directly must do the same).
-        """
-        lines: list[str] = []
-        records: list[ToolCallRecord] = []
-        for envelope in input.actions or ():
-            if envelope.status is not ActionResponseStatus.SUBMITTED:
-                continue
-            payload = envelope.payload if isinstance(envelope.payload, dict) else {}
-            name = payload.get("tool")
-            if not isinstance(name, str) or not name:
-                continue
-            args = payload.get("args")
-            args = {} if args is None else args
-            tool = self._tools.get(name)
-            if tool is None:
-                raise BeamError("BEM-090", name)
-            result_text = compact_json(await tool.invoke(args, input))
-            lines.append(f"{name}: {result_text}")
-            records.append(
-                ToolCallRecord(tool_name=name, args=args, tool_call_id=envelope.action_id, result=result_text)
-            )
+        """Run the approved actions (`approved_actions`): one done frame listing each tool's result."""
+        lines, records = await run_approved(self._tools, input)
         result = self._result(input, "\n".join(lines), records, TokenUsage(), None, started)
         await log.push(done_frame(result, headers))
 

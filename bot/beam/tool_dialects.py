@@ -90,6 +90,31 @@ def read_text(text: str, offered: Collection[str]) -> Reading:
     return Reading(text)
 
 
+def without_calls(text: str) -> str:
+    """The prose of a text, its call syntax and think blocks taken out.
+
+    What a run may still show of an answer that mixed prose with calls it could not use (a review
+    posted from the model's plain text): tags with what they hold, everything after `[TOOL_CALLS]`,
+    fences and bare JSON written as calls. JSON that is not shaped like a call stays.
+    """
+    _, text = split_think(text)
+    text = _TAG.sub("", text)
+    text = re.sub(r"</?tool_call>|</?tool_response>", "", text, flags=re.IGNORECASE)
+    cut = text.lower().find(_MISTRAL.lower())
+    if cut >= 0:
+        text = text[:cut]
+    text = _FENCE.sub(lambda m: "" if _fence_is_call(m) else m.group(0), text)
+    for start, end, _ in reversed(_bare_calls(text)):
+        text = text[:start] + text[end:]
+    masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    if (cut_call := _BARE_START.search(masked)) is not None:  # a call cut off at the end
+        text = text[: cut_call.start()]
+    text = re.sub(r"```[A-Za-z0-9_-]*\s*```", "", text)  # fences left empty
+    if text.count("```") % 2:  # a fence closed that was never opened, or opened and never closed
+        text = re.sub(r"\n?[ \t]*```[A-Za-z0-9_-]*[ \t]*(?=\n|\Z)", "", text, count=1)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
 def looks_like_call(text: str) -> bool:
     """Whether a text holds call syntax at all (so a cut or broken one is not taken for an answer)."""
     lowered = text.lower()
@@ -209,27 +234,67 @@ def _candidates(text: str) -> list[Any]:
         return [_loads(match.group(1)) for match in _TAG.finditer(text)]
     if _MISTRAL.lower() in lowered:
         return [_mistral(part) for part in re.split(re.escape(_MISTRAL), text, flags=re.IGNORECASE)[1:]]
-    found: list[Any] = []
-    for match in _FENCE.finditer(text):
-        if match.group(1).lower() not in ("", "json", "tool_call", "tool_code", "javascript"):
-            continue
-        body = match.group(2)
-        value = _loads(body)
-        if value is None and "\n" in body.strip():
-            lines = [_loads(line) for line in body.strip().splitlines() if line.strip()]
-            value = lines if all(v is not None for v in lines) else None
-        if _call_shaped(value) or (value is None and _named(body)):
-            found.append(value)
+    found = [value for match in _FENCE.finditer(text) if (value := _fenced(match)) is not _NOT_A_CALL]
     if found:
         return found
     stripped = text.strip()
-    if stripped[:1] in ("{", "["):
-        value = _loads(stripped)
-        if _call_shaped(value):
-            return [value]
-        if value is None and _named(stripped):
-            return [None]
+    whole = _loads(stripped) if stripped[:1] in ("{", "[") else None
+    if _call_shaped(whole):
+        return [whole]
+    # Calls in prose, or a whole-text call with something after it (Qwen2.5-Coder-0.5B closes a
+    # fence it never opened: `{"name": ...}` then a stray ```).
+    bare = [value for _, _, value in _bare_calls(text)]
+    if bare:
+        return bare
+    if whole is None and stripped[:1] in ("{", "[") and _named(stripped):
+        return [None]
     return []
+
+
+_NOT_A_CALL = object()
+_FENCE_LANGUAGES = ("", "json", "tool_call", "tool_code", "javascript")
+_BARE_START = re.compile(r'\[?\s*\{\s*"(?:name|function)"\s*:')
+
+
+def _fenced(match: re.Match[str]) -> Any:
+    """The call a fence holds (None when it is a broken one), or `_NOT_A_CALL`."""
+    if match.group(1).lower() not in _FENCE_LANGUAGES:
+        return _NOT_A_CALL
+    body = match.group(2)
+    value = _loads(body)
+    if value is None and "\n" in body.strip():
+        lines = [_loads(line) for line in body.strip().splitlines() if line.strip()]
+        value = lines if all(v is not None for v in lines) else None
+    if _call_shaped(value) or (value is None and _named(body)):
+        return value
+    return _NOT_A_CALL
+
+
+def _fence_is_call(match: re.Match[str]) -> bool:
+    """A fence holding a call, a broken one, or one cut off after its first key."""
+    return _fenced(match) is not _NOT_A_CALL or (
+        match.group(1).lower() in _FENCE_LANGUAGES and _BARE_START.match(match.group(2).lstrip()) is not None
+    )
+
+
+def _bare_calls(text: str) -> list[tuple[int, int, Any]]:
+    """Calls written as bare JSON inside prose ("I will read it: {...}"), outside any fence: each
+    with its span. Only JSON shaped like a call counts; a fence is never looked into here."""
+    masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    decoder = json.JSONDecoder()
+    spans: list[tuple[int, int, Any]] = []
+    position = 0
+    while (match := _BARE_START.search(masked, position)) is not None:
+        try:
+            value, end = decoder.raw_decode(masked, match.start())
+        except ValueError:
+            value, end = None, match.start() + 1
+        if _call_shaped(value):
+            spans.append((match.start(), end, value))
+            position = end
+        else:
+            position = match.start() + 1
+    return spans
 
 
 def _named(text: str) -> bool:

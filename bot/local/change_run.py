@@ -30,7 +30,14 @@ from bot.app.runs.linters import lint_skipped
 from bot.app.runs.prompt import Coverage
 from bot.app.runs.review_context import CallParts, ReviewContext, call_session
 from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_from_text, review_in_text, run_prompts, run_tools, skill_runner
+from bot.app.runs.skill_agent import (
+    answered_in_text_note,
+    review_from_text,
+    review_in_text,
+    run_prompts,
+    run_tools,
+    skill_runner,
+)
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
 from bot.beam.completion import CompletionClient
@@ -201,6 +208,7 @@ class ChangeRun:
                 review.posted_with = "review_change"
             elif await review_from_text(ledger, result.text, post_review):
                 review.posted_with = "text"
+                notes += answered_in_text_note(result)
             else:
                 review.posted_with = "review_change"
         skipped, cut = coverage.skipped, coverage.cut + ledger.truncated

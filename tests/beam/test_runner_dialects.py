@@ -7,6 +7,7 @@ server is sent round after round), by `ScriptedClient` where only the loop does.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 
@@ -14,7 +15,7 @@ from bot.beam import text_protocol
 from bot.beam.completion import Completion, ScriptedClient
 from bot.beam.errors import BeamError
 from bot.beam.openai_client import OpenAiCompatible
-from bot.beam.runner import RigAgentRunner
+from bot.beam.runner import ANSWER_IN_TEXT, MAX_ROUNDS, RigAgentRunner
 from bot.beam.skills import Skill
 from tests.support.agents import CountingTool, calls, make_context, make_input
 from tests.support.openai_server import FakeOpenAI, chat_response, text_message
@@ -63,6 +64,58 @@ async def test_a_model_that_keeps_sending_unusable_calls_ends_with_bem_094() -> 
     assert caught.value.code == "BEM-094"
     assert problem in str(caught.value)
     assert "What to do:" in str(caught.value)
+
+
+def done_result(frames: list[object]) -> Any:
+    result = getattr(frames[-1], "result", None)
+    assert result is not None
+    return result
+
+
+async def test_with_answer_in_text_a_model_that_keeps_failing_is_asked_for_prose() -> None:
+    """A review must end in a review: instead of BEM-094, one more call asks for plain text, and
+    only the prose of that answer is kept."""
+    problem = "`run_shell` is not one of the tools offered (read_file)"
+    client = ScriptedClient(
+        [
+            Completion(text=UNKNOWN, problem=problem),
+            Completion(text=UNKNOWN, problem=problem),
+            Completion(text=f"The loop is off by one.\n{UNKNOWN}", problem=problem),
+        ]
+    )
+    runner = RigAgentRunner("review", client, [CountingTool("read_file").tool], SKILL, answer_in_text=True)
+    result = done_result(await runner.stream(make_input(), make_context()))
+    assert result.content[0].text == "The loop is off by one.\nLet me run it."
+    assert result.metadata == {"answered_in_text": f"BEM-094: {problem}"}
+    asked = client.requests[2][0][-1]
+    assert asked == {"role": "user", "content": ANSWER_IN_TEXT}
+
+
+async def test_with_answer_in_text_a_usable_call_in_the_last_answer_still_runs() -> None:
+    review = CountingTool("review_change")
+    problem = "a tool call is not valid JSON"
+    client = ScriptedClient(
+        [
+            Completion(text="a", problem=problem),
+            Completion(text="b", problem=problem),
+            calls(("review_change", {"body": "Fine."})),
+        ]
+    )
+    runner = RigAgentRunner("review", client, [review.tool], SKILL, answer_in_text=True)
+    result = done_result(await runner.stream(make_input(), make_context()))
+    assert review.calls == [{"body": "Fine."}]
+    assert result.content[0].text == "b"  # the prose said before: no call syntax in it
+    assert [r.tool_name for r in result.tool_calls] == ["review_change"]
+
+
+async def test_with_answer_in_text_used_up_rounds_end_in_prose_not_bem_088() -> None:
+    client = ScriptedClient(
+        [calls(("read_file", {})) for _ in range(MAX_ROUNDS)] + [Completion.of_text("Done.")]
+    )
+    runner = RigAgentRunner("review", client, [CountingTool("read_file").tool], SKILL, answer_in_text=True)
+    result = done_result(await runner.stream(make_input(), make_context()))
+    assert result.content[0].text == "Done."
+    assert result.metadata == {"answered_in_text": "BEM-088: the rounds were used up"}
 
 
 async def test_the_warning_is_given_again_after_a_good_round() -> None:

@@ -14,10 +14,18 @@ from typing import Any
 import pytest
 
 from bot.beam.completion import PendingToolCall
-from bot.beam.tool_dialects import Reading, looks_like_call, read_message, read_text, split_think, stable_id
+from bot.beam.tool_dialects import (
+    Reading,
+    looks_like_call,
+    read_message,
+    read_text,
+    split_think,
+    stable_id,
+    without_calls,
+)
 
 RECORDED = Path(__file__).resolve().parent.parent / "data" / "model_responses"
-OFFERED = frozenset({"read_file", "git_diff", "review_change"})
+OFFERED = frozenset({"read_file", "git_diff", "list_tree", "review_change"})
 READ = {"path": "src/app.py"}
 
 
@@ -75,7 +83,7 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
         native({"id": "c1", "function": {"name": "shell", "arguments": "{}"}}),
         (),
         "",
-        "`shell` is not one of the tools offered (git_diff, read_file, review_change)",
+        "`shell` is not one of the tools offered (git_diff, list_tree, read_file, review_change)",
     ),
     (
         "native, arguments not an object",
@@ -121,6 +129,20 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
     (
         "arguments as a JSON string in the text, and `parameters` (Llama 3)",
         msg('{"name": "read_file", "parameters": "{\\"path\\": \\"src/app.py\\"}"}'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a bare call, then a fence closed that was never opened (Qwen2.5-Coder-0.5B)",
+        msg('{\n"name": "list_tree", "arguments": {"path": "test_files" }}\n```'),
+        (call(0, "list_tree", {"path": "test_files"}),),
+        "",
+        None,
+    ),
+    (
+        "a bare call after a sentence of prose",
+        msg('I will read it first: {"name": "read_file", "arguments": {"path": "src/app.py"}}'),
         (call(0, "read_file", READ),),
         "",
         None,
@@ -213,7 +235,7 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
         msg('Let me run it.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```'),
         (),
         'Let me run it.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```',
-        "`run_shell` is not one of the tools offered (git_diff, read_file, review_change)",
+        "`run_shell` is not one of the tools offered (git_diff, list_tree, read_file, review_change)",
     ),
     (
         "a tag that holds broken JSON is an attempt",
@@ -310,3 +332,42 @@ def test_recorded_reply(path: Path) -> None:
         assert reading.text == expected["text"]
     for raw in ("<tool_call>", "<think>", '{"name"', "[TOOL_CALLS]"):
         assert raw not in reading.text or reading.problem is not None or reading.calls
+
+
+@pytest.mark.parametrize(
+    ("text", "prose"),
+    [
+        ('{"name": "list_tree", "arguments": {}}\n```', ""),
+        ("<think>plan</think>The loop is fine.", "The loop is fine."),
+        (
+            'The fix is right.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```',
+            "The fix is right.",
+        ),
+        (
+            'Reading it: {"name": "read_file", "arguments": {"path": "a"}} then more.',
+            "Reading it:  then more.",
+        ),
+        ('The fix:\n```json\n{"name": "review_change", "argu', "The fix:"),
+        ('Cut: {"name": "review_change", "arguments": {"body": "The disc', "Cut:"),
+        ("Fine.\n<tool_call>\n{}\n</tool_call>\n[TOOL_CALLS][{}]", "Fine."),
+        ('Returns:\n```json\n{"status": "ok"}\n```', 'Returns:\n```json\n{"status": "ok"}\n```'),
+        (
+            '```python\nx = {"name": "read_file", "arguments": {}}\n```',
+            '```python\nx = {"name": "read_file", "arguments": {}}\n```',
+        ),
+    ],
+    ids=[
+        "stray-fence",
+        "think",
+        "fenced-call",
+        "bare-in-prose",
+        "cut-fence",
+        "cut-bare",
+        "tags",
+        "json-example",
+        "python",
+    ],
+)
+def test_without_calls_keeps_only_the_prose(text: str, prose: str) -> None:
+    """What a review may show of an answer whose calls could not be used: never the call syntax."""
+    assert without_calls(text) == prose

@@ -201,24 +201,39 @@ def test_findings_written_as_json_in_the_answer_are_posted_inline(bot: BotProces
     assert_clean(bot)
 
 
-def test_a_model_that_keeps_sending_unusable_calls_ends_with_bem_094(bot: BotProcess) -> None:
+def test_a_model_that_keeps_sending_unusable_calls_is_asked_for_its_review_in_text(bot: BotProcess) -> None:
+    reviews = len(bot.fake.reviews_on(REPO, 7))
     wrong = fenced("run_shell", {"cmd": "cat /etc/passwd"})
     bot.llm.enqueue(wrong)
     bot.llm.enqueue(wrong)
+    bot.llm.enqueue(
+        chat_response(text_message(f"The fix is right.\n```json\n{as_json('run_shell', {'cmd': 'ls'})}\n```"))
+    )
     final = run_review(bot)
-    assert "failed (BEM-094)" in final
-    assert "`run_shell` is not one of the tools offered" in final
-    assert "What to do:" in final
-    told = bot.llm.requests[-1]["messages"][-1]
+    told, asked = bot.llm.requests[-2]["messages"][-1], bot.llm.requests[-1]["messages"][-1]
     assert told["role"] == "user" and "could not be used" in told["content"]
+    assert asked["role"] == "user" and "in plain text" in asked["content"]
+    # The review is the prose of its last answer, without the call, and both outputs say why.
+    posted = bot.fake.reviews_on(REPO, 7)
+    assert len(posted) == reviews + 1
+    assert posted[-1].body.startswith("The fix is right.") and posted[-1].comment_ids == []
+    assert "The model answered in plain text instead of calling `review_change`" in final
+    assert "BEM-094: `run_shell` is not one of the tools offered" in final
     assert_clean(bot)
 
 
-def test_a_call_cut_by_length_ends_with_bem_091(bot: BotProcess) -> None:
+def test_a_call_cut_by_length_twice_ends_in_a_plain_text_review(bot: BotProcess) -> None:
+    reviews = len(bot.fake.reviews_on(REPO, 7))
     cut = text_message('Reading it.\n```json\n{"name": "read_file", "arguments": {"pa')
     bot.llm.enqueue(chat_response(cut, finish_reason="length"))
+    bot.llm.enqueue(chat_response(cut, finish_reason="length"))
+    bot.llm.enqueue(chat_response(cut, finish_reason="length"))
     final = run_review(bot)
-    assert "failed (BEM-091)" in final and "max_tokens" in final
+    # Nothing usable came back, not even prose: the review says so rather than posting the cut call.
+    posted = bot.fake.reviews_on(REPO, 7)
+    assert len(posted) == reviews + 1 and posted[-1].body.startswith("No comments.")
+    assert "BEM-091: the answer was cut off by max_tokens" in final
+    assert bot.llm.pending == 0
     assert_clean(bot)
 
 

@@ -1,8 +1,8 @@
 """Reviews by a real model server (opt-in: `BEAM_TEST_MODEL_URL`, never in CI): both ways the bot
 reviews a change end in a review, through `review_change` when the model calls it, else with the
-model's plain text as the body and the output saying so; or, for a model that keeps writing calls
-that cannot be used (small models often do), in BEM-094 with what to do, never silently. No raw tool
-call or think block is posted. The same checks as `bench/real_model.py`, on one change
+model's plain text as the body and the output saying so. That holds for a model that keeps writing
+calls that cannot be used (small models often do): it is asked for its review in plain text. No raw
+tool call or think block is posted. The same checks as `bench/real_model.py`, on one change
 (`BEAM_TEST_MODEL_CHANGE`).
 
     BEAM_TEST_MODEL_URL=http://127.0.0.1:8089/v1 .venv/bin/pytest -m real_model tests/real_model
@@ -38,12 +38,9 @@ def proxy() -> Iterator[RecordingProxy]:
 
 def check(review: Review) -> None:
     assert review.exchanges, "the model was never asked"
+    assert review.posted_with is not None, f"{review.path} ended without a review: {review.detail}"
     for body in review.posted_bodies:
         assert "<think>" not in body and "<tool_call>" not in body and '"arguments"' not in body
-    if review.posted_with is None:
-        # Issue 20's clear end for a model that keeps answering with unusable calls.
-        assert "BEM-094" in review.detail, f"{review.path} ended without a review: {review.detail}"
-        return
     if review.posted_with == "review_change":
         assert "review_change" in review.tool_calls
         assert not review.said_plain_text

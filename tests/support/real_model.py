@@ -178,6 +178,15 @@ class Review:
     exchanges: list[Exchange] = field(default_factory=list)
     detail: str = ""
     posted_bodies: list[str] = field(default_factory=list)  # what reached GitHub (or would have)
+    notes: list[str] = field(default_factory=list)  # the run's notes (why it was asked for plain text)
+
+    @property
+    def asked_in_text(self) -> str | None:
+        """The BEM code after which the model was asked for its review in plain text, if it was."""
+        for note in self.notes:
+            if "could not be used (" in note:
+                return note.split("could not be used (", 1)[1].split(":", 1)[0]
+        return None
 
     @property
     def on_changed_lines(self) -> int:
@@ -270,6 +279,7 @@ def local_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) -
     review.tool_calls = [c["name"] for c in report["tool_calls"]]
     review.posted_with = report["posted_with"]
     review.said_plain_text = report["posted_with"] == "text"
+    review.notes = [str(n) for n in report.get("notes", [])]
     review.comments = [(c["path"], c["line"], c.get("start_line")) for c in report["review"]["comments"]]
     review.posted_bodies = [report["review"]["body"], *(c["body"] for c in report["review"]["comments"])]
     return review
@@ -311,9 +321,16 @@ def github_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) 
         tracking = wait_for(final, timeout=MODEL_TIMEOUT, what="the final tracking comment")
         review = Review("/beam review", change, seconds=time.perf_counter() - started)
         review.exchanges = proxy.since(mark)
-        with sqlite3.connect(bot.work_dir / "beam.db") as db:
-            row = db.execute("SELECT summary, error_message, error_code FROM runs").fetchone()
-        summary = json.loads(row[0]) if row and row[0] else {}
+
+        def ended() -> tuple[Any, ...] | None:
+            """The run's row once its end is recorded (the final comment is posted just before)."""
+            with sqlite3.connect(bot.work_dir / "beam.db") as db:
+                row = db.execute("SELECT summary, error_message, error_code FROM runs").fetchone()
+            return row if row and (row[0] or row[1]) else None
+
+        row = wait_for(ended, timeout=30, what="the run's recorded end")
+        summary = json.loads(row[0]) if row[0] else {}
+        review.notes = [str(n) for n in summary.get("notes", [])]
         review.tool_calls = [str(t).split(" ")[0] for t in summary.get("tools", [])]
         reviews = bot.fake.reviews_on(repo, 1)
         review.posted_bodies = [c.body for c in bot.fake.comments_on(repo, 1) if c.user == "beam-bot[bot]"]
@@ -327,6 +344,6 @@ def github_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) 
                 for c in (bot.fake.comments[i] for i in reviews[0].comment_ids)
             ]
         else:
-            reason = f"{row[2]}: {row[1]}" if row and row[1] else tracking.splitlines()[0]
+            reason = f"{row[2]}: {row[1]}" if row[1] else tracking.splitlines()[0]
             review.detail = reason[:300]
         return review

@@ -46,7 +46,13 @@ from bot.app.runs.outage import ReviewDraft, WaitsForGitHub, kept_draft
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_from_text, review_in_text, run_tools, skill_runner
+from bot.app.runs.skill_agent import (
+    answered_in_text_note,
+    review_from_text,
+    review_in_text,
+    run_tools,
+    skill_runner,
+)
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
@@ -367,7 +373,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             if args := await review_in_text(tools, result.text):  # findings written as JSON
                 answer = render.link_citations(args["body"], known, blob_base)
             elif await review_from_text(ledger, answer, post_review):
-                notes.append(render.PLAIN_TEXT_REVIEW)
+                notes += [render.PLAIN_TEXT_REVIEW, *answered_in_text_note(result)]
             posted = await self.effects.done(self.key("review"))
             answer = render.review_posted(posted.html_url if posted else "", answer)
             notes += await found.after()  # fixed findings answered; the count of them all

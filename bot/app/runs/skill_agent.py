@@ -30,6 +30,7 @@ from bot.beam.runner import Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import Tool
+from bot.beam.types import AgentResult
 
 
 def run_tools(
@@ -114,7 +115,9 @@ def skill_runner(
     should_stop: StopCheck | None = None,
 ) -> RigAgentRunner:
     """The skill's tool loop. Recoverable tool errors (and a plan's own `refusals`) go back to the
-    model as the tool's result; the rest still end the run."""
+    model as the tool's result; the rest still end the run. A review always ends in a review: when
+    its model's tool calls cannot be used (BEM-094, BEM-091, BEM-088), it is asked for its answer in
+    plain text, which `review_from_text` posts (issue 20)."""
     return RigAgentRunner.for_skill(
         skill,
         client,
@@ -122,6 +125,7 @@ def skill_runner(
         checkpoint=checkpoint,
         recoverable_errors=RECOVERABLE_TOOL_ERRORS | frozenset(refusals),
         should_stop=should_stop,
+        answer_in_text=skill == "review",
     )
 
 
@@ -136,6 +140,15 @@ async def review_in_text(tools: Sequence[Tool], answer: str) -> dict[str, Any] |
         return None
     await tool.post_args(args)
     return args
+
+
+def answered_in_text_note(result: AgentResult) -> list[str]:
+    """Why the model was asked for a plain-text answer, when it was (the runner's `answer_in_text`)."""
+    metadata = result.metadata if isinstance(result.metadata, dict) else {}
+    why = metadata.get("answered_in_text")
+    if not isinstance(why, str):
+        return []
+    return [f"Its tool calls could not be used ({why}), so it was asked for its review in plain text."]
 
 
 async def review_from_text(ledger: RunLedger, answer: str, post_review: PostReview) -> bool:
