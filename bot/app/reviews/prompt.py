@@ -21,13 +21,18 @@ TASK = (
     "Post once with review_change. If there is nothing worth saying, call review_change with an "
     "empty comments list."
 )
+
+
 # Small models prefix a path with `/` or the repository's name and spend their calls on refused
-# reads (the benchmark, docs/review.md); the whole change is in the prompt anyway.
-PATHS = (
-    "Paths are relative to the repository's root, as each `## path` heading writes them: `read_file` "
-    "takes `src/app.py`, never `/src/app.py` nor the repository's name before it. The hunks show the "
-    "whole change; read other code only when a finding depends on it."
-)
+# reads (the benchmark, docs/review.md); the whole change is in the prompt anyway. The example is a
+# file of the change itself: a made-up one (it was `src/app.py`) is read as an instruction by a small
+# model, which then reads that file, is refused, and ends its review on the refusal.
+def paths_note(example: str) -> str:
+    return (
+        "Paths are relative to the repository's root, as each `## path` heading writes them: "
+        f"`read_file` takes `{example}`, never `/{example}` nor the repository's name before it. The "
+        "hunks show the whole change; read other code only when a finding depends on it."
+    )
 
 
 def _fence(text: str) -> str:
@@ -64,7 +69,8 @@ def build_review_prompts(
     context: ReviewContext | None = None,
 ) -> ReviewPrompts:
     context = context or ReviewContext()
-    parts = [TASK, f"{HOW_TO_READ} {PATHS}"]
+    example = scope.files[0].filename if scope.files else "path/to/file"
+    parts = [TASK, f"{HOW_TO_READ} {paths_note(example)}"]
     if changed is not None and since is not None:
         where = [f"- {path}: lines {_spans(lines)}" for path, lines in sorted(changed.items()) if lines]
         parts.append(
