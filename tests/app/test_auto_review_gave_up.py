@@ -198,3 +198,26 @@ async def test_a_job_buried_before_it_read_the_pull_request_ends_the_queued_chec
         state = await rig.job.states.get(REPO, 7)
         assert state is not None and state.check_run_id is None
         assert await abandoned(rig).finish() == 0
+
+
+async def test_the_hook_and_the_sweep_at_once_post_one_summary(
+    db_url: str, fake_clock: FakeClock, tmp_path: Path
+) -> None:
+    """The worker that buried the job and the periodic sweep (two processes, in production) both set
+    out to show its end: the first to claim it shows it, the other leaves it; one summary comment."""
+    async with rigged(db_url, fake_clock, tmp_path, Limits()) as rig:
+        await rig.send("opened")
+        job = await last_attempt_dies(rig, fake_clock)
+        assert await rig.queue.claim("worker", 60.0) is None  # the claim buries it
+        shown: list[int] = []
+
+        async def finish(job_id: int | None) -> None:
+            shown.append(await abandoned(rig).finish(job_id))
+
+        async with anyio.create_task_group() as both:
+            both.start_soon(finish, job.id)
+            both.start_soon(finish, None)
+        assert sorted(shown) == [0, 1]
+        assert len(rig.fake.calls_to("issues/create-comment")) == 1
+        assert rig.summary().count("the review failed") == 1
+        assert await abandoned(rig).finish() == 0

@@ -27,7 +27,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import ColumnElement, Text, cast, exists, literal, select
+from sqlalchemy import ColumnElement, Text, cast, delete, exists, literal, select, update
 
 from bot.app.effects.journal import Journal
 from bot.app.github.api import GitHubError
@@ -47,6 +47,15 @@ log = logging.getLogger("beam.reviews")
 
 GAVE_UP_JOB_STATES = ("failed", "dead")
 GAVE_UP = "review_gave_up"  # the journal's kind for "this job's end was shown"
+# The worker that buried a job and the periodic sweep (often in two processes) may both set out to
+# show its end at once: both then found no summary comment and each posted one. The first to claim
+# the job shows it; a claim older than this is a dead shower's, and the sweep takes it over.
+SHOWING = "review_gave_up_showing"
+CLAIM_SECONDS = 60.0
+
+
+def _showing_key(job_id: int) -> str:
+    return f"job:{job_id}:review-gave-up-showing"
 
 
 def gave_up_key(job_id: int) -> str:
@@ -111,14 +120,40 @@ class AbandonedReviews:
             ]
         finished = 0
         for job in found:
+            if not await self._claim(job):
+                continue  # another process is showing it right now
+            shown = await self.journal.lookup(gave_up_key(job.id))
+            if shown is not None and shown.created_at >= job.created_at:
+                continue  # it was, by the process that held the claim before this one
             try:
                 await self._finish(job)
                 finished += 1
             except (GitHubError, _NotYet, Reschedule) as error:
                 log.warning("review job %s gave up; its end cannot be shown yet: %s", job.id, error)
+                await self._release(job)
             except Exception:  # one job's surprise must not keep the others' ends hidden
                 log.exception("review job %s gave up; showing its end failed", job.id)
+                await self._release(job)
         return finished
+
+    async def _release(self, job: GaveUpJob) -> None:
+        """The next sweep may try at once: showing failed, and nobody is at it."""
+        async with self.states.store.write() as conn:
+            await conn.execute(delete(effects).where(effects.c.key == _showing_key(job.id)))
+
+    async def _claim(self, job: GaveUpJob) -> bool:
+        """True for the one caller that may show `job`'s end now (see SHOWING)."""
+        store = self.states.store
+        key, now = _showing_key(job.id), store.clock()
+        row = {"key": key, "kind": SHOWING, "state": "intent", "created_at": now, "updated_at": now}
+        async with store.write() as conn:
+            if (await conn.execute(store.insert_ignore(effects).values(row))).rowcount == 1:
+                return True
+            stale = (effects.c.updated_at < now - CLAIM_SECONDS) | (effects.c.created_at < job.created_at)
+            taken = await conn.execute(
+                update(effects).where(effects.c.key == key, stale).values(created_at=now, updated_at=now)
+            )
+            return bool(taken.rowcount == 1)
 
     async def _finish(self, job: GaveUpJob) -> None:
         if job.payload is not None:
