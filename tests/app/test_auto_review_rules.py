@@ -276,6 +276,7 @@ def test_the_prompt_names_a_file_of_the_change_as_its_path_example() -> None:
 
     patch = "@@ -1 +1 @@\n-a\n+b"
     files = [PullFile(filename="lib/greeting.js", status="modified", additions=1, patch=patch)]
-    prompt = build_review_prompt("octo/demo", pull(), scope_of(files, 1, auto("  enabled: true\n")), None, None)
+    scope = scope_of(files, 1, auto("  enabled: true\n"))
+    prompt = build_review_prompt("octo/demo", pull(), scope, None, None)
     assert "`read_file` takes `lib/greeting.js`, never `/lib/greeting.js`" in prompt
     assert "src/app.py" not in prompt
