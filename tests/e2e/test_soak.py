@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import queue
 import random
-import re
 import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from tests.e2e.crash_support import seed_pulls
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fleet import Fleet, fleet_on
+from tests.support.soak_checks import assert_soak_ended_clean
 from tests.support.webhooks import delivery, issue_comment_payload
 
 pytestmark = [pytest.mark.soak, pytest.mark.timeout(170)]
@@ -33,7 +32,6 @@ PULLS = range(1, 9)
 HELPS = 200
 SUMMARIES = 40
 KILLS = 8
-MARK = re.compile(r"<!-- beam-(?:effect|run):([^ ]+) -->")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -104,19 +102,5 @@ def test_soak_with_random_kills(fleet: Fleet) -> None:
     assert not monkey.is_alive() and len(kills) == KILLS, f"the soak did not kill as asked: {kills}"
     wait_for(fleet.jobs_done, timeout=90, what=f"every job done after {len(kills)} kills")
 
-    comments = [c for c in list(bot.fake.comments.values()) if c.user == BOT]
-    marks = [m for c in comments for m in MARK.findall(c.body)[:1]]
-    assert len(marks) == len(comments), "a bot comment without its marker (an orphan)"
-    doubled = [m for m, n in Counter(marks).items() if n > 1]
-    assert doubled == [], f"duplicates: {doubled}"
-    replies = [c for c in comments if "beam-effect:" in c.body and ":reply-" in c.body]
-    # A summarize sent while an identical one is queued or running on its pull request is answered
-    # with a link to it instead of a second run (issue 11): every command is answered once either way.
-    duplicates = [c for c in replies if "I will not start it twice" in c.body]
-    helps = [c for c in replies if "I will not start it twice" not in c.body]
-    runs = [c for c in comments if "beam-run:" in c.body]
-    assert (len(helps), len(runs) + len(duplicates)) == (HELPS, SUMMARIES)
-    assert not [c.body for c in runs if "Working on" in c.body or "retrying" in c.body or "failed" in c.body]
-    eyes = Counter(r.comment_id for r in list(bot.fake.reactions.values()) if r.user == BOT)
-    assert len(eyes) == len(runs) and set(eyes.values()) == {1}
+    assert_soak_ended_clean(bot.fake, BOT, HELPS, SUMMARIES)
     bot.fake.assert_no_violations()

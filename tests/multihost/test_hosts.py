@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import queue
 import random
-import re
 import threading
-from collections import Counter
 
 import pytest
 
@@ -20,9 +18,9 @@ from tests.e2e.crash_support import NUMBER, REPO, seed_pulls, seed_review_pull
 from tests.e2e.test_crash_effects import script_review
 from tests.multihost.hosts_support import BOT, occupy, send_command, wait_on
 from tests.support.multihost import Cluster, HostProcess
+from tests.support.soak_checks import assert_soak_ended_clean
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(170)]
-MARK = re.compile(r"<!-- beam-(?:effect|run):([^ ]+) -->")
 
 
 def test_a_review_taken_on_host_a_is_done_by_a_worker_on_another_host(hosts: Cluster) -> None:
@@ -115,20 +113,7 @@ def test_kill_9_of_a_random_host_under_load_ends_with_no_duplicate_and_no_lost_j
             proc.start()
     wait_on(hosts, hosts.jobs_done, 90, f"every job done after kills on {kills}")
 
-    comments = [c for c in list(hosts.fake.comments.values()) if c.user == BOT]
-    marks = [m for c in comments for m in MARK.findall(c.body)[:1]]
-    assert len(marks) == len(comments), "a bot comment without its marker (an orphan)"
-    doubled = [m for m, n in Counter(marks).items() if n > 1]
-    assert doubled == [], f"duplicates: {doubled}"
-    replies = [c for c in comments if "beam-effect:" in c.body and ":reply-" in c.body]
-    # A summarize sent while an identical one is queued or running is answered with a link to it.
-    duplicates = [c for c in replies if "I will not start it twice" in c.body]
-    helps = [c for c in replies if "I will not start it twice" not in c.body]
-    runs = [c for c in comments if "beam-run:" in c.body]
-    assert (len(helps), len(runs) + len(duplicates)) == (HELPS, SUMMARIES)
-    assert not [c.body for c in runs if "Working on" in c.body or "retrying" in c.body or "failed" in c.body]
-    eyes = Counter(r.comment_id for r in list(hosts.fake.reactions.values()) if r.user == BOT)
-    assert len(eyes) == len(runs) and set(eyes.values()) == {1}
+    assert_soak_ended_clean(hosts.fake, BOT, HELPS, SUMMARIES)
     # Work was done on every host, not by one process that happened to survive.
     assert all(proc.jobs_run() for proc in procs), {p.host.name: len(p.jobs_run()) for p in procs if p.host}
     hosts.fake.assert_no_violations()
