@@ -104,3 +104,19 @@ async def test_json_findings_off_the_diff_are_folded_and_prose_is_left_to_the_bo
     other = tool(tmp_path, posted, fold=True)
     assert await review_in_text([other], "Line 2 subtracts.") is None
     assert not other.ledger.reviewed  # the run posts the prose as the body (`review_from_text`)
+
+
+async def test_an_answer_that_is_only_json_is_not_posted_as_the_review_body() -> None:
+    """Recorded from the real 0.5B (`beam-bot run review`): its last answer echoed its tool result."""
+    from bot.app.runs.render import EMPTY_REVIEW
+    from bot.app.runs.skill_agent import review_from_text
+
+    bodies: list[str] = []
+
+    async def post(body: str, comments: list[Any]) -> int:
+        bodies.append(body)
+        return len(bodies)
+
+    assert await review_from_text(RunLedger(), '{"paths":["stats.py"]}\n', post)
+    assert await review_from_text(RunLedger(), "The loop skips the first item.", post)
+    assert bodies == [EMPTY_REVIEW, "The loop skips the first item."]

@@ -8,6 +8,7 @@ request, its files), so trying the bot on a local checkout is trying what it wil
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import Any
@@ -159,5 +160,16 @@ async def review_from_text(ledger: RunLedger, answer: str, post_review: PostRevi
     if ledger.reviewed:
         return False
     ledger.reviewed = True
-    ledger.review_id = await post_review(answer.strip() or render.EMPTY_REVIEW, [])
+    ledger.review_id = await post_review(_prose(answer) or render.EMPTY_REVIEW, [])
     return True
+
+
+def _prose(answer: str) -> str:
+    """The answer as a review body; nothing when it is only JSON. The real 0.5B model ended a run by
+    echoing its last tool result (`{"paths": ["stats.py"]}`): data, not a review to post."""
+    text = answer.strip()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return "" if isinstance(value, dict | list) else text
