@@ -52,6 +52,7 @@ class Rig:
     llm: ScriptedClient
     clock: FakeClock
     ids: Iterator[int] = field(default_factory=lambda: count(1))
+    last: tuple[Job, dict[str, Any]] | None = None
 
     async def comment(self, body: str, user: str = "maintainer") -> None:
         """A comment arrives and its delivery job is handled, as a worker would."""
@@ -70,7 +71,16 @@ class Rig:
             job_id = int((await conn.execute(found)).scalar_one())
             await conn.execute(update(jobs).where(jobs.c.id == job_id).values(state="done"))
         job = Job(job_id, "delivery", key, delivery, None, 1, 5, "w", 0.0, "issue_comment", "created", raw)
+        self.last = (job, payload)
         await self.webhooks.handle(job, "issue_comment", payload)
+
+    async def retry_last(self) -> None:
+        """The last delivery's job once more, as after a kill before its end was recorded."""
+        assert self.last is not None
+        job, payload = self.last
+        await self.webhooks.handle(
+            dataclasses.replace(job, attempts=job.attempts + 1), "issue_comment", payload
+        )
 
     def replies(self) -> list[str]:
         """The bot's comments, without the hidden marker of the effects journal."""
@@ -201,6 +211,30 @@ async def test_a_duplicate_command_gets_a_link_and_other_instructions_are_a_new_
     assert len(await rig.run_jobs()) == 3
     assert "`/beam author` is [already queued]" in rig.replies()[-1]
     assert rig.llm.requests == []
+
+
+async def test_a_refusal_stands_when_its_job_is_retried_after_the_world_moved_on(rig: Rig) -> None:
+    """The kill soak's lost count: a duplicate's delivery killed after its reply, retried once its twin
+    had finished, admitted the command as well, so it had a refusal and a run."""
+    await rig.comment("/beam review")
+    first = (await rig.run_rows())[0]
+    await rig.comment("/beam review")
+    refusal = rig.replies()
+    assert len(refusal) == 1 and "I will not start it twice" in refusal[0]
+    async with rig.store.write() as conn:
+        await conn.execute(update(runs).where(runs.c.id == first["id"]).values(status="succeeded"))
+    await rig.retry_last()
+    assert rig.replies() == refusal  # the same answer, adopted, not a second one
+    assert len(await rig.run_rows()) == len(await rig.run_jobs()) == 1
+
+    await rig.comment("/beam ask two")
+    await rig.comment("/beam ask three")  # over the daily limit of 2
+    over = rig.replies()[-1]
+    assert "this would go over your limit" in over
+    rig.clock.advance(DAY)  # the retry comes after the limit reset
+    await rig.retry_last()
+    assert rig.replies()[-1] == over and len(rig.replies()) == 2
+    assert len(await rig.run_rows()) == 2
 
 
 async def test_cancel_stops_a_queued_run_and_says_who_cancelled_it(rig: Rig) -> None:

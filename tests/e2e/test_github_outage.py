@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.jobs.schema import jobs
+from bot.app.jobs.schema import jobs, review_findings
 from tests.support.bot_process import SECRET, bot_stack, comment_payload, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
 from tests.support.fake_github import Call
@@ -117,6 +117,9 @@ def test_a_review_refused_with_502s_for_a_while_is_posted_once_when_github_is_ba
     assert len(tracking(fleet)) == 1
     job = run_job(fleet)
     assert job["state"] == "done" and job["attempts"] == 1  # the waits spent none of its attempts
+    # Posted from the journal, its finding is in the ledger all the same: a 👎 on it would hold.
+    [finding] = fleet.rows(review_findings)
+    assert (finding["comment_id"], finding["state"], finding["line"]) == (review.comment_ids[0], "open", 2)
 
 
 def test_a_review_whose_post_timed_out_is_adopted_not_posted_twice(fleet: Fleet) -> None:

@@ -272,11 +272,11 @@ class GraphQL:
         if kind == "Mutation":
             thread_id = args["input"]["threadId"]
             match = re.fullmatch(r"PRRT_(\d+)", thread_id)
-            comment = fake.comments.get(int(match[1])) if match else None
-            if comment is None or not comment.review or comment.in_reply_to is not None:
+            target = fake.comments.get(int(match[1])) if match else None
+            if target is None or not target.review or target.in_reply_to is not None:
                 raise GraphQLError(f"Could not resolve to a node with the global id of '{thread_id}'")
-            self.resolved.add(comment.id)
-            return comment
+            self.resolved.add(target.id)
+            return target
         if kind == "ResolveReviewThreadPayload":
             return obj
         raise GraphQLError(f"no resolver for {kind}.{name}")

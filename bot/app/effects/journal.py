@@ -97,6 +97,21 @@ class Journal:
                 update(effects).where(effects.c.key == key).values(created_at=now, updated_at=now, **row)
             )
 
+    async def keep_first(self, key: str, kind: str, result: dict[str, Any]) -> dict[str, Any]:
+        """Record a decision unless one is recorded under `key`; the decision that stands is returned.
+
+        A job that decided something, said it (or began to) and died is retried into a world that may
+        have moved on: the retry must keep the first decision, or GitHub ends up with two answers.
+        """
+        now = self.store.clock()
+        row = {"key": key, "kind": kind, "state": "done", "result": result}
+        async with self.store.write() as conn:
+            await conn.execute(
+                self.store.insert_ignore(effects).values(created_at=now, updated_at=now, **row)
+            )
+            kept = (await conn.execute(select(effects.c.result).where(effects.c.key == key))).scalar_one()
+        return dict(kept or {})
+
     # -- conversation checkpoints -----------------------------------------------------------------
 
     async def load_conversation(self, run_id: str) -> tuple[int, list[dict[str, Any]]] | None:

@@ -11,6 +11,7 @@ so a fork is safe.
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -21,6 +22,7 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 
+from bot.app.effects.journal import Journal
 from bot.app.github.client import InlineComment, InstallationClient, PullRequest
 from bot.app.limits.policy import Limits
 from bot.app.repo_config import RepoLimits
@@ -90,6 +92,14 @@ class Target:
             str(payload["default_branch"]),
             str(payload.get("html_url", "")),
         )
+
+
+log = logging.getLogger("beam.reviews")
+
+
+def draft_key(run_id: str) -> str:
+    """Where a review the model finished waits to be posted (the effects journal)."""
+    return f"{run_id}:review-draft"
 
 
 @dataclass
@@ -178,15 +188,21 @@ class AgentReview:
         steps = [0]
         span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
 
+        drafts = Journal(self.deps.store)
+
         async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
             if not await self.current():
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
+            # Kept before anything is posted: if GitHub cannot take it now, the job waits for GitHub
+            # (review.py) and the next attempt posts this, without asking the model again.
+            await drafts.note(draft_key(run_id), "review_draft", {"body": body, "comments": comments})
             if self.findings is not None:  # a finding dismissed on this pull request stays dismissed
                 comments = await self.findings.screen(comments, Path(path), head)
             chosen = select_findings(fresh_findings(comments, self.changed, seen), self.rules)
             kept = chosen.kept
             if not kept:
+                await drafts.note(draft_key(run_id), "review_draft", {"posted": None})
                 return None
             rules = self.rules
             held = run_render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
@@ -206,6 +222,7 @@ class AgentReview:
             result.kind, result.url, result.findings = "reviewed", review.html_url, len(inline)
             if self.findings is not None:
                 await self.findings.record(kept, head, self.bot_login)
+            await drafts.note(draft_key(run_id), "review_draft", {"posted": review.id})
             return review.id
 
         blob_base = f"{self.target.html_url}/blob/{head}"
@@ -272,7 +289,7 @@ class AgentReview:
                 if guard.stop is not None:
                     break
 
-        try:
+        async def read_overflowing(limits: Limits) -> None:
             try:
                 await read_all(limits)
             except BeamError as error:
@@ -281,6 +298,16 @@ class AgentReview:
                 if error.code != "BEM-092" or steps[0] > 0 or parts:
                     raise
                 await read_all(replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2))
+
+        try:
+            draft = await drafts.lookup(draft_key(run_id))
+            if draft is not None and "body" in draft.result:  # finished, not posted: post it now
+                log.info("auto-review %s: posting the review an earlier attempt could not", run_id)
+                kept_body, kept_comments = str(draft.result["body"]), list(draft.result.get("comments") or [])
+                parts.append((kept_body, kept_comments))  # for the fixed findings, as a call's part
+                await post(kept_body, kept_comments)
+            else:
+                await read_overflowing(limits)
             if guard.stop is None and parts:
                 body, comments = merge_parts(parts)
                 if chunked:

@@ -145,8 +145,11 @@ def over_limit(author: str, limit: str, value: float, resets_at: datetime) -> st
 def gave_up(code: str) -> str:
     """A failed entry's note when the review job was given up: the code and its catalog reason (BEM-339
     the worker was lost on the last attempt, BEM-340 an error no retry mends or retries ran out)."""
-    message = CATALOG[code].message
-    return f"{code}: {message[0].lower()}{message[1:].rstrip('.')}"
+    message = CATALOG[code].message.rstrip(".")
+    word = message.split(" ", 1)[0]
+    if not any(c.isupper() for c in word[1:]):  # "The job ..." reads on as "the job"; "GitHub" stays
+        message = message[0].lower() + message[1:]
+    return f"{code}: {message}"
 
 
 def capped(limit: str, value: float) -> str:

@@ -41,6 +41,7 @@ from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
 from bot.app.reviews.settings import load_review_settings
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
+from bot.app.runs.outage import GAVE_UP_CODE, OutageWait, github_down
 from bot.app.runs.run import RunDeps
 from bot.beam.errors import BeamError
 
@@ -103,6 +104,13 @@ class ReviewJob:
         try:
             await self._review(gh, target, state, job)
         except GitHubError as error:
+            if github_down(error):  # GitHub down: wait for it as a run does (runs/outage.py)
+                # One wait per head's generation, on any worker; a new push starts its own.
+                waiting = f"auto-review:{target.repo}#{target.number}:g{state.generation}"
+                at = await OutageWait(Journal(self.states.store), waiting, self.deps.outage_wait).next_try()
+                if at is not None:
+                    raise Reschedule(at) from error
+                raise PermanentError(f"{GAVE_UP_CODE}: {error}") from error
             if error.transient:
                 raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
             raise PermanentError(str(error)) from error

@@ -2,7 +2,7 @@
 
 The ledger lives in `bot/app/reviews` (its table, the matching of a new finding to a dismissed one,
 the replies to fixed findings), and `runs` may not import `reviews`: the package graph points down
-(tests/app/test_layers.py). So `runs` names here the five steps it needs, and the app's assembly
+(tests/app/test_layers.py). So `runs` names here the four steps it needs, and the app's assembly
 hands `RunDeps` a factory that builds the real one (`reviews.command_findings.CommandFindings`). A
 run without it (a test's bare `RunDeps`) keeps no ledger, as `/beam review` did before issue 21.
 """
@@ -69,10 +69,6 @@ class RunFindings:
         if self.findings is None:
             return comments
         return await self.findings.screen(comments, self.tree, self.head)
-
-    async def record(self, posted: list[dict[str, Any]]) -> None:
-        if self.findings is not None and posted:
-            await self.findings.record(posted, self.head, self.bot_login)
 
     async def after(self) -> list[str]:
         """The notes for the run's answer: the count of the pull request's findings, if any."""

@@ -18,7 +18,7 @@ A review that the model finished but GitHub could not take is kept in the journa
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -33,6 +33,7 @@ from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, sec
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps, run_id_for
+from bot.app.runs.findings_hook import ReviewFindings
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage
 from bot.beam.errors import CATALOG
@@ -124,6 +125,7 @@ class WaitsForGitHub(TrackingComment):
     ctx: JobContext
     progress: render.Progress
     usage: RunUsage
+    skill: str
 
     async def _github_failure(self, error: GitHubError) -> tuple[str, str | None]:
         """GitHub down: the run waits (raises `Reschedule`) until the wait is over (its failure, BEM-380).
@@ -145,9 +147,11 @@ class WaitsForGitHub(TrackingComment):
         return render.github_refused(error.status, error.message), None
 
     async def _post_review(self, draft: ReviewDraft) -> Written:
-        """Post the run's review, once; kept first, so no outage makes the model write it again."""
+        """Post the run's review, once; kept first, so no outage makes the model write it again. Its
+        findings are recorded after it, by whichever attempt posts it: a review posted from the
+        journal after an outage or a kill keeps its findings in the ledger, so their 👎 holds."""
         await keep_draft(self.effects.journal, self.run_id, draft)
-        return await self.effects.review(
+        posted = await self.effects.review(
             self.key("review"),
             self.owner,
             self.repo,
@@ -156,6 +160,20 @@ class WaitsForGitHub(TrackingComment):
             body=draft.body,
             comments=draft.comments,
         )
+        ledger = await self._review_ledger() if draft.findings else None
+        if ledger is not None:
+            findings, login = ledger
+            await findings.record(draft.findings, draft.commit_id, login)
+        return posted
+
+    async def _review_ledger(self) -> tuple[ReviewFindings, str] | None:
+        """The findings ledger of this `/beam review` and the bot's login, when the app gave one."""
+        make = self.deps.review_findings
+        login = await self.deps.identity.login() if make is not None and self.skill == "review" else ""
+        if make is None or not login:
+            return None
+        repo, permission = self.ctx.event.repository.full_name, self.ctx.config.trigger_permission
+        return make(self.deps.store, self.ctx.gh, self.effects, repo, self.number, permission), login
 
     async def _write_final(self, body: str, values: dict[str, Any]) -> None:
         """Write the recorded final state (TrackingComment's), and with GitHub down wait for it as for
@@ -199,18 +217,22 @@ class ReviewDraft:
     commit_id: str
     body: str
     comments: list[InlineComment]
+    # The inline comments as the findings ledger screened them (their markers), recorded once posted.
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "commit_id": self.commit_id,
             "body": self.body,
             "comments": [c.model_dump(mode="json", exclude_none=True) for c in self.comments],
+            "findings": self.findings,
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ReviewDraft:
         comments = [InlineComment.model_validate(c) for c in data.get("comments") or []]
-        return cls(str(data["commit_id"]), str(data["body"]), comments)
+        findings = [dict(f) for f in data.get("findings") or []]
+        return cls(str(data["commit_id"]), str(data["body"]), comments, findings)
 
 
 async def keep_draft(journal: Journal, run_id: str, draft: ReviewDraft) -> None:

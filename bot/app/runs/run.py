@@ -283,9 +283,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                 InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
             ]
             body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
-            review_id = (await self._post_review(ReviewDraft(head_sha, body, inline))).id
-            await found.record(comments)
-            return review_id
+            return (await self._post_review(ReviewDraft(head_sha, body, inline, comments))).id
 
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
@@ -383,13 +381,10 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
 
     async def _findings(self, run_tree: RunTree, head: str, pull: PullRequest | None) -> RunFindings:
         """The ledger's steps for a `/beam review` on a pull request, when the app gave one."""
-        make = self.deps.review_findings
-        login = await self.deps.identity.login() if make and self.skill == "review" and pull else None
-        if make is None or not login:
+        ledger = await self._review_ledger() if pull is not None else None
+        if ledger is None:
             return RunFindings(None, run_tree.path, head, "")
-        repo, permission = self.ctx.event.repository.full_name, self.ctx.config.trigger_permission
-        hook = make(self.deps.store, self.ctx.gh, self.effects, repo, self.number, permission)
-        return RunFindings(hook, run_tree.path, head, login)
+        return RunFindings(ledger[0], run_tree.path, head, ledger[1])
 
 
 def _list_paths(tree: WorkingTree) -> list[str]:

@@ -44,16 +44,26 @@ class Gate:
             issue_url=f"{repo.html_url}/issues/{event.number}",
             config_version=ctx.config_result.version,
         )
+        journal = ctx.effects.journal
+        refusal_key = f"{request.run_id}:refusal"
+        earlier = await journal.lookup(refusal_key)
+        if earlier is not None:  # an attempt that died after refusing: its answer stands
+            await ctx.reply(str(earlier.result.get("body", "")))
+            return False
         result = await self.ledger.admit(request, effective(self.policy.limits, ctx.config.limits))
         if isinstance(result, Duplicate):
-            await ctx.reply(render.duplicate_run(f"/beam {command.name}", result.status, result.link))
-            return False
-        if isinstance(result, OverLimit):
-            await ctx.reply(render.over_limit(ctx.requester, result.limit, result.value, result.resets_at))
-            return False
-        # The first sign of life right at admission (issue 9), not after the run job's own start.
-        await ctx.acknowledge()
-        return True
+            text = render.duplicate_run(f"/beam {command.name}", result.status, result.link)
+        elif isinstance(result, OverLimit):
+            text = render.over_limit(ctx.requester, result.limit, result.value, result.resets_at)
+        else:
+            # The first sign of life right at admission (issue 9), not after the run job's own start.
+            await ctx.acknowledge()
+            return True
+        # Decided before it is said: a retry after the twin has finished (or the day has turned) would
+        # otherwise admit the command too, and it would have a refusal and a run (the kill soak).
+        kept = await journal.keep_first(refusal_key, "refusal", {"body": text})
+        await ctx.reply(str(kept.get("body", text)))
+        return False
 
     async def cancel(self, ctx: JobContext) -> None:
         """`/beam cancel [<run>]`: mark the runs; each stops at its next step and says who cancelled it."""

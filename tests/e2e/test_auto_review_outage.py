@@ -1,0 +1,63 @@
+"""An automatic review that GitHub fails only by being down waits for GitHub, as a command's run does
+(runs/outage.py): its review is posted once when GitHub is back, from the journal, without asking
+the model again, and the waits spend none of the job's attempts. Past `BEAM_GITHUB_OUTAGE_WAIT` it
+fails, and the summary and the check run say so."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from tests.e2e.review_support import NUMBER, REPO, Story, review_stack
+from tests.support.bot_process import wait_for
+
+REVIEWS = rf"^/repos/{REPO}/pulls/{NUMBER}/reviews$"
+LINE_F2 = 5  # "    return x - 2" on the pull request's head
+FINDING = {"path": "src/calc.py", "line": LINE_F2, "body": "This subtracts; f2 should add."}
+
+
+def review_posts(story: Story) -> int:
+    calls = story.bot.fake.calls
+    return len([c for c in calls if c.method == "POST" and c.path.endswith(f"/pulls/{NUMBER}/reviews")])
+
+
+def review_job(story: Story) -> tuple[str, int]:
+    """The review job's state and attempts (("", 0) before the debounce made it)."""
+    with sqlite3.connect(story.bot.work_dir / "beam.db") as db:
+        rows = list(db.execute("SELECT state, attempts FROM jobs WHERE kind = 'auto_review'"))
+    assert len(rows) <= 1, rows
+    return (str(rows[0][0]), int(rows[0][1])) if rows else ("", 0)
+
+
+def test_an_automatic_review_refused_with_502s_waits_and_is_posted_once(tmp_path: Path) -> None:
+    # Six 502s: more than the job's five attempts, within a 20 s wait (tries after 0.7, 1.3, 2.7, 5 s...).
+    with review_stack(tmp_path, BEAM_GITHUB_OUTAGE_WAIT="20") as story:
+        story.bot.llm.fallback_text = "Done."
+        story.bot.fake.inject("POST", REVIEWS, status=502, times=6)
+        story.script_review([FINDING])
+        story.send("opened")
+        summary = story.wait_summary("1 finding", timeout=60)
+        [review] = story.reviews()
+        [comment] = story.review_comments(review)
+        assert comment.line == LINE_F2 and "f2 should add" in comment.body
+        assert review_posts(story) == 7  # six 502s, then the one that GitHub took
+        assert len(story.bot.llm.requests) == 1  # posted from the journal: the model was asked once
+        assert f"pullrequestreview-{review.id}" in summary
+        assert review_job(story) == ("done", 1)  # the waits spent none of its attempts
+        [check] = story.checks()
+        assert check.status == "completed" and check.conclusion == "neutral"
+
+
+def test_an_automatic_review_past_the_outage_wait_fails_and_says_so(tmp_path: Path) -> None:
+    with review_stack(tmp_path, BEAM_GITHUB_OUTAGE_WAIT="3") as story:
+        story.bot.llm.fallback_text = "Done."
+        story.bot.fake.inject("POST", REVIEWS, status=502, times=None)
+        story.script_review([FINDING])
+        story.send("opened")
+        wait_for(lambda: review_job(story)[0] in ("failed", "dead"), timeout=60, what="the job to give up")
+        summary = story.wait_summary("BEM-380", timeout=60)
+        assert "the review failed (BEM-380: GitHub was down for longer than" in summary
+        assert story.reviews() == []
+        assert len(story.bot.llm.requests) == 1  # each wait's try posted the kept review, no new call
+        [check] = story.checks()
+        assert check.status == "completed" and "BEM-380" in str(check.output), check.output
