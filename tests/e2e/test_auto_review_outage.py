@@ -61,3 +61,18 @@ def test_an_automatic_review_past_the_outage_wait_fails_and_says_so(tmp_path: Pa
         assert len(story.bot.llm.requests) == 1  # each wait's try posted the kept review, no new call
         [check] = story.checks()
         assert check.status == "completed" and "BEM-380" in str(check.output), check.output
+
+
+def test_an_automatic_review_whose_post_timed_out_is_not_posted_twice(tmp_path: Path) -> None:
+    # Our client gives up after BEAM_GITHUB_TIMEOUT (5 s); GitHub makes the review at 9 s (it ends
+    # requests at 10). The next try waits until nothing begun can land (7 s after the client gave
+    # up), then finds the finding posted; a try at the backoff's 2 s would post it again.
+    with review_stack(tmp_path, BEAM_GITHUB_OUTAGE_WAIT="60") as story:
+        story.bot.llm.fallback_text = "Done."
+        story.bot.fake.inject("POST", REVIEWS, status=None, delay=9.0, times=1)
+        story.script_review([FINDING])
+        story.send("opened")
+        wait_for(lambda: review_job(story)[0] == "done", timeout=60, what="the review job to end")
+        assert len(story.reviews()) == 1
+        assert review_posts(story) == 1
+        assert len(story.bot.llm.requests) == 1

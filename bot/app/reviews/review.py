@@ -108,6 +108,10 @@ class ReviewJob:
                 # One wait per head's generation, on any worker; a new push starts its own.
                 waiting = f"auto-review:{target.repo}#{target.number}:g{state.generation}"
                 at = await OutageWait(Journal(self.states.store), waiting, self.deps.outage_wait).next_try()
+                if at is not None and error.status == 0:
+                    # No answer: a review it was posting may still land, and the next try filters
+                    # its findings against those posted, so it looks only once nothing can land.
+                    at = max(at, self.states.store.clock() + self.deps.in_flight)
                 if at is not None:
                     raise Reschedule(at) from error
                 raise PermanentError(f"{GAVE_UP_CODE}: {error}") from error
