@@ -7,17 +7,21 @@ malformed key stops the start with a message that names the key by position, nev
 
 from __future__ import annotations
 
-from pydantic import SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings
 
 from bot.app.secret_key import SecretKeys, parse_keys
 
 
 class CredentialSettings(BaseSettings):
-    """The secret key setting; `secret_keys` is its keyring (None: not set)."""
+    """The secret key setting (`secret_keys` is its keyring, None when unset) and setup mode's look for
+    credentials registered elsewhere."""
 
     # Issue 23: one or more Fernet keys, comma-separated; the first seals, all open (docs/configuration.md).
     secret_key: SecretStr | None = None
+    # Seconds between looks, in setup mode, for credentials another host registered in the shared
+    # database: the server then serves them without a restart. 0: it never looks.
+    setup_poll_interval: float = Field(default=5.0, ge=0)
 
     @field_validator("secret_key")
     @classmethod

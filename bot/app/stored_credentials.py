@@ -23,6 +23,7 @@ import json
 import logging
 from typing import Literal
 
+import anyio
 import anyio.to_thread
 from pydantic import SecretStr
 from sqlalchemy import select, update
@@ -106,6 +107,24 @@ async def load_app_credentials(settings: Settings, store: Store) -> AppCredentia
             missing_key_advice(),
         )
     return from_file
+
+
+async def wait_for_registration(settings: Settings, store: Store) -> AppCredentials:
+    """The credentials another host's setup page stores in the shared database, once they are there:
+    a server in setup mode then serves them without a restart, as after a registration of its own.
+    Credentials it cannot open (sealed with another key) are logged once, and it goes on looking."""
+    complained = False
+    while True:
+        await anyio.sleep(settings.setup_poll_interval)
+        try:
+            found = await load_app_credentials(settings, store)
+        except SettingsError as error:
+            if not complained:
+                log.error("setup mode: %s", error)
+            complained = True
+            continue
+        if found is not None:
+            return found
 
 
 async def read_stored(store: Store, keys: SecretKeys | None) -> AppCredentials | None:

@@ -201,7 +201,8 @@ async def test_a_second_registration_adopts_the_app_another_process_stored(
     """Two servers in setup mode on one database: the second one's callback serves the first App
     instead of creating another (BEM-379), and GitHub converts no second code."""
     first = host_settings(tmp_path / "a", db_url, api_url, secret_key=KEY)
-    second = host_settings(tmp_path / "b", db_url, api_url, secret_key=KEY)
+    # It does not look for the first one's registration on its own (that is the next test).
+    second = host_settings(tmp_path / "b", db_url, api_url, secret_key=KEY, setup_poll_interval=0)
     async with running_app(second) as (app_b, client_b):
         state = runtime_of(app_b).setup.new_state()
         async with running_app(first) as (_, client_a):
@@ -211,6 +212,47 @@ async def test_a_second_registration_adopts_the_app_another_process_stored(
         assert "BEM-379" in late.text and f"App {APP_ID}" in late.text
         assert runtime_of(app_b).mode == "normal"
     assert len(fake.calls_to("apps/create-from-manifest")) == 1
+
+
+@pytest.mark.anyio
+async def test_a_server_in_setup_mode_serves_the_app_another_host_registers_without_a_restart(
+    tmp_path: Path, db_url: str, fake: FakeGitHub, web: FakeGitHubWeb, api_url: str
+) -> None:
+    host_b = host_settings(tmp_path / "host-b", db_url, api_url, secret_key=KEY, setup_poll_interval=0.2)
+    async with running_app(host_b) as (app, client):
+        runtime = runtime_of(app)
+        assert runtime.mode == "setup"
+        secret = await register_on_host_a(tmp_path, db_url, api_url, web)
+        await wait_until(lambda: runtime.mode == "normal", "host B to take the registration", 30)
+        creds = runtime.credentials
+        assert creds is not None and (creds.app_id, creds.source) == (APP_ID, "database")
+        accepted = await client.post(
+            "/webhooks",
+            content=BODY,
+            headers=delivery("issue_comment", BODY, secret, delivery_id="b-late").headers,
+        )
+        assert accepted.status_code == 202
+        again = await client.get("/setup/callback", params={"code": "another", "state": "x"})
+        assert again.status_code == 409  # its setup page is closed: no second App
+    assert len(fake.calls_to("apps/create-from-manifest")) == 1
+
+
+@pytest.mark.anyio
+async def test_a_server_in_setup_mode_with_another_key_says_so_once_and_stays_in_setup_mode(
+    tmp_path: Path, db_url: str, web: FakeGitHubWeb, api_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = Fernet.generate_key().decode()
+    host_b = host_settings(tmp_path / "host-b", db_url, api_url, secret_key=other, setup_poll_interval=0.1)
+    async with running_app(host_b) as (app, _):
+        await register_on_host_a(tmp_path, db_url, api_url, web)
+
+        def said() -> list[str]:
+            return [r.getMessage() for r in caplog.records if r.getMessage().startswith("setup mode:")]
+
+        await wait_until(lambda: bool(said()), "host B to find credentials it cannot open", 30)
+        await anyio.sleep(0.5)  # five more looks
+        assert len(said()) == 1 and "BEM-375" in said()[0], said()
+        assert runtime_of(app).mode == "setup"
 
 
 @pytest.mark.anyio

@@ -39,7 +39,7 @@ from bot.app.limits.policy import Policy
 from bot.app.preflight import browse_url
 from bot.app.reviews.review import KIND as AUTO_REVIEW
 from bot.app.settings import AppCredentials, Settings, SettingsError, ensure_work_dir
-from bot.app.stored_credentials import load_app_credentials
+from bot.app.stored_credentials import load_app_credentials, wait_for_registration
 from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
@@ -151,6 +151,8 @@ class AppRuntime:
                         "beam-bot is in setup mode: open %s to register the GitHub App",
                         self.setup.open_url(browse_url(settings)),
                     )
+                    if settings.setup_poll_interval > 0:
+                        tg.start_soon(self._background, self._await_credentials)
                 try:
                     yield self
                 finally:
@@ -173,8 +175,15 @@ class AppRuntime:
             store, self.store = self.store, None
             await store.close()
 
+    async def _await_credentials(self) -> None:
+        """Setup mode while another host may register the App in the shared database (issue 23)."""
+        if self.store is not None:
+            await self.activate(await wait_for_registration(self.settings, self.store))
+
     async def activate(self, credentials: AppCredentials) -> None:
         """Normal mode from now on: webhooks are verified with this secret and the workers start."""
+        if self.credentials is not None:  # registered here and found in the database at once
+            return
         self.credentials = credentials
         self.intake.secret = credentials.webhook_secret.get_secret_value().encode()
         self.setup.done = True
