@@ -72,7 +72,8 @@ def test_an_automatic_review_whose_post_timed_out_is_not_posted_twice(tmp_path: 
         story.bot.fake.inject("POST", REVIEWS, status=None, delay=9.0, times=1)
         story.script_review([FINDING])
         story.send("opened")
-        wait_for(lambda: review_job(story)[0] == "done", timeout=60, what="the review job to end")
-        assert len(story.reviews()) == 1
+        summary = story.wait_summary("1 finding", timeout=60)
+        [review] = story.reviews()
         assert review_posts(story) == 1
         assert len(story.bot.llm.requests) == 1
+        assert f"pullrequestreview-{review.id}" in summary  # adopted: its summary line links it

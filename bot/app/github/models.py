@@ -91,6 +91,7 @@ class Comment(GitHubModel):
 
 
 class ReviewComment(Comment):
+    pull_request_review_id: int | None = None
     path: str | None = None
     line: int | None = None
     in_reply_to_id: int | None = None

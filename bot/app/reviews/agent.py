@@ -29,7 +29,7 @@ from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
 from bot.app.reviews.finding_flow import FindingFlow
-from bot.app.reviews.findings import fresh_findings, known_keys
+from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
 from bot.app.reviews.prompt import build_review_prompts
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.state import Entry
@@ -305,7 +305,12 @@ class AgentReview:
                 log.info("auto-review %s: posting the review an earlier attempt could not", run_id)
                 kept_body, kept_comments = str(draft.result["body"]), list(draft.result.get("comments") or [])
                 parts.append((kept_body, kept_comments))  # for the fixed findings, as a call's part
-                await post(kept_body, kept_comments)
+                made = review_holding(kept_comments, existing, self.bot_login)
+                if made is None:
+                    await post(kept_body, kept_comments)
+                else:  # GitHub made it after all: the summary links it, nothing is posted again
+                    result.kind, result.findings = "reviewed", made[1]
+                    result.url = f"{self.pull.html_url}#pullrequestreview-{made[0]}"
             else:
                 await read_overflowing(limits)
             if guard.stop is None and parts:

@@ -76,3 +76,22 @@ def fresh_findings(
         taken.add(key)
         out.append({**comment, "body": f"{comment['body']}\n\n{marker(key)}"})
     return out
+
+
+def review_holding(
+    comments: list[dict[str, Any]], existing: Iterable[ReviewComment], bot_login: str
+) -> tuple[int, int] | None:
+    """The review of the bot's that already holds findings of `comments`, and how many: a review a
+    retry would post again, which GitHub made after all (its answer was lost, the client gave up)."""
+    keys = {finding_key(c["path"], c.get("line_text", ""), c.get("finding", c["body"])) for c in comments}
+    held: dict[int, int] = {}
+    for comment in existing:
+        if comment.user is None or comment.user.login.lower() != bot_login.lower():
+            continue
+        key = marker_key(comment.body or "")
+        if key in keys and comment.pull_request_review_id is not None:
+            held[comment.pull_request_review_id] = held.get(comment.pull_request_review_id, 0) + 1
+    if not held:
+        return None
+    review_id = max(held, key=lambda review: held[review])
+    return review_id, held[review_id]
