@@ -33,6 +33,9 @@ ARG_KEYS = ("arguments", "parameters", "args", "input")
 _NOT_ARGS = ("name", "id", "type")
 _BARE_START = re.compile(r'\[?\s*\{\s*"(?:name|function)"\s*:')
 _DECODER = json.JSONDecoder()
+_CLOSING = {"{": "}", "[": "]"}
+_STRUCTURE = re.compile(r"""["'{}\[\]]""")
+_STRINGS = {quote: re.compile(rf"{quote}(?:[^{quote}\\\n]|\\.)*{quote}") for quote in "\"'"}
 
 
 def call_shaped(value: Any, offered: Collection[str]) -> bool:
@@ -80,16 +83,19 @@ def literal_call(text: str, offered: Collection[str]) -> Any:
     return value
 
 
-def call_start(text: str, position: int, offered: Collection[str]) -> int | None:
-    """Where the next call may open: `{"name":` as JSON, or a literal one naming an offered tool."""
-    starts = []
-    if (match := _BARE_START.search(text, position)) is not None:
-        starts.append(_opening(match))
-    for match in LITERAL_START.finditer(text, position):
-        if names_offered(text[match.start() : match.start() + 300], offered):
-            starts.append(_opening(match))
-            break
-    return min(starts, default=None)
+def call_starts(text: str, offered: Collection[str]) -> list[int]:
+    """Where calls may open, in order: `{"name":` as JSON, or a literal one naming an offered tool
+    (an object inside an opening list too, for a list that is not all calls)."""
+    starts: set[int] = set()
+    for pattern, named in ((_BARE_START, False), (LITERAL_START, True)):
+        for match in pattern.finditer(text):
+            opening = _opening(match)
+            if named and not names_offered(text[opening : opening + 300], offered):
+                continue
+            starts.add(opening)
+            if text[opening] == "[":
+                starts.add(text.index("{", opening))
+    return sorted(starts)
 
 
 def _opening(match: re.Match[str]) -> int:
@@ -97,17 +103,62 @@ def _opening(match: re.Match[str]) -> int:
     return match.start() + len(match.group(0)) - len(match.group(0).lstrip())
 
 
-def value_at(text: str, start: int, offered: Collection[str]) -> tuple[Any, int]:
+def value_at(brackets: Brackets, start: int, offered: Collection[str]) -> tuple[Any, int]:
     """The value that opens at `start` (JSON, else a literal call of an offered tool) and its end;
     (None, start + 1) when there is none."""
     try:
-        return _DECODER.raw_decode(text, start)
+        return _DECODER.raw_decode(brackets.text, start)
     except ValueError:
         pass
-    end = literal_span(text, start)
-    if end is not None and (value := literal_call(text[start:end], offered)) is not None:
+    end = brackets.close(start)
+    if end is not None and (value := literal_call(brackets.text[start:end], offered)) is not None:
         return value, end
     return None, start + 1
+
+
+class Brackets:
+    """Where the brackets of one text close (strings of either quote skipped), each found once.
+
+    A scan from a bracket reads what follows exactly as the scan from an earlier bracket did, which
+    was outside any string there, so what that scan found holds for it too: a reply a small model
+    fills with calls it never closes is read in linear time, not in quadratic.
+    """
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self._closes: dict[int, int | None] = {}
+
+    def close(self, start: int) -> int | None:
+        """The index after the bracket opening at `start` closes; None when it never closes (a call
+        cut off) or its brackets do not match."""
+        if start in self._closes:
+            return self._closes[start]
+        if self.text[start : start + 1] not in _CLOSING:
+            return None
+        stack: list[tuple[str, int]] = []
+        position = start
+        while (match := _STRUCTURE.search(self.text, position)) is not None:
+            char, position = match.group(0), match.start()
+            if char in "\"'":
+                end = _string_end(self.text, position)
+                if end is None:
+                    break
+                position = end
+                continue
+            position += 1
+            if char in _CLOSING:
+                stack.append((_CLOSING[char], position - 1))
+                continue
+            expected, opened = stack.pop()
+            if expected != char:
+                self._closes[opened] = None
+                break
+            self._closes[opened] = position
+            if not stack:
+                return position
+        for _, opened in stack:
+            self._closes[opened] = None
+        return None
 
 
 def names_offered(text: str, offered: Collection[str]) -> bool:
@@ -132,33 +183,6 @@ def literal_value(text: str) -> Any:
         if quoted is not None and quoted != text:
             value = _evaluated(quoted)
     return value
-
-
-def literal_span(text: str, start: int) -> int | None:
-    """Where the object or list opening at `start` closes (the index after it), strings of either
-    quote skipped; None when it never closes (a call cut off) or its brackets do not match."""
-    closing = {"{": "}", "[": "]"}
-    stack: list[str] = []
-    position = start
-    while position < len(text):
-        char = text[position]
-        if char in "\"'":
-            end = _string_end(text, position)
-            if end is None:
-                return None
-            position = end
-            continue
-        if char in closing:
-            stack.append(closing[char])
-        elif char in "}]":
-            if not stack or stack.pop() != char:
-                return None
-            if not stack:
-                return position + 1
-        elif not stack:
-            return None  # not at an opening bracket
-        position += 1
-    return None
 
 
 def _evaluated(text: str) -> Any:
@@ -211,17 +235,7 @@ def _quoted_keys(text: str) -> str | None:
 
 
 def _string_end(text: str, start: int) -> int | None:
-    """The index after the string that opens at `start`, escapes skipped."""
-    quote = text[start]
-    position = start + 1
-    while position < len(text):
-        char = text[position]
-        if char == "\\":
-            position += 2
-            continue
-        if char == quote:
-            return position + 1
-        if char == "\n":
-            return None  # neither language lets a quoted string run over a line
-        position += 1
-    return None
+    """The index after the string that opens at `start`, escapes skipped; None if it never ends on
+    its line (neither language lets a quoted string run over one)."""
+    match = _STRINGS[text[start]].match(text, start)
+    return match.end() if match is not None else None

@@ -26,9 +26,10 @@ from typing import Any
 
 from bot.beam.call_shapes import (
     ARG_KEYS,
+    Brackets,
     arguments_of,
     call_shaped,
-    call_start,
+    call_starts,
     function_of,
     literal_call,
     names_offered,
@@ -293,24 +294,28 @@ def _bare_calls(text: str, offered: Collection[str]) -> list[tuple[int, int, Any
     """Calls written inside prose ("I will read it: {...}"), outside any fence: each with its span.
     Only a value shaped like a call counts; a fence is never looked into here."""
     masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    brackets = Brackets(masked)
     spans: list[tuple[int, int, Any]] = []
     position = 0
-    while (start := call_start(masked, position, offered)) is not None:
-        value, end = value_at(masked, start, offered)
+    for start in call_starts(masked, offered):
+        if start < position:
+            continue
+        value, end = value_at(brackets, start, offered)
         if call_shaped(value, offered):
             spans.append((start, end, value))
             position = end
-        else:
-            position = start + 1
     return spans
 
 
 def _broken_call(text: str, offered: Collection[str]) -> int | None:
     """Where call syntax starts that never forms a value: a call cut off, or broken past reading.
     JSON that parses is not a call here (a call would have been read), so it stays."""
+    brackets = Brackets(text)
     position = 0
-    while (start := call_start(text, position, offered)) is not None:
-        value, end = value_at(text, start, offered)
+    for start in call_starts(text, offered):
+        if start < position:
+            continue
+        value, end = value_at(brackets, start, offered)
         if value is None and end == start + 1:
             return start
         position = end
@@ -323,7 +328,7 @@ def _named(text: str, offered: Collection[str]) -> bool:
     if re.search(r'"name"\s*:', text) and any(f'"{key}"' in text for key in ARG_KEYS):
         return True
     stripped = text.strip()
-    return call_start(stripped, 0, offered) == 0 and names_offered(stripped[:300], offered)
+    return call_starts(stripped, offered)[:1] == [0] and names_offered(stripped[:300], offered)
 
 
 def _loads(text: str) -> Any:
