@@ -39,7 +39,8 @@ _STRINGS = {quote: re.compile(rf"{quote}(?:[^{quote}\\\n]|\\.)*{quote}") for quo
 
 
 def call_shaped(value: Any, offered: Collection[str]) -> bool:
-    """A name and arguments; or, for an offered tool, a name with its arguments beside it."""
+    """A name and arguments; or a name with its arguments beside it, for an offered tool only,
+    since a package.json or any record has a "name" too."""
     if isinstance(value, list):
         return bool(value) and all(call_shaped(item, offered) for item in value)
     if not isinstance(value, dict):
@@ -52,7 +53,8 @@ def call_shaped(value: Any, offered: Collection[str]) -> bool:
 
 
 def arguments_of(value: dict[str, Any], offered: Collection[str]) -> Any:
-    """The arguments under their key, else (for an offered tool) the keys beside the name."""
+    """The arguments under their key, else (for an offered tool) the keys beside the name, less
+    those a call carries for itself (`id`, `type`), which no tool here takes."""
     for key in ARG_KEYS:
         if key in value:
             return value[key]
@@ -73,7 +75,8 @@ def function_of(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def literal_call(text: str, offered: Collection[str]) -> Any:
-    """A literal read only where it names an offered tool and reads as calls of offered tools."""
+    """A literal read as calls only where it names an offered tool and every call in it is of one:
+    reading a literal is a guess, which must not turn a dict in an answer into a call."""
     if not names_offered(text, offered):
         return None
     value = literal_value(text)
@@ -84,8 +87,8 @@ def literal_call(text: str, offered: Collection[str]) -> Any:
 
 
 def call_starts(text: str, offered: Collection[str]) -> list[int]:
-    """Where calls may open, in order: `{"name":` as JSON, or a literal one naming an offered tool
-    (an object inside an opening list too, for a list that is not all calls)."""
+    """Where calls may open, in order: `{"name":` as JSON, or a literal one naming an offered tool.
+    The first object of a list counts too, since a list that is not all calls may still open with one."""
     starts: set[int] = set()
     for pattern, named in ((_BARE_START, False), (LITERAL_START, True)):
         for match in pattern.finditer(text):
