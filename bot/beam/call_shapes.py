@@ -31,6 +31,8 @@ _JS_WORDS = {"true": "True", "false": "False", "null": "None"}
 ARG_KEYS = ("arguments", "parameters", "args", "input")
 # Keys of a call that are never its arguments, when the arguments stand beside the name.
 _NOT_ARGS = ("name", "id", "type")
+# How `text_protocol.as_text_messages` shows the model a tool's result (small models echo it back).
+_RESPONSE_KEYS = {"name", "content"}
 _BARE_START = re.compile(r'\[?\s*\{\s*"(?:name|function)"\s*:')
 _DECODER = json.JSONDecoder()
 _CLOSING = {"{": "}", "[": "]"}
@@ -48,7 +50,7 @@ def call_shaped(value: Any, offered: Collection[str]) -> bool:
     if isinstance(value.get("function"), dict):
         return call_shaped(value["function"], offered)
     return isinstance(value.get("name"), str) and (
-        any(key in value for key in ARG_KEYS) or offered_name(value, offered)
+        any(key in value for key in ARG_KEYS) or _arguments_beside(value, offered)
     )
 
 
@@ -58,9 +60,16 @@ def arguments_of(value: dict[str, Any], offered: Collection[str]) -> Any:
     for key in ARG_KEYS:
         if key in value:
             return value[key]
-    if offered_name(value, offered):
+    if _arguments_beside(value, offered):
         return {key: item for key, item in value.items() if key not in _NOT_ARGS}
     return None
+
+
+def _arguments_beside(value: dict[str, Any], offered: Collection[str]) -> bool:
+    """An offered tool's name with its arguments beside it, unless the object is a tool's result as
+    the text protocol shows it (`{"name": ..., "content": ...}`): the real Qwen2.5-Coder-0.5B echoes
+    that back as its answer, and read as a call it would run the tool again without its arguments."""
+    return offered_name(value, offered) and set(value) != _RESPONSE_KEYS
 
 
 def offered_name(value: dict[str, Any], offered: Collection[str]) -> bool:

@@ -46,6 +46,10 @@ QWEN_FENCE = (
     '```json\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n```'
 )
 
+# Qwen2.5-Coder-0.5B's whole answer after reading a file in the text protocol (seed 1): the
+# `<tool_response>` it was shown, echoed. Read as a call it would run read_file again with no path.
+ECHO = '{"name": "read_file", "content": "def add(a, b):\\n    return a + b\\n\\n# fixed\\n"}'
+
 # (case, message, calls expected, text expected, problem expected)
 TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | None]] = [
     (
@@ -221,6 +225,13 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
         msg('{"name": "my-pkg", "version": "1.0.0"}'),
         (),
         '{"name": "my-pkg", "version": "1.0.0"}',
+        None,
+    ),
+    (
+        "a tool's result echoed back as the text protocol shows it is no call (the real 0.5B)",
+        msg(ECHO),
+        (),
+        ECHO,
         None,
     ),
     (
