@@ -1,11 +1,10 @@
 """What counts as a tool call written into a text: its shapes, and the literals that are not JSON.
 
 A call is a name with its arguments under a key (`arguments`, `parameters`, `args`, `input`), maybe
-inside `function`. Small models also put the arguments beside the name (`{"name": "read_file",
-"path": "a.py"}`) or write a Python dict (`{'name': 'read_file', 'arguments': {'path': 'a.py'}}`,
-with `True`/`False`/`None`) or a JavaScript object with bare keys (`{name: "read_file", arguments:
-{path: "a.py"}}`), as small models such as Qwen2.5-Coder-0.5B do; read as JSON only, their tools
-would never run.
+inside `function`. Small models such as Qwen2.5-Coder-0.5B also put the arguments beside the name
+(`{"name": "read_file", "path": "a.py"}`) or write a Python dict (`{'name': 'read_file',
+'arguments': {'path': 'a.py'}}`, with `True`/`False`/`None`) or a JavaScript object with bare keys
+(`{name: "read_file", arguments: {path: "a.py"}}`); read as JSON only, their tools would never run.
 Those shapes count only for a tool that was offered, or any JSON object with a "name" (a package.json
 in a review) or any dict in a code answer would pass for a call. The literals are only a fallback
 after strict JSON failed, for a text that names an offered tool first (`names_offered`). Nothing is
