@@ -243,7 +243,7 @@ class RigAgentRunner(Agent):
                     code = "BEM-091" if completion.problem == CUT_CALL else "BEM-094"
                     if not self.answer_in_text:
                         raise BeamError(code, completion.problem)
-                    said.append(without_calls(completion.text or ""))
+                    said.append(without_calls(completion.text or "", self._tools))
                     why = f"{code}: {completion.problem}"
                     run = (input, messages, records)
                     await self._end_in_text(why, said, run, usage, model, started, log, headers)
@@ -315,7 +315,7 @@ class RigAgentRunner(Agent):
             tool = self._tools.get(call.name)
             if tool is not None and not tool.spec().confirm_required:
                 records.append(await self._call_tool(call, tool, input, [], log, headers))
-        text = without_calls(completion.text or "") or "\n\n".join(p for p in said if p.strip())
+        text = without_calls(completion.text or "", self._tools) or "\n\n".join(p for p in said if p.strip())
         await log.push(message_frame(StreamChunkType.CHUNK, text, headers))
         result = self._result(input, text, records, usage, completion.model or model, started)
         result.metadata = {"answered_in_text": why}

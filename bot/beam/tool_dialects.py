@@ -3,8 +3,11 @@
 Real servers differ (ARCHITECTURE.md section 11): native `tool_calls` (with `arguments` as a string
 or an object, with or without `id` and `type`); calls written into the text as bare JSON, as a
 ```json fence after a sentence of prose, in Hermes/Qwen `<tool_call>` tags or after Mistral's
-`[TOOL_CALLS]`; reasoning in `reasoning_content` or a `<think>` block. One reading for all of them,
-so the runner sees one shape.
+`[TOOL_CALLS]`; reasoning in `reasoning_content` or a `<think>` block. Small models also leave out
+the `arguments` key (`{"name": "read_file", "path": "a.py"}`) or write a Python or JavaScript literal
+instead of JSON (`call_shapes`); both are read only for a tool that was offered, since without
+that a JSON object with a "name" (a package.json in a review) would pass for a call. One reading for
+all of them, so the runner sees one shape.
 
 The rules (ARCHITECTURE.md section 4, invariant 10): a call counts only for a tool that was offered
 and with arguments that parse as a JSON object. Anything else stays text, except that text which is
@@ -21,6 +24,17 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from bot.beam.call_shapes import (
+    ARG_KEYS,
+    Brackets,
+    arguments_of,
+    call_shaped,
+    call_starts,
+    function_of,
+    literal_call,
+    names_offered,
+    value_at,
+)
 from bot.beam.completion import PendingToolCall
 
 _THINK = re.compile(r"<think(?:ing)?>.*?(?:</think(?:ing)?>|\Z)", re.DOTALL | re.IGNORECASE)
@@ -30,8 +44,7 @@ _TAG = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL | re.IGNOREC
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _MISTRAL = "[TOOL_CALLS]"
 _MISTRAL_ARGS = re.compile(r"\A\s*([A-Za-z0-9_.-]+)\s*\[ARGS\]\s*(.*)\Z", re.DOTALL)
-_ARG_KEYS = ("arguments", "parameters", "args", "input")
-_CALL_START = re.compile(r'(?:\A\s*|```[A-Za-z_]*\s*)\[?\s*\{\s*"(?:name|function)"\s*:')
+_CALL_START = re.compile(r"""(?:\A\s*|```[A-Za-z_]*\s*)\[?\s*\{\s*(["']?)(?:name|function)\1\s*:""")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +87,7 @@ def read_message(message: dict[str, Any], offered: Collection[str]) -> Reading:
 
 def read_text(text: str, offered: Collection[str]) -> Reading:
     """Calls written into a text (tags, [TOOL_CALLS], fenced or bare JSON), or the text itself."""
-    candidates = _candidates(text)
+    candidates = _candidates(text, offered)
     if not candidates:
         return Reading(text)
     calls: list[PendingToolCall] = []
@@ -90,12 +103,14 @@ def read_text(text: str, offered: Collection[str]) -> Reading:
     return Reading(text)
 
 
-def without_calls(text: str) -> str:
+def without_calls(text: str, offered: Collection[str] = ()) -> str:
     """The prose of a text, its call syntax and think blocks taken out.
 
     What a run may still show of an answer that mixed prose with calls it could not use (a review
     posted from the model's plain text): tags with what they hold, everything after `[TOOL_CALLS]`,
-    fences and bare JSON written as calls. JSON that is not shaped like a call stays.
+    fences and bare JSON written as calls. JSON that is not shaped like a call stays. `offered` are
+    the tools the run offered: the shapes read only for them (arguments beside the name, literals)
+    are call syntax only then.
     """
     _, text = split_think(text)
     text = _TAG.sub("", text)
@@ -103,12 +118,12 @@ def without_calls(text: str) -> str:
     cut = text.lower().find(_MISTRAL.lower())
     if cut >= 0:
         text = text[:cut]
-    text = _FENCE.sub(lambda m: "" if _fence_is_call(m) else m.group(0), text)
-    for start, end, _ in reversed(_bare_calls(text)):
+    text = _FENCE.sub(lambda m: "" if _fence_is_call(m, offered) else m.group(0), text)
+    for start, end, _ in reversed(_bare_calls(text, offered)):
         text = text[:start] + text[end:]
     masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
-    if (cut_call := _BARE_START.search(masked)) is not None:  # a call cut off at the end
-        text = text[: cut_call.start()]
+    if (cut_call := _broken_call(masked, offered)) is not None:  # a call cut off or broken
+        text = text[:cut_call]
     text = re.sub(r"```[A-Za-z0-9_-]*\s*```", "", text)  # fences left empty
     if text.count("```") % 2:  # a fence closed that was never opened, or opened and never closed
         text = re.sub(r"\n?[ \t]*```[A-Za-z0-9_-]*[ \t]*(?=\n|\Z)", "", text, count=1)
@@ -182,19 +197,14 @@ def _native_calls(
         function = item.get("function")
         if not isinstance(function, dict):
             function = item  # some servers put name and arguments on the call itself
-        call, problem = _call(function.get("name"), _arguments_of(function), offered, index, item.get("id"))
+        call, problem = _call(
+            function.get("name"), arguments_of(function, ()), offered, index, item.get("id")
+        )
         if call is not None:
             calls.append(call)
         if problem is not None:
             problems.append(problem)
     return tuple(calls), problems
-
-
-def _arguments_of(value: dict[str, Any]) -> Any:
-    for key in _ARG_KEYS:
-        if key in value:
-            return value[key]
-    return None
 
 
 def _call(
@@ -223,7 +233,7 @@ def _call(
     return PendingToolCall(call_id, name, args), None
 
 
-def _candidates(text: str) -> list[Any]:
+def _candidates(text: str, offered: Collection[str]) -> list[Any]:
     """Parts of a text that are written as calls: each a parsed JSON value, or None if it did not parse.
 
     Tags and [TOOL_CALLS] are call syntax whatever they hold; a fence or the whole text counts only
@@ -231,75 +241,94 @@ def _candidates(text: str) -> list[Any]:
     """
     lowered = text.lower()
     if "<tool_call>" in lowered:
-        return [_loads(match.group(1)) for match in _TAG.finditer(text)]
+        return [_parsed(match.group(1), offered) for match in _TAG.finditer(text)]
     if _MISTRAL.lower() in lowered:
-        return [_mistral(part) for part in re.split(re.escape(_MISTRAL), text, flags=re.IGNORECASE)[1:]]
-    found = [value for match in _FENCE.finditer(text) if (value := _fenced(match)) is not _NOT_A_CALL]
+        parts = re.split(re.escape(_MISTRAL), text, flags=re.IGNORECASE)[1:]
+        return [_mistral(part, offered) for part in parts]
+    found = [
+        value for match in _FENCE.finditer(text) if (value := _fenced(match, offered)) is not _NOT_A_CALL
+    ]
     if found:
         return found
     stripped = text.strip()
-    whole = _loads(stripped) if stripped[:1] in ("{", "[") else None
-    if _call_shaped(whole):
+    whole = _parsed(stripped, offered) if stripped[:1] in ("{", "[") else None
+    if call_shaped(whole, offered):
         return [whole]
     # Calls in prose, or a whole-text call with something after it (Qwen2.5-Coder-0.5B closes a
     # fence it never opened: `{"name": ...}` then a stray ```).
-    bare = [value for _, _, value in _bare_calls(text)]
+    bare = [value for _, _, value in _bare_calls(text, offered)]
     if bare:
         return bare
-    if whole is None and stripped[:1] in ("{", "[") and _named(stripped):
+    if whole is None and stripped[:1] in ("{", "[") and _named(stripped, offered):
         return [None]
     return []
 
 
 _NOT_A_CALL = object()
 _FENCE_LANGUAGES = ("", "json", "tool_call", "tool_code", "javascript")
-_BARE_START = re.compile(r'\[?\s*\{\s*"(?:name|function)"\s*:')
 
 
-def _fenced(match: re.Match[str]) -> Any:
+def _fenced(match: re.Match[str], offered: Collection[str]) -> Any:
     """The call a fence holds (None when it is a broken one), or `_NOT_A_CALL`."""
     if match.group(1).lower() not in _FENCE_LANGUAGES:
         return _NOT_A_CALL
     body = match.group(2)
-    value = _loads(body)
+    value = _parsed(body, offered)
     if value is None and "\n" in body.strip():
-        lines = [_loads(line) for line in body.strip().splitlines() if line.strip()]
+        lines = [_parsed(line, offered) for line in body.strip().splitlines() if line.strip()]
         value = lines if all(v is not None for v in lines) else None
-    if _call_shaped(value) or (value is None and _named(body)):
+    if call_shaped(value, offered) or (value is None and _named(body, offered)):
         return value
     return _NOT_A_CALL
 
 
-def _fence_is_call(match: re.Match[str]) -> bool:
+def _fence_is_call(match: re.Match[str], offered: Collection[str]) -> bool:
     """A fence holding a call, a broken one, or one cut off after its first key."""
-    return _fenced(match) is not _NOT_A_CALL or (
-        match.group(1).lower() in _FENCE_LANGUAGES and _BARE_START.match(match.group(2).lstrip()) is not None
-    )
+    if _fenced(match, offered) is not _NOT_A_CALL:
+        return True
+    body = match.group(2).strip()
+    return match.group(1).lower() in _FENCE_LANGUAGES and _broken_call(body, offered) == 0
 
 
-def _bare_calls(text: str) -> list[tuple[int, int, Any]]:
-    """Calls written as bare JSON inside prose ("I will read it: {...}"), outside any fence: each
-    with its span. Only JSON shaped like a call counts; a fence is never looked into here."""
+def _bare_calls(text: str, offered: Collection[str]) -> list[tuple[int, int, Any]]:
+    """Calls written inside prose ("I will read it: {...}"), outside any fence: each with its span.
+    Only a value shaped like a call counts; a fence is never looked into here."""
     masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
-    decoder = json.JSONDecoder()
+    brackets = Brackets(masked)
     spans: list[tuple[int, int, Any]] = []
     position = 0
-    while (match := _BARE_START.search(masked, position)) is not None:
-        try:
-            value, end = decoder.raw_decode(masked, match.start())
-        except ValueError:
-            value, end = None, match.start() + 1
-        if _call_shaped(value):
-            spans.append((match.start(), end, value))
+    for start in call_starts(masked, offered):
+        if start < position:
+            continue
+        value, end = value_at(brackets, start, offered)
+        if call_shaped(value, offered):
+            spans.append((start, end, value))
             position = end
-        else:
-            position = match.start() + 1
     return spans
 
 
-def _named(text: str) -> bool:
-    """Broken JSON that still shows the call keys: a cut or mistyped call, not prose."""
-    return bool(re.search(r'"name"\s*:', text)) and any(f'"{key}"' in text for key in _ARG_KEYS)
+def _broken_call(text: str, offered: Collection[str]) -> int | None:
+    """Where call syntax starts that never forms a value: a call cut off, or broken past reading.
+    JSON that parses is not a call here (a call would have been read), so it stays."""
+    brackets = Brackets(text)
+    position = 0
+    for start in call_starts(text, offered):
+        if start < position:
+            continue
+        value, end = value_at(brackets, start, offered)
+        if value is None and end == start + 1:
+            return start
+        position = end
+    return None
+
+
+def _named(text: str, offered: Collection[str]) -> bool:
+    """Broken JSON that still shows the call keys, or a broken literal naming an offered tool: a cut
+    or mistyped call, not prose."""
+    if re.search(r'"name"\s*:', text) and any(f'"{key}"' in text for key in ARG_KEYS):
+        return True
+    stripped = text.strip()
+    return call_starts(stripped, offered)[:1] == [0] and names_offered(stripped[:300], offered)
 
 
 def _loads(text: str) -> Any:
@@ -309,23 +338,19 @@ def _loads(text: str) -> Any:
         return None
 
 
-def _mistral(part: str) -> Any:
+def _parsed(text: str, offered: Collection[str]) -> Any:
+    """Strict JSON, else a Python or JavaScript literal that is a call of an offered tool, else None."""
+    value = _loads(text)
+    return value if value is not None else literal_call(text, offered)
+
+
+def _mistral(part: str, offered: Collection[str]) -> Any:
     """What follows one [TOOL_CALLS]: a JSON list of calls, or `name[ARGS]{...}` (newer templates)."""
     match = _MISTRAL_ARGS.match(part)
     if match is not None:
         args = _loads(match.group(2))
         return {"name": match.group(1), "arguments": args if args is not None else match.group(2)}
-    return _loads(part)
-
-
-def _call_shaped(value: Any) -> bool:
-    if isinstance(value, list):
-        return bool(value) and all(_call_shaped(item) for item in value)
-    if not isinstance(value, dict):
-        return False
-    if isinstance(value.get("function"), dict):
-        return _call_shaped(value["function"])
-    return isinstance(value.get("name"), str) and any(key in value for key in _ARG_KEYS)
+    return _parsed(part, offered)
 
 
 def _calls_in(value: Any, offered: Collection[str], start: int) -> tuple[list[PendingToolCall], list[str]]:
@@ -339,9 +364,9 @@ def _calls_in(value: Any, offered: Collection[str], start: int) -> tuple[list[Pe
         if not isinstance(item, dict):
             problems.append("a tool call is not a JSON object")
             continue
-        function = item["function"] if isinstance(item.get("function"), dict) else item
+        function = function_of(item)
         call, problem = _call(
-            function.get("name"), _arguments_of(function), offered, start + len(calls), item.get("id")
+            function.get("name"), arguments_of(function, offered), offered, start + len(calls), item.get("id")
         )
         if call is not None:
             calls.append(call)

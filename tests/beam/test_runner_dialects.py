@@ -91,6 +91,23 @@ async def test_with_answer_in_text_a_model_that_keeps_failing_is_asked_for_prose
     assert asked == {"role": "user", "content": ANSWER_IN_TEXT}
 
 
+async def test_with_answer_in_text_a_broken_literal_call_of_an_offered_tool_is_not_posted() -> None:
+    """The runner tells `without_calls` which tools it offered, so a call written as a Python dict
+    (read only for an offered tool) is taken out of the answer too."""
+    problem = "a tool call is not valid JSON"
+    broken = "{'name': 'read_file', 'arguments': {'path': }}"
+    client = ScriptedClient(
+        [
+            Completion(text=broken, problem=problem),
+            Completion(text=broken, problem=problem),
+            Completion(text=f"The loop is off by one.\n{broken}", problem=problem),
+        ]
+    )
+    runner = RigAgentRunner("review", client, [CountingTool("read_file").tool], SKILL, answer_in_text=True)
+    result = done_result(await runner.stream(make_input(), make_context()))
+    assert result.content[0].text == "The loop is off by one."
+
+
 async def test_with_answer_in_text_a_usable_call_in_the_last_answer_still_runs() -> None:
     review = CountingTool("review_change")
     problem = "a tool call is not valid JSON"

@@ -46,6 +46,10 @@ QWEN_FENCE = (
     '```json\n{"name": "read_file", "arguments": {"path": "src/app.py"}}\n```'
 )
 
+# Qwen2.5-Coder-0.5B's whole answer after reading a file in the text protocol (seed 1): the
+# `<tool_response>` it was shown, echoed. Read as a call it would run read_file again with no path.
+ECHO = '{"name": "read_file", "content": "def add(a, b):\\n    return a + b\\n\\n# fixed\\n"}'
+
 # (case, message, calls expected, text expected, problem expected)
 TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | None]] = [
     (
@@ -179,6 +183,142 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
         None,
     ),
     (
+        "arguments at the top level, bare (Qwen2.5-Coder-0.5B)",
+        msg('{"name": "read_file", "path": "src/app.py"}'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "arguments at the top level, fenced after prose, its id kept and its type not an argument",
+        msg(
+            'I will read it.\n```json\n{"name": "read_file", "path": "src/app.py", "id": "c7",'
+            ' "type": "function"}\n```'
+        ),
+        (PendingToolCall("c7", "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "arguments at the top level, in <tool_call> tags",
+        msg('<tool_call>\n{"name": "read_file", "path": "src/app.py"}\n</tool_call>'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "arguments at the top level, then a stray fence",
+        msg('{"name": "list_tree", "path": "src"}\n```'),
+        (call(0, "list_tree", {"path": "src"}),),
+        "",
+        None,
+    ),
+    (
+        "a package.json with a name that is no tool stays text",
+        msg('Add the package:\n```json\n{"name": "my-pkg", "version": "1.0.0"}\n```'),
+        (),
+        'Add the package:\n```json\n{"name": "my-pkg", "version": "1.0.0"}\n```',
+        None,
+    ),
+    (
+        "a bare JSON object named after no tool stays text",
+        msg('{"name": "my-pkg", "version": "1.0.0"}'),
+        (),
+        '{"name": "my-pkg", "version": "1.0.0"}',
+        None,
+    ),
+    (
+        "a tool's result echoed back as the text protocol shows it is no call (the real 0.5B)",
+        msg(ECHO),
+        (),
+        ECHO,
+        None,
+    ),
+    (
+        "a Python dict, bare, with True and None",
+        msg("{'name': 'read_file', 'arguments': {'path': 'src/app.py', 'all': True, 'ref': None}}"),
+        (call(0, "read_file", {"path": "src/app.py", "all": True, "ref": None}),),
+        "",
+        None,
+    ),
+    (
+        "a Python dict in a fence after prose",
+        msg("I will read it.\n```json\n{'name': 'read_file', 'arguments': {'path': 'src/app.py'}}\n```"),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a Python dict in <tool_call> tags",
+        msg("<tool_call>\n{'name': 'read_file', 'arguments': {'path': 'src/app.py'}}\n</tool_call>"),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a Python dict with the arguments at the top level, after prose",
+        msg("Reading: {'name': 'read_file', 'path': 'src/app.py'}"),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "unquoted keys, bare, with true",
+        msg('{name: "read_file", arguments: {path: "src/app.py", all: true}}'),
+        (call(0, "read_file", {"path": "src/app.py", "all": True}),),
+        "",
+        None,
+    ),
+    (
+        "unquoted keys in a fence, a key's name inside a string left alone",
+        msg('```json\n{name: "review_change", arguments: {body: "fix, name: x"}}\n```'),
+        (call(0, "review_change", {"body": "fix, name: x"}),),
+        "",
+        None,
+    ),
+    (
+        "unquoted keys in <tool_call> tags",
+        msg('<tool_call>\n{name: "read_file", arguments: {path: "src/app.py"}}\n</tool_call>'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "unquoted keys after a sentence of prose",
+        msg('I will read it: {name: "read_file", arguments: {path: "src/app.py"}}'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a literal naming no tool stays text",
+        msg("Use {'name': 'shell', 'arguments': {'cmd': 'ls'}} or {name: \"x\", arguments: {}} here."),
+        (),
+        "Use {'name': 'shell', 'arguments': {'cmd': 'ls'}} or {name: \"x\", arguments: {}} here.",
+        None,
+    ),
+    (
+        "a broken literal of an offered tool is an attempt",
+        msg("{'name': 'read_file', 'arguments': {'path': }}"),
+        (),
+        "{'name': 'read_file', 'arguments': {'path': }}",
+        "a tool call is not valid JSON",
+    ),
+    (
+        "a literal that is an expression is never evaluated",
+        msg("{'name': 'read_file', 'arguments': __import__('os').getcwd()}"),
+        (),
+        "{'name': 'read_file', 'arguments': __import__('os').getcwd()}",
+        "a tool call is not valid JSON",
+    ),
+    (
+        "a Python set as the arguments is no JSON value",
+        msg("{'name': 'read_file', 'arguments': {'a.py'}}"),
+        (),
+        "{'name': 'read_file', 'arguments': {'a.py'}}",
+        "a tool call is not valid JSON",
+    ),
+    (
         "reasoning_content beside a text answer",
         msg("The change is fine.", reasoning_content="The user wants a review. Let me think."),
         (),
@@ -303,6 +443,8 @@ def test_nothing_is_a_call_when_no_tool_is_offered() -> None:
         ('Let me see.\n```json\n{"name": "git', True),
         ("<tool_call>\n{", True),
         ("[TOOL_CALLS][", True),
+        ("{'name': 'read_f", True),
+        ('{name: "review_change", arguments: {body: "The', True),
         ("The review: the loop is fine.", False),
         ('The config has {"name": "x"} in it.', False),
     ],
@@ -355,6 +497,17 @@ def test_recorded_reply(path: Path) -> None:
             '```python\nx = {"name": "read_file", "arguments": {}}\n```',
             '```python\nx = {"name": "read_file", "arguments": {}}\n```',
         ),
+        ('Reading it: {"name": "read_file", "path": "a"} then more.', "Reading it:  then more."),
+        ("Done.\n```json\n{'name': 'read_file', 'arguments': {'path': 'a'}}\n```", "Done."),
+        ('Reading: {name: "read_file", arguments: {path: "a"}} then more.', "Reading:  then more."),
+        ('The fix: {name: "review_change", arguments: {body: "The disc', "The fix:"),
+        ("Broken: {'name': 'read_file', 'arguments': {'path': }}", "Broken:"),
+        (
+            'Add:\n```json\n{"name": "my-pkg", "version": "1.0.0"}\n```',
+            'Add:\n```json\n{"name": "my-pkg", "version": "1.0.0"}\n```',
+        ),
+        ('The config has {"name": "x"} in it.', 'The config has {"name": "x"} in it.'),
+        ("Use {name: 'x', arguments: {}} here.", "Use {name: 'x', arguments: {}} here."),
     ],
     ids=[
         "stray-fence",
@@ -366,8 +519,23 @@ def test_recorded_reply(path: Path) -> None:
         "tags",
         "json-example",
         "python",
+        "top-level-in-prose",
+        "python-dict-fenced",
+        "unquoted-in-prose",
+        "unquoted-cut",
+        "literal-broken",
+        "package-json-fenced",
+        "json-with-a-name-in-prose",
+        "literal-of-no-tool",
     ],
 )
 def test_without_calls_keeps_only_the_prose(text: str, prose: str) -> None:
     """What a review may show of an answer whose calls could not be used: never the call syntax."""
-    assert without_calls(text) == prose
+    assert without_calls(text, OFFERED) == prose
+
+
+def test_without_calls_leaves_the_shapes_of_offered_tools_alone_when_it_is_not_told_them() -> None:
+    """Arguments beside the name and literals are calls only of an offered tool; no tools, no calls."""
+    text = "Use {'name': 'read_file', 'path': 'a'} here."
+    assert without_calls(text) == text
+    assert without_calls(text, OFFERED) == "Use  here."
