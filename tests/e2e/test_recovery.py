@@ -136,6 +136,19 @@ def test_a_missing_file_is_told_to_the_model_and_the_review_goes_on(bot: BotProc
     assert len(bot.fake.reviews_on(REPO, NUMBER)) == 1
 
 
+def test_a_call_without_its_argument_is_told_to_the_model_and_the_review_goes_on(bot: BotProcess) -> None:
+    """Small models write `{"name": "read_file"}` with no path (tools/dialects); the run tells them."""
+    bot.llm.reply_tool_calls(("read_file", {}))
+    bot.llm.reply_tool_calls(("review_change", {"body": "Looks right.", "comments": []}))
+    bot.llm.reply_text("Reviewed.")
+    Fleet(bot).start()
+    send(bot, "/beam review")
+    final = wait_for(lambda: final_tracking(bot), what=f"the answer\n{bot.log()[-3000:]}")
+    assert "Posted a review" in final.body and "failed" not in final.body
+    told = [m for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"]
+    assert told and "BEM-108" in told[-1]["content"] and "path" in told[-1]["content"]
+
+
 def test_a_comment_github_completes_after_the_kill_is_adopted_not_posted_twice(bot: BotProcess) -> None:
     """Issue 23: the tracking comment's POST is in flight when the process is killed, and GitHub
     completes it 8 s after it arrived. The restarted process takes its job back at once, but must not look for

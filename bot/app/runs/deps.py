@@ -30,9 +30,11 @@ RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
 # ending the run; jail escapes, protected refs and blocked paths still end it.
 # A path the jail refuses (absolute, `..`, outside the tree) goes back to the model as the tool's
 # result, as a missing file does: small models often write `/repo/file`, and a refused path is
-# feedback to correct, not a reason to end the run. The jail refused it either way.
+# feedback to correct, not a reason to end the run. The jail refused it either way. So is a call
+# without a required argument (BEM-108): small models write `{"name": "read_file"}` and mend it.
 RECOVERABLE_TOOL_ERRORS = frozenset(
     {
+        "BEM-108",
         "BEM-300",
         "BEM-301",
         "BEM-302",
