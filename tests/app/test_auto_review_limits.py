@@ -23,7 +23,7 @@ from bot.app.github.identity import BotIdentity
 from bot.app.github.payloads import PullRequestEvent
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import runs, usage_counters
-from bot.app.jobs.signals import RetryableError
+from bot.app.jobs.signals import Reschedule
 from bot.app.jobs.store import Store
 from bot.app.limits.ledger import Admitted, Ledger, OverLimit, RunRequest
 from bot.app.limits.policy import Limits, Policy
@@ -318,9 +318,9 @@ async def test_a_retried_job_and_a_redelivered_push_count_once(
         await rig.send("opened")  # redelivered under a new delivery id: the head is already queued
         job = await rig.queue.claim("worker", 60.0)
         assert job is not None and await rig.queue.claim("worker", 60.0) is None
-        # GitHub fails after the review was admitted: the job is retried, as the same run.
+        # GitHub fails after the review was admitted: the job waits for GitHub, as the same run.
         failing = rig.fake.inject("GET", r"/pulls/7/comments", status=502, times=None)
-        with pytest.raises(RetryableError):
+        with pytest.raises(Reschedule):
             await rig.job(job)
         assert await rig.counter(f"repo:{REPO}") == 1
         failing.times = 0
