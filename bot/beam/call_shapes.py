@@ -173,6 +173,36 @@ class Brackets:
         return None
 
 
+def named_calls(text: str, offered: Collection[str]) -> list[tuple[int, int, Any]]:
+    """Calls written as an offered tool's name at the start of a line, then its arguments:
+    `review_change: {"body": ...}`, `read_file({"path": "a.py"})`, `` `list_tree` {} ``.
+
+    The real Qwen2.5-Coder-0.5B wrote the first as its whole review, with more objects after it on
+    the line; read as prose, its call syntax went into the review's body. Each span runs to the end
+    of its line; its value is the call, or None when the object never forms one (a call cut off).
+    """
+    if not offered or len(text) > _MAX_CHARS:
+        return []
+    names = "|".join(re.escape(name) for name in sorted(offered, key=len, reverse=True))
+    pattern = re.compile(rf"^[ \t]*(?:[-*>][ \t]+)?`?({names})`?[ \t]*[:(]?[ \t]*(?=\{{)", re.MULTILINE)
+    brackets = Brackets(text)
+    spans: list[tuple[int, int, Any]] = []
+    for match in pattern.finditer(text):
+        if spans and match.start() < spans[-1][1]:
+            continue
+        opening = match.end()
+        try:
+            args, _ = _DECODER.raw_decode(text, opening)
+        except ValueError:
+            close = brackets.close(opening)
+            args = literal_value(text[opening:close]) if close is not None else None
+        line_end = text.find("\n", opening)
+        end = len(text) if line_end < 0 else line_end
+        value = {"name": match.group(1), "arguments": args} if isinstance(args, dict) else None
+        spans.append((match.start(), end, value))
+    return spans
+
+
 def names_offered(text: str, offered: Collection[str]) -> bool:
     """Whether the first `name` key in the text names an offered tool: the gate before anything
     here reads the text, so a dict that merely has a name stays what it was."""

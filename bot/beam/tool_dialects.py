@@ -32,6 +32,7 @@ from bot.beam.call_shapes import (
     call_starts,
     function_of,
     literal_call,
+    named_calls,
     names_offered,
     value_at,
 )
@@ -121,7 +122,9 @@ def without_calls(text: str, offered: Collection[str] = ()) -> str:
     text = _FENCE.sub(lambda m: "" if _fence_is_call(m, offered) else m.group(0), text)
     for start, end, _ in reversed(_bare_calls(text, offered)):
         text = text[:start] + text[end:]
-    masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    for start, end, _ in reversed(named_calls(_masked(text), offered)):
+        text = text[:start] + text[end:]
+    masked = _masked(text)
     if (cut_call := _broken_call(masked, offered)) is not None:  # a call cut off or broken
         text = text[:cut_call]
     text = re.sub(r"```[A-Za-z0-9_-]*\s*```", "", text)  # fences left empty
@@ -259,6 +262,9 @@ def _candidates(text: str, offered: Collection[str]) -> list[Any]:
     bare = [value for _, _, value in _bare_calls(text, offered)]
     if bare:
         return bare
+    named = [value for _, _, value in named_calls(_masked(text), offered)]
+    if named:  # `review_change: {...}`, `read_file({...})`
+        return named
     if whole is None and stripped[:1] in ("{", "[") and _named(stripped, offered):
         return [None]
     return []
@@ -290,10 +296,15 @@ def _fence_is_call(match: re.Match[str], offered: Collection[str]) -> bool:
     return match.group(1).lower() in _FENCE_LANGUAGES and _broken_call(body, offered) == 0
 
 
+def _masked(text: str) -> str:
+    """The text with its fences blanked out, every other character where it was."""
+    return _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+
+
 def _bare_calls(text: str, offered: Collection[str]) -> list[tuple[int, int, Any]]:
     """Calls written inside prose ("I will read it: {...}"), outside any fence: each with its span.
     Only a value shaped like a call counts; a fence is never looked into here."""
-    masked = _FENCE.sub(lambda m: " " * len(m.group(0)), text)
+    masked = _masked(text)
     brackets = Brackets(masked)
     spans: list[tuple[int, int, Any]] = []
     position = 0

@@ -106,7 +106,7 @@ async def test_json_findings_off_the_diff_are_folded_and_prose_is_left_to_the_bo
     assert not other.ledger.reviewed  # the run posts the prose as the body (`review_from_text`)
 
 
-async def test_an_answer_that_is_only_json_is_not_posted_as_the_review_body() -> None:
+async def test_an_answer_that_is_only_json_or_an_echo_is_not_posted_as_the_review_body() -> None:
     """Recorded from the real 0.5B (`beam-bot run review`): its last answer echoed its tool result."""
     from bot.app.runs.render import EMPTY_REVIEW
     from bot.app.runs.skill_agent import review_from_text
@@ -119,4 +119,12 @@ async def test_an_answer_that_is_only_json_is_not_posted_as_the_review_body() ->
 
     assert await review_from_text(RunLedger(), '{"paths":["stats.py"]}\n', post)
     assert await review_from_text(RunLedger(), "The loop skips the first item.", post)
-    assert bodies == [EMPTY_REVIEW, "The loop skips the first item."]
+    # Its answer in other runs (2026-12-01): the runner's request for prose, repeated.
+    assert await review_from_text(RunLedger(), "No tool call, no JSON and no tags.", post)
+    assert await review_from_text(RunLedger(), "No JSON here: the loop stops one item early.", post)
+    assert bodies == [
+        EMPTY_REVIEW,
+        "The loop skips the first item.",
+        EMPTY_REVIEW,
+        "No JSON here: the loop stops one item early.",
+    ]

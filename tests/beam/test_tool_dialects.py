@@ -50,6 +50,18 @@ QWEN_FENCE = (
 # `<tool_response>` it was shown, echoed. Read as a call it would run read_file again with no path.
 ECHO = '{"name": "read_file", "content": "def add(a, b):\\n    return a + b\\n\\n# fixed\\n"}'
 
+# Qwen2.5-Coder-0.5B's whole answer in a real `beam-bot run review` (2026-12-01): the tool's name,
+# then its arguments, then an object more. Read as prose, it became the review's body verbatim.
+NAMED = (
+    'review_change: {"body": "Error reading \'src/tidy/moving_sum.py\': Could not read the file.", '
+    '"comments": ["The error occurred because \'src/tidy/moving_sum.py\' does not exist."]}, '
+    '{"severity": "critical"}'
+)
+NAMED_ARGS = {
+    "body": "Error reading 'src/tidy/moving_sum.py': Could not read the file.",
+    "comments": ["The error occurred because 'src/tidy/moving_sum.py' does not exist."],
+}
+
 # (case, message, calls expected, text expected, problem expected)
 TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | None]] = [
     (
@@ -385,6 +397,55 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
         "a tool call is not valid JSON",
     ),
     (
+        "the tool's name, a colon, its arguments (real 0.5B reply)",
+        msg(NAMED),
+        (call(0, "review_change", NAMED_ARGS),),
+        "",
+        None,
+    ),
+    (
+        "the tool's name called like a function, after prose",
+        msg('I will read it first.\nread_file({"path": "src/app.py"})'),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "the tool's name in backticks, then a literal",
+        msg("`read_file` {'path': 'src/app.py'}"),
+        (call(0, "read_file", READ),),
+        "",
+        None,
+    ),
+    (
+        "a tool's name in prose without arguments stays text",
+        msg("read_file: the helper opens the file twice; `review_change` is not needed."),
+        (),
+        "read_file: the helper opens the file twice; `review_change` is not needed.",
+        None,
+    ),
+    (
+        "the name of a tool not offered, then an object, stays text",
+        msg('run_shell: {"cmd": "ls"}'),
+        (),
+        'run_shell: {"cmd": "ls"}',
+        None,
+    ),
+    (
+        "a named call in a python fence stays text",
+        msg('```python\nread_file({"path": path})\n```'),
+        (),
+        '```python\nread_file({"path": path})\n```',
+        None,
+    ),
+    (
+        "a named call cut off is an attempt",
+        msg('review_change: {"body": "The disc'),
+        (),
+        'review_change: {"body": "The disc',
+        "a tool call is not valid JSON",
+    ),
+    (
         "a fence with broken call JSON is an attempt",
         msg('```json\n{"name": "read_file", "arguments": {"path": "a"\n```'),
         (),
@@ -508,6 +569,10 @@ def test_recorded_reply(path: Path) -> None:
         ),
         ('The config has {"name": "x"} in it.', 'The config has {"name": "x"} in it.'),
         ("Use {name: 'x', arguments: {}} here.", "Use {name: 'x', arguments: {}} here."),
+        (NAMED, ""),
+        ('The review:\nreview_change: {"body": "ok"}, {"x": 1}\nThanks.', "The review:\n\nThanks."),
+        ('Fine.\nreview_change: {"body": "The disc', "Fine."),
+        ("read_file: it opens the file twice.", "read_file: it opens the file twice."),
     ],
     ids=[
         "stray-fence",
@@ -527,6 +592,10 @@ def test_recorded_reply(path: Path) -> None:
         "package-json-fenced",
         "json-with-a-name-in-prose",
         "literal-of-no-tool",
+        "named-real-0.5b",
+        "named-between-prose",
+        "named-cut",
+        "name-in-prose",
     ],
 )
 def test_without_calls_keeps_only_the_prose(text: str, prose: str) -> None:

@@ -9,6 +9,7 @@ request, its files), so trying the bot on a local checkout is trying what it wil
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 from typing import Any
@@ -27,7 +28,7 @@ from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_
 from bot.app.runs.selection import rules_sections
 from bot.app.runs.text_review import review_args_from_text
 from bot.beam.completion import CompletionClient
-from bot.beam.runner import Checkpoint, RigAgentRunner, StopCheck
+from bot.beam.runner import ANSWER_IN_TEXT, Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import Tool
@@ -165,11 +166,19 @@ async def review_from_text(ledger: RunLedger, answer: str, post_review: PostRevi
 
 
 def _prose(answer: str) -> str:
-    """The answer as a review body; nothing when it is only JSON. The real 0.5B model ended a run by
-    echoing its last tool result (`{"paths": ["stats.py"]}`): data, not a review to post."""
+    """The answer as a review body; nothing when it is only JSON, or only words of what it was told.
+    The real 0.5B model ended runs by echoing its last tool result (`{"paths": ["stats.py"]}`) and
+    by repeating the runner's request for prose ("no tool call, no JSON and no tags"): neither is a
+    review to post."""
     text = answer.strip()
+    if _words(text) and f" {_words(text)} " in f" {_words(ANSWER_IN_TEXT)} ":
+        return ""
     try:
         value = json.loads(text)
     except ValueError:
         return text
     return "" if isinstance(value, dict | list) else text
+
+
+def _words(text: str) -> str:
+    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))
