@@ -282,7 +282,10 @@ def _fenced(match: re.Match[str], offered: Collection[str]) -> Any:
     value = _parsed(body, offered)
     if value is None and "\n" in body.strip():
         lines = [_parsed(line, offered) for line in body.strip().splitlines() if line.strip()]
-        value = lines if all(v is not None for v in lines) else None
+        # One value per line; the calls among them count, and the rest is what the real 0.5B writes
+        # beside its call: the tool's result it was shown, echoed (`{"error": ...}`).
+        calls = [v for v in lines if call_shaped(v, offered)]
+        value = (calls or lines) if all(v is not None for v in lines) else None
     if call_shaped(value, offered) or (value is None and _named(body, offered)):
         return value
     return _NOT_A_CALL

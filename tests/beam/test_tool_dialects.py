@@ -62,6 +62,13 @@ NAMED_ARGS = {
     "comments": ["The error occurred because 'src/tidy/moving_sum.py' does not exist."],
 }
 
+# Its answer in another run the same day, after list_tree had failed: the call, then the result.
+ECHOED_FENCE = (
+    '```json\n{"name": "list_tree", "arguments": {"path": "local/scratch"}}\n'
+    '{"error":{"http_status":400,"http_title":"Bad Request","errmesg":"List target is not a '
+    'directory.","errcode":"BEM-306","errdata":{"detail":"local/scratch"}}}\n```'
+)
+
 # (case, message, calls expected, text expected, problem expected)
 TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | None]] = [
     (
@@ -439,6 +446,20 @@ TABLE: list[tuple[str, dict[str, Any], tuple[PendingToolCall, ...], str, str | N
         None,
     ),
     (
+        "a fence of a call and the tool result it echoes (real 0.5B reply)",
+        msg(ECHOED_FENCE),
+        (call(0, "list_tree", {"path": "local/scratch"}),),
+        "",
+        None,
+    ),
+    (
+        "a fence of JSON lines without a call stays text",
+        msg('```json\n{"a": 1}\n{"b": 2}\n```'),
+        (),
+        '```json\n{"a": 1}\n{"b": 2}\n```',
+        None,
+    ),
+    (
         "a named call cut off is an attempt",
         msg('review_change: {"body": "The disc'),
         (),
@@ -570,6 +591,7 @@ def test_recorded_reply(path: Path) -> None:
         ('The config has {"name": "x"} in it.', 'The config has {"name": "x"} in it.'),
         ("Use {name: 'x', arguments: {}} here.", "Use {name: 'x', arguments: {}} here."),
         (NAMED, ""),
+        (f"Here:\n{ECHOED_FENCE}", "Here:"),
         ('The review:\nreview_change: {"body": "ok"}, {"x": 1}\nThanks.', "The review:\n\nThanks."),
         ('Fine.\nreview_change: {"body": "The disc', "Fine."),
         ("read_file: it opens the file twice.", "read_file: it opens the file twice."),
@@ -593,6 +615,7 @@ def test_recorded_reply(path: Path) -> None:
         "json-with-a-name-in-prose",
         "literal-of-no-tool",
         "named-real-0.5b",
+        "echoed-fence-real-0.5b",
         "named-between-prose",
         "named-cut",
         "name-in-prose",
