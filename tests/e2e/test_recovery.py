@@ -123,8 +123,15 @@ def test_a_job_whose_worker_dies_on_every_attempt_ends_with_a_final_comment(bot:
     assert all(r.user != BOT or r.content == "eyes" for r in bot.fake.reactions.values())
 
 
-def test_a_missing_file_is_told_to_the_model_and_the_review_goes_on(bot: BotProcess) -> None:
-    bot.llm.reply_tool_calls(("read_file", {"path": "src/missing.py"}))
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [({"path": "src/missing.py"}, "BEM-307"), ({}, "BEM-108")],
+    ids=["a missing file", 'no path at all (small models write {"name": "read_file"})'],
+)
+def test_a_tool_error_is_told_to_the_model_and_the_review_goes_on(
+    bot: BotProcess, args: dict[str, Any], code: str
+) -> None:
+    bot.llm.reply_tool_calls(("read_file", args))
     bot.llm.reply_tool_calls(("review_change", {"body": "Looks right.", "comments": []}))
     bot.llm.reply_text("Reviewed.")
     Fleet(bot).start()
@@ -132,21 +139,8 @@ def test_a_missing_file_is_told_to_the_model_and_the_review_goes_on(bot: BotProc
     final = wait_for(lambda: final_tracking(bot), what=f"the answer\n{bot.log()[-3000:]}")
     assert "Posted a review" in final.body and "failed" not in final.body
     told = [m for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"]
-    assert told and "BEM-307" in told[-1]["content"]
+    assert told and code in told[-1]["content"]
     assert len(bot.fake.reviews_on(REPO, NUMBER)) == 1
-
-
-def test_a_call_without_its_argument_is_told_to_the_model_and_the_review_goes_on(bot: BotProcess) -> None:
-    """Small models write `{"name": "read_file"}` with no path (tools/dialects); the run tells them."""
-    bot.llm.reply_tool_calls(("read_file", {}))
-    bot.llm.reply_tool_calls(("review_change", {"body": "Looks right.", "comments": []}))
-    bot.llm.reply_text("Reviewed.")
-    Fleet(bot).start()
-    send(bot, "/beam review")
-    final = wait_for(lambda: final_tracking(bot), what=f"the answer\n{bot.log()[-3000:]}")
-    assert "Posted a review" in final.body and "failed" not in final.body
-    told = [m for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"]
-    assert told and "BEM-108" in told[-1]["content"] and "path" in told[-1]["content"]
 
 
 def test_a_comment_github_completes_after_the_kill_is_adopted_not_posted_twice(bot: BotProcess) -> None:
