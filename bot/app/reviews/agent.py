@@ -37,6 +37,7 @@ from bot.app.runs import render as run_render
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
 from bot.app.runs.linters import lint_skipped
+from bot.app.runs.outage import draft_key
 from bot.app.runs.review_context import UntrustedSection, merge_parts, review_context
 from bot.app.runs.run import RunDeps
 from bot.app.runs.selection import select_findings
@@ -95,11 +96,6 @@ class Target:
 
 
 log = logging.getLogger("beam.reviews")
-
-
-def draft_key(run_id: str) -> str:
-    """Where a review the model finished waits to be posted (the effects journal)."""
-    return f"{run_id}:review-draft"
 
 
 @dataclass
@@ -311,6 +307,7 @@ class AgentReview:
                 else:  # GitHub made it after all: the summary links it, nothing is posted again
                     result.kind, result.findings = "reviewed", made[1]
                     result.url = f"{self.pull.html_url}#pullrequestreview-{made[0]}"
+                    await drafts.note(draft_key(run_id), "review_draft", {"posted": made[0]})
             else:
                 await read_overflowing(limits)
             if guard.stop is None and parts:

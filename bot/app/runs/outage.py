@@ -235,11 +235,16 @@ class ReviewDraft:
         return cls(str(data["commit_id"]), str(data["body"]), comments, findings)
 
 
+def draft_key(run_id: str) -> str:
+    """Where a review the model finished waits to be posted (an automatic review's too, reviews/agent.py)."""
+    return f"{run_id}:review-draft"
+
+
 async def keep_draft(journal: Journal, run_id: str, draft: ReviewDraft) -> None:
     """Keep the review before it is posted, so no outage makes the model's work be done again."""
-    await journal.note(f"{run_id}:review-draft", "review_draft", draft.to_json())
+    await journal.note(draft_key(run_id), "review_draft", draft.to_json())
 
 
 async def kept_draft(journal: Journal, run_id: str) -> ReviewDraft | None:
-    entry = await journal.lookup(f"{run_id}:review-draft")
+    entry = await journal.lookup(draft_key(run_id))
     return None if entry is None else ReviewDraft.from_json(entry.result)
