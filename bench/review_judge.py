@@ -1,0 +1,81 @@
+"""The review benchmark's judge: does a finding's claim state the case's bug?
+
+Issue 30 found that a finding on the gold line is not a finding of the bug: in 45 reviews of real
+bugs, every "hit" on a changed line described or praised the change ("a minor improvement"). So a
+hit needs two things: the finding is on a gold line (review_eval_cases.hits), and its claim states
+the bug, which this module decides.
+
+The judge is a keyword rubric, not a model. Each case lists the concepts a statement of its bug
+must mention (the wrong token or the missing check, and what goes wrong), each concept as a few
+regular expressions that say the same thing. A claim states the bug when it mentions every concept
+and is not praise. Why not a model as judge: the only model this machine can run is the 1.5B model
+under test, which would grade its own answers and is no more reliable a judge than a reviewer; a
+rubric is deterministic, runs with no model and no network, gives the same verdict on every
+machine, and its misses can be read and fixed in the data file. Its agreement with a person's
+reading is measured on recorded findings (bench/data/judge_check.json, `review_eval.py --check-judge`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Words of approval: a claim that only approves states no bug, whatever tokens it repeats.
+_PRAISE = re.compile(
+    r"\b(improv\w*|optimi[sz]\w*|cleaner|simplif\w*|looks? (good|fine|correct)|lgtm|nice|better|"
+    r"good (change|practice|job)|well done|correctly|more robust|more efficient|more readable|"
+    r"enhance\w*|no (issues?|problems?|bugs?)( found)?)\b",
+    re.IGNORECASE,
+)
+# Words that say something is wrong; one of them turns approval words back into a possible finding
+# ("this is not handled correctly", "better to check for nil").
+_PROBLEM = re.compile(
+    r"\b(bug\w*|wrong\w*|incorrect\w*|error\w*|fail\w*|crash\w*|panic\w*|missing|miss\w*|should\w*|"
+    r"must|never|instead|leak\w*|race\w*|break\w*|broke\w*|throw\w*|exception\w*|overflow\w*|"
+    r"underflow\w*|undefined|inject\w*|unsafe|unsound|invalid\w*|lost|lose\w*|drop\w*|ignor\w*|"
+    r"forgot\w*|without|not|no longer|doesn'?t|does not|isn'?t|won'?t|cannot|can'?t|problem\w*|"
+    r"issue\w*|risk\w*|vulnerab\w*|off[- ]by[- ]one|out of (range|bounds)|typo\w*|mistak\w*|"
+    r"regress\w*|unintended|accidental\w*|inverted|reversed|swapped)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """What the bug is: `bug`, a sentence for people; `concepts`, what a claim must mention, each
+    a tuple of regular expressions (case-insensitive) any one of which mentions it."""
+
+    bug: str
+    concepts: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> Rubric:
+        concepts = data.get("concepts")
+        if not isinstance(concepts, list) or not concepts:
+            raise ValueError("a rubric needs a non-empty list of concepts")
+        return cls(str(data["bug"]), tuple(tuple(str(term) for term in concept) for concept in concepts))
+
+    def to_json(self) -> dict[str, object]:
+        return {"bug": self.bug, "concepts": [list(c) for c in self.concepts]}
+
+
+def praises(claim: str) -> bool:
+    """Whether the claim approves of the change without saying anything is wrong."""
+    return bool(_PRAISE.search(claim)) and not _PROBLEM.search(claim)
+
+
+def missing_concepts(claim: str, rubric: Rubric) -> list[int]:
+    """The indexes of the rubric's concepts the claim does not mention."""
+    return [
+        i
+        for i, terms in enumerate(rubric.concepts)
+        if not any(re.search(term, claim, re.IGNORECASE) for term in terms)
+    ]
+
+
+def states_bug(claim: str, rubric: Rubric | None) -> bool:
+    """The judge's verdict: the claim mentions every concept of the rubric and is not praise. A case
+    without a rubric (a clean change) has no bug to state."""
+    if rubric is None or not claim.strip():
+        return False
+    return not praises(claim) and not missing_concepts(claim, rubric)
