@@ -1,8 +1,12 @@
 """Benchmark: how well a review finds the one bug a change brings in, and how little it says about
 clean changes, for the review pipeline against the bare model, in the same run.
 
-Three reviewers read each case (bench/data/review_cases/, see review_eval_cases.py) as a two-commit
-repository:
+Two corpora (`--corpus written|real|all`): the 24 written cases (bench/data/review_cases/, see
+review_eval_cases.py) and 35 real bug fixes from public repositories, reverted (real_bugs.py; they
+are rebuilt from local mirrors, `--mirrors DIR`). Each case is read as a two-commit repository by
+the named configurations of `CONFIGS` (`--variants`); those issue 30 plans after issue 29's
+review-pass refactor are listed without a reviewer, so the table keeps their rows and adding one is
+one entry:
 
 - `bare`: one call with the raw `git diff`, asked for JSON findings `[{path, line, claim}]`, read
   leniently (fenced or not, wrapped or not);
@@ -13,12 +17,15 @@ repository:
 - `plain`: the same pipeline with issue 21's items 1-3 off: the diff as GitHub's raw patches in
   GitHub's file order under the old character cap, no linters (the prompt as it was before them).
 
-Measures per reviewer: recall (bug cases with a finding within 3 lines of a gold line), precision
-(findings on a gold line, out of all findings), findings on clean changes, findings per case, prompt
-tokens per case (the server's `usage`), wall time; then each pipeline against the bare model.
+Measures per reviewer: recall (bug cases with a finding within 3 lines of a gold line whose claim
+states the bug, by the rubric judge of review_judge.py), the same counting any finding on the line
+(line only), precision both ways, findings on clean changes, findings per case, prompt tokens per
+case (the server's `usage`), wall time per case; then each configuration against the bare model.
 
     .venv/bin/python bench/review_eval.py --base-url http://127.0.0.1:8090/v1 --model qwen2.5-coder \
-        [--cases a,b] [--limit 12] [--variants bare,pipeline,plain] [--max-tokens 512] [--json out.json]
+        [--corpus real --mirrors DIR] [--cases a,b] [--limit 12] [--variants bare,pipeline] \
+        [--max-tokens 512] [--json out.json]
+    .venv/bin/python bench/review_eval.py --check-judge bench/data/judge_check.json
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,17 +52,19 @@ from review_eval_cases import (
     CaseResult,
     ChangedFile,
     Finding,
+    CORPORA,
     Score,
     build_repo,
     changed_files,
     dump,
-    load_cases,
+    load_corpus,
     parse_findings,
     raw_diff,
     score,
     spread,
     undump,
 )
+from review_judge import praises, states_bug
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.reviews.prompt import TASK, build_review_prompts
@@ -74,7 +84,6 @@ from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import ToolSpec
 from bot.beam.types import ContentPart, InvokeRequest
 
-VARIANTS = ("bare", "pipeline", "plain")
 PLAIN_PATCH_CHARS = 60_000  # the character cap of the diff before the token budget (issue 21)
 MAX_ROUNDS = 4  # model calls per review call before the run is stopped (the bot allows 8)
 REPO = "bench/review-case"
@@ -222,21 +231,56 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ite
 Review = Callable[[Metered, Path, str, str], Awaitable[list[Finding]]]
 
 
-def reviewer(variant: str) -> Review:
-    if variant == "bare":
-        return review_bare
-
+def _agent(items_on: bool) -> Review:
     async def agent(client: Metered, repo: Path, base: str, head: str) -> list[Finding]:
-        return await review_agent(client, repo, base, head, items_on=variant == "pipeline")
+        return await review_agent(client, repo, base, head, items_on=items_on)
 
     return agent
 
 
-async def run_case(case: Case, variant: str, make_client: Callable[[], OpenAiCompatible]) -> CaseResult:
+@dataclass(frozen=True)
+class Config:
+    """A named way to review a case. `review` None: planned, not built yet; the table shows its row
+    empty, so a run's table always has the columns issue 30 asks for."""
+
+    name: str
+    label: str
+    review: Review | None
+    note: str = ""
+
+
+_LATER = "needs issue 29's review-pass refactor"
+CONFIGS: dict[str, Config] = {
+    c.name: c
+    for c in (
+        Config("bare", "bare model", review_bare),
+        Config("pipeline", "pipeline", _agent(items_on=True)),
+        Config("plain", "pipeline, items 1-3 off", _agent(items_on=False)),
+        Config("structured", "+ structured output", None, _LATER),
+        Config("focused", "+ focused passes", None, _LATER),
+        Config("votes3", "+ votes (3)", None, _LATER),
+        Config("verify", "+ verification", None, _LATER),
+    )
+}
+VARIANTS = tuple(CONFIGS)
+DEFAULT_VARIANTS = "bare,pipeline,structured,focused,votes3,verify"
+LABELS = {name: c.label for name, c in CONFIGS.items()}
+
+
+def reviewer(variant: str) -> Review:
+    review = CONFIGS[variant].review
+    if review is None:
+        raise ValueError(f"{variant}: {CONFIGS[variant].note}")
+    return review
+
+
+async def run_case(
+    case: Case, variant: str, make_client: Callable[[], OpenAiCompatible], mirrors: Path | None = None
+) -> CaseResult:
     result = CaseResult(case)
     with tempfile.TemporaryDirectory(prefix="review-eval-") as scratch:
         repo = Path(scratch) / "repo"
-        base, head = build_repo(case, repo)
+        base, head = build_repo(case, repo, mirrors)
         client = Metered(make_client())
         started = time.monotonic()
         try:
@@ -262,18 +306,22 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if b else ("=" if a == b else "inf")
 
 
-LABELS = {"bare": "bare model", "pipeline": "pipeline", "plain": "pipeline, items 1-3 off"}
-
-
-def table(scores: dict[str, Score]) -> str:
-    head = "| reviewer | cases | recall | precision | false on clean | findings/case | prompt tokens/case"
-    rows = [head + " | wall s | errors |", "|" + "---|" * 9]
+def table(scores: dict[str, Score], planned: list[str] | None = None) -> str:
+    """Recall and precision count stated hits; the line-only figures stand beside them."""
+    head = (
+        "| reviewer | cases | recall | recall, line only | precision | precision, line only | "
+        "false on clean | findings/case | prompt tokens/case | wall s/case | errors |"
+    )
+    rows = [head, "|" + "---|" * 11]
     for variant, s in scores.items():
         rows.append(
-            f"| {LABELS[variant]} | {s.cases} | {_pct(s.recall)} | {_pct(s.precision)} | "
+            f"| {LABELS[variant]} | {s.cases} | {_pct(s.recall)} | {_pct(s.recall_line)} | "
+            f"{_pct(s.precision)} | {_pct(s.precision_line)} | "
             f"{s.false_on_clean} | {s.findings_per_case:.2f} | {s.prompt_tokens_per_case:.0f} | "
-            f"{s.seconds:.0f} | {s.errors} |"
+            f"{s.seconds / max(1, s.cases):.0f} | {s.errors} |"
         )
+    for variant in planned or []:
+        rows.append(f"| {LABELS[variant]} | ({CONFIGS[variant].note}) |" + " |" * 9)
     bare = scores.get("bare")
     if bare is not None:
         rows += [
@@ -292,15 +340,44 @@ def table(scores: dict[str, Score]) -> str:
     return "\n".join(rows)
 
 
-def report(meta: dict[str, Any], results: dict[str, list[CaseResult]]) -> str:
+def report(meta: dict[str, Any], results: dict[str, list[CaseResult]], planned: list[str] | None = None) -> str:
     cases = len(next(iter(results.values()), []))
     return "\n".join(
         [
-            f"model: {meta['model']} at {meta['base_url']}, max_tokens {meta['max_tokens']}",
-            f"machine: {meta['machine']}, date: {meta['date']}, cases: {cases}",
-            table({v: score(r) for v, r in results.items()}),
+            f"model: {meta['model']} at {meta['base_url']}, max_tokens {meta['max_tokens']}, "
+            f"temperature {meta.get('temperature', 'server default')}",
+            f"machine: {meta['machine']}, date: {meta['date']}, corpus: {meta.get('corpus', 'written')}, "
+            f"cases: {cases}",
+            table({v: score(r) for v, r in results.items()}, planned),
         ]
     )
+
+
+def check_judge(path: Path) -> str:
+    """The judge against a person's reading: each recorded finding has the reader's verdict
+    (`mine`: does the claim state the case's bug); the judge gives its own, and the agreement is
+    counted. Findings are recorded with their case, so the rubric is the case's."""
+    cases = {c.name: c for c in load_corpus("all")}
+    rows = json.loads(path.read_text("utf-8"))["findings"]
+    agree = 0
+    confusion = {(True, True): 0, (True, False): 0, (False, True): 0, (False, False): 0}
+    disagreements: list[str] = []
+    for row in rows:
+        mine = bool(row["mine"])
+        judge = states_bug(str(row["claim"]), cases[row["case"]].rubric)
+        confusion[(mine, judge)] += 1
+        if mine == judge:
+            agree += 1
+        else:
+            why = "praise" if praises(str(row["claim"])) else "rubric"
+            disagreements.append(f"- {row['case']}: reader {mine}, judge {judge} ({why}): {row['claim'][:120]}")
+    n = len(rows)
+    lines = [
+        f"findings read: {n}; judge agrees with the reader on {agree} ({agree / max(1, n):.0%})",
+        f"both say stated: {confusion[(True, True)]}; both say not: {confusion[(False, False)]}; "
+        f"reader only: {confusion[(True, False)]}; judge only: {confusion[(False, True)]}",
+    ]
+    return "\n".join(lines + disagreements)
 
 
 async def main(options: argparse.Namespace) -> None:
@@ -312,27 +389,38 @@ async def main(options: argparse.Namespace) -> None:
                 merged.setdefault(variant, []).extend(rows)
         print(report(dumps[0]["meta"], merged))
         return
+    if options.check_judge:
+        print(check_judge(Path(options.check_judge)))
+        return
     names = [n for n in (options.cases or "").split(",") if n]
-    cases = spread(load_cases(names=names or None), options.limit)
-    variants = [v for v in options.variants.split(",") if v]
+    cases = spread(load_corpus(options.corpus, names=names or None), options.limit)
+    if any(c.real is not None for c in cases) and options.mirrors is None:
+        raise SystemExit("the real bugs are rebuilt from mirrors: give --mirrors DIR (see fetch_real_bugs.py)")
+    asked = [v for v in options.variants.split(",") if v]
+    variants = [v for v in asked if CONFIGS[v].review is not None]
+    planned = [v for v in asked if CONFIGS[v].review is None]
     meta = {
         "model": options.model,
         "base_url": options.base_url,
         "max_tokens": options.max_tokens,
+        "temperature": options.temperature,
+        "corpus": options.corpus,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
     }
 
     def make_client() -> OpenAiCompatible:
-        client = OpenAiCompatible(options.base_url, options.api_key, options.model, timeout=options.timeout)
+        client = OpenAiCompatible(
+            options.base_url, options.api_key, options.model, timeout=options.timeout, temperature=options.temperature
+        )
         return client.with_max_tokens(options.max_tokens)
 
     results: dict[str, list[CaseResult]] = {v: [] for v in variants}
     for case in cases:  # case by case, every variant: a stopped run still compares like with like
         for variant in variants:
-            result = await run_case(case, variant, make_client)
+            result = await run_case(case, variant, make_client, options.mirrors)
             results[variant].append(result)
-            hit = "hit" if result.found else "-"
+            hit = "hit" if result.found else ("line" if result.found_line else "-")
             print(
                 f"{case.name:28} {variant:9} findings={len(result.findings)} {hit:3} "
                 f"tokens={result.prompt_tokens} {result.seconds:.0f}s {result.error or ''}",
@@ -341,7 +429,7 @@ async def main(options: argparse.Namespace) -> None:
             )
         if options.json:  # after every case, so a run stopped early still leaves its figures
             Path(options.json).write_text(json.dumps(dump(results, meta), indent=1), "utf-8")
-    print(report(meta, results))
+    print(report(meta, results, planned))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -351,13 +439,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--api-key", default="local")
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--limit", type=int, help="at most this many cases, spread over the list")
-    parser.add_argument("--variants", default=",".join(VARIANTS), help="of bare, pipeline, plain")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"of {', '.join(VARIANTS)}")
+    parser.add_argument("--corpus", choices=CORPORA, default="written", help="written cases, real bugs, or all")
+    parser.add_argument("--mirrors", type=Path, help="a directory of git mirrors, for the real bugs")
+    parser.add_argument("--temperature", type=float, default=0.2, help="sent with every call (issue 30)")
+    parser.add_argument("--check-judge", help="the judge against a reader's verdicts (a JSON file)")
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model call")
     parser.add_argument("--json", help="write per-case results here (after every case)")
     parser.add_argument("--report", nargs="+", help="print the table of --json files, calling no model")
     options = parser.parse_args(argv)
-    if not options.report and not (options.base_url and options.model):
+    if not (options.report or options.check_judge) and not (options.base_url and options.model):
         parser.error("--base-url and --model are needed (or --report FILE)")
     bad = set(options.variants.split(",")) - set(VARIANTS)
     if bad:

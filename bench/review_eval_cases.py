@@ -6,8 +6,14 @@ description, and the gold: `{path: [new-side line numbers of the buggy lines]}`.
 case into a two-commit git repository (before on `main`, after on `change`), so every reviewer reads
 a real `git diff`, as it would on a pull request.
 
-A finding counts when it names a gold file and lies within `TOLERANCE` lines of a gold line: models
-cite the line of a call or of the statement around it, and either points the maintainer to the bug.
+A finding is on the bug's line when it names a gold file and lies within `TOLERANCE` lines of a gold
+line: models cite the line of a call or of the statement around it, and either points the maintainer
+to the bug. It states the bug when, in addition, its claim matches the case's rubric (review_judge.py):
+issue 30 read the findings and found that line-only hits were mostly praise of the buggy line. Recall
+and precision count stated hits; line-only hits are reported beside them.
+
+The real-bug corpus (real_bugs.py, `corpus="real"`) gives cases of the same shape, rebuilt from
+mirrors of public repositories.
 """
 
 from __future__ import annotations
@@ -19,6 +25,9 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from real_bugs import RealBug, build_real_repo, load_real_bugs
+from review_judge import Rubric, states_bug
 
 CASES_DIR = Path(__file__).resolve().parent / "data" / "review_cases"
 TOLERANCE = 3
@@ -45,6 +54,8 @@ class Case:
     gold: dict[str, list[int]]
     before: dict[str, str]
     after: dict[str, str]
+    rubric: Rubric | None = None  # what the bug is; None for a clean change
+    real: RealBug | None = None  # a real bug, rebuilt from a mirror (before/after are empty)
 
     @property
     def clean(self) -> bool:
@@ -88,7 +99,30 @@ def load_case(directory: Path) -> Case:
         gold,
         _tree(directory / "before"),
         _tree(directory / "after"),
+        Rubric.from_json(meta["rubric"]) if "rubric" in meta else None,
     )
+
+
+def real_case(bug: RealBug) -> Case:
+    return Case(bug.name, bug.language, "real bug", bug.rubric.bug, bug.gold, {}, {}, bug.rubric, bug)
+
+
+CORPORA = ("written", "real", "all")
+
+
+def load_corpus(corpus: str = "written", names: list[str] | None = None) -> list[Case]:
+    """The written cases, the real bugs, or both; `names` picks cases by name."""
+    cases: list[Case] = []
+    if corpus in ("written", "all"):
+        cases += load_cases()
+    if corpus in ("real", "all"):
+        cases += [real_case(b) for b in load_real_bugs()]
+    if names:
+        unknown = sorted(set(names) - {c.name for c in cases})
+        if unknown:
+            raise SystemExit(f"unknown case(s): {', '.join(unknown)}")
+        cases = [c for c in cases if c.name in names]
+    return cases
 
 
 def load_cases(root: Path = CASES_DIR, names: list[str] | None = None) -> list[Case]:
@@ -128,9 +162,13 @@ def _write(repo: Path, files: dict[str, str]) -> None:
         target.write_text(text, "utf-8")
 
 
-def build_repo(case: Case, repo: Path) -> tuple[str, str]:
+def build_repo(case: Case, repo: Path, mirrors: Path | None = None) -> tuple[str, str]:
     """The case as a repository at `repo` (created): its base and head commits; the work tree is
-    left at the head, on branch `change`."""
+    left at the head, on branch `change`. A real bug is rebuilt from its mirror under `mirrors`."""
+    if case.real is not None:
+        if mirrors is None:
+            raise FileNotFoundError(f"{case.name} is a real bug: give --mirrors DIR")
+        return build_real_repo(case.real, repo, mirrors, git)
     repo.mkdir(parents=True, exist_ok=True)
     git(repo, "init", "-q", "-b", "main")
     _write(repo, case.before)
@@ -267,31 +305,44 @@ class CaseResult:
     reply: str = ""  # the model's last answer, for reading a run afterwards
 
     @property
-    def matched(self) -> int:
+    def on_line(self) -> int:
+        """Findings on a gold line, whatever they say (the measure before issue 30)."""
         return sum(hits(f, self.case.gold) for f in self.findings)
+
+    @property
+    def matched(self) -> int:
+        """Findings on a gold line whose claim states the bug (the judge's verdict)."""
+        return sum(hits(f, self.case.gold) and states_bug(f.claim, self.case.rubric) for f in self.findings)
 
     @property
     def found(self) -> bool:
         return self.matched > 0
+
+    @property
+    def found_line(self) -> bool:
+        return self.on_line > 0
 
 
 @dataclass(frozen=True)
 class Score:
     cases: int
     bug_cases: int
-    recall: float | None  # bug cases with a finding on the bug, out of bug cases
-    precision: float | None  # findings on a bug, out of all findings (None: no findings)
+    recall: float | None  # bug cases with a finding that states the bug on its line, out of bug cases
+    precision: float | None  # findings that state a bug on its line, out of all findings (None: none)
     false_on_clean: int  # findings on clean changes (every one is false)
     findings_per_case: float
     prompt_tokens_per_case: float
     seconds: float
     errors: int
+    recall_line: float | None = None  # as recall, counting any finding on a gold line
+    precision_line: float | None = None  # as precision, counting any finding on a gold line
 
 
 def score(results: list[CaseResult]) -> Score:
     bugs = [r for r in results if not r.case.clean]
     findings = sum(len(r.findings) for r in results)
     matched = sum(r.matched for r in bugs)
+    on_line = sum(r.on_line for r in bugs)
     count = max(1, len(results))
     return Score(
         cases=len(results),
@@ -303,6 +354,8 @@ def score(results: list[CaseResult]) -> Score:
         prompt_tokens_per_case=sum(r.prompt_tokens for r in results) / count,
         seconds=sum(r.seconds for r in results),
         errors=sum(r.error is not None for r in results),
+        recall_line=sum(r.found_line for r in bugs) / len(bugs) if bugs else None,
+        precision_line=on_line / findings if findings else None,
     )
 
 
@@ -313,6 +366,7 @@ def dump(results: dict[str, list[CaseResult]], meta: dict[str, Any]) -> dict[str
                 "case": r.case.name,
                 "findings": [f.__dict__ for f in r.findings],
                 "found": r.found,
+                "found_line": r.found_line,
                 "prompt_tokens": r.prompt_tokens,
                 "seconds": round(r.seconds, 1),
                 "error": r.error,
@@ -328,7 +382,7 @@ def dump(results: dict[str, list[CaseResult]], meta: dict[str, Any]) -> dict[str
 def undump(data: dict[str, Any]) -> dict[str, list[CaseResult]]:
     """The results of a dump, only for the cases every variant finished (a stopped run's last case
     may lack some), so the rows compare the same cases."""
-    cases = {c.name: c for c in load_cases()}
+    cases = {c.name: c for c in load_corpus("all")}
     rows: dict[str, list[dict[str, Any]]] = data["results"]
     done = set.intersection(*({r["case"] for r in rs} for rs in rows.values())) if rows else set()
     return {

@@ -30,6 +30,7 @@ class Completion:
 
     `problem` says why an attempt at a tool call could not be used (an unknown tool, arguments that
     are not a JSON object): the runner tells the model instead of taking such text for an answer.
+    `finish_reason` is the server's (`length`: cut by `max_tokens`), when it gave one.
     """
 
     text: str | None = None
@@ -37,6 +38,7 @@ class Completion:
     usage: TokenUsage | None = None
     model: str | None = None
     problem: str | None = None
+    finish_reason: str | None = field(default=None, compare=False)  # not part of what was said
 
     @classmethod
     def of_text(cls, text: str, *, usage: TokenUsage | None = None, model: str | None = None) -> Completion:

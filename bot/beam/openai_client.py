@@ -8,6 +8,11 @@ server's `usage` and `model` are reported. The API key never leaves the `Authori
 Issue 20: replies in every common dialect are read by `tool_dialects`; `BEAM_MODEL_TOOLS` and the
 fallback for servers that refuse `tools` are `text_protocol`'s; a call cut by `length` is BEM-091,
 a context overflow BEM-092, a refusal of tools under `native` BEM-093.
+
+Issue 30: the temperature is `BEAM_MODEL_TEMPERATURE` when set; unset, a review's calls (agent
+`review`) go at `REVIEW_TEMPERATURE` and every other call leaves it to the server (the original sent
+1.0 always, and a small model reviewing at 1.0 rambles). `complete_structured` asks for an answer
+that matches a JSON schema, where the server can (`structured_output`).
 """
 
 from __future__ import annotations
@@ -26,13 +31,13 @@ from typing import Any
 import anyio
 import httpx
 
-from bot.beam import text_protocol
+from bot.beam import structured_output, text_protocol
 from bot.beam.completion import Completion, CompletionClientBase
 from bot.beam.errors import BeamError
 from bot.beam.text_protocol import ToolsMode
 from bot.beam.tool_dialects import looks_like_call, read_message
 from bot.beam.tools import ToolSpec
-from bot.beam.types import TokenUsage
+from bot.beam.types import AgentInput, TokenUsage
 
 log = logging.getLogger("beam.llm")
 
@@ -51,6 +56,12 @@ _TOOLS_VAR = "BEAM_MODEL_TOOLS"
 _TIMEOUT_VAR = "BEAM_MODEL_TIMEOUT"
 _MAX_TOKENS_VAR = "BEAM_MODEL_MAX_TOKENS"
 DEFAULT_TIMEOUT = 60.0
+_TEMPERATURE_VAR = "BEAM_MODEL_TEMPERATURE"
+# A review wants the likeliest reading of the code, not variety (issue 30); other calls keep the
+# server's own default unless BEAM_MODEL_TEMPERATURE says otherwise.
+REVIEW_TEMPERATURE = 0.2
+REVIEW_AGENTS = frozenset({"review"})
+MAX_TEMPERATURE = 2.0  # OpenAI's bound; llama.cpp and vLLM take the same range
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -90,6 +101,20 @@ def _positive(env: Mapping[str, str], name: str, default: float, *, whole: bool 
     if not (value > 0 and math.isfinite(value)):
         kind = "a whole number" if whole else "a number"
         raise BeamError("BEM-042", f"{name} must be {kind} above 0, not {text!r}")
+    return value
+
+
+def _temperature(env: Mapping[str, str]) -> float | None:
+    """BEAM_MODEL_TEMPERATURE: None when unset or empty, else a number from 0 to 2."""
+    text = (env.get(_TEMPERATURE_VAR) or "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (0.0 <= value <= MAX_TEMPERATURE):
+        raise BeamError("BEM-042", f"{_TEMPERATURE_VAR} must be a number from 0 to 2, not {text!r}")
     return value
 
 
@@ -143,8 +168,10 @@ class OpenAiCompatible(CompletionClientBase):
         transport: httpx.AsyncBaseTransport | None = None,
         sleep: Sleep | None = None,
         tools_mode: ToolsMode = "auto",
+        temperature: float | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        self.temperature = temperature  # None: REVIEW_TEMPERATURE for reviews, the server's otherwise
         self.model = model
         self.tools_mode: ToolsMode = tools_mode
         self.max_tokens = DEFAULT_MAX_TOKENS
@@ -176,6 +203,7 @@ class OpenAiCompatible(CompletionClientBase):
             DEFAULT_MODEL if model is None else model,
             tools_mode=tools_mode,
             timeout=_positive(env, _TIMEOUT_VAR, DEFAULT_TIMEOUT),
+            temperature=_temperature(env),
         )
         return client.with_max_tokens(int(_positive(env, _MAX_TOKENS_VAR, DEFAULT_MAX_TOKENS, whole=True)))
 
@@ -222,12 +250,22 @@ class OpenAiCompatible(CompletionClientBase):
             )
         return self._client
 
-    def request_body(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> dict[str, Any]:
-        """The JSON body, keys in the original's order; an extra key keeps the position it overrides."""
+    def temperature_for(self, agent_name: str | None) -> float | None:
+        """The temperature of a call for this agent: the setting, else the review default for a
+        review, else None (not sent: the server's own)."""
+        if self.temperature is not None:
+            return self.temperature
+        return REVIEW_TEMPERATURE if agent_name in REVIEW_AGENTS else None
+
+    def request_body(
+        self, messages: list[dict[str, Any]], tools: list[ToolSpec], *, temperature: float | None = None
+    ) -> dict[str, Any]:
+        """The JSON body, keys in the original's order; an extra key keeps the position it overrides.
+        `temperature` (else the client's) is left out when neither is set: the server's default."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
-            "temperature": 1.0,
+            "temperature": temperature if temperature is not None else self.temperature,
             "top_p": 0.95,
             "max_tokens": self.max_tokens,
             "stream": False,
@@ -235,6 +273,8 @@ class OpenAiCompatible(CompletionClientBase):
         if isinstance(self.extra_body, dict):
             for key, value in self.extra_body.items():
                 body[key] = value
+        if body["temperature"] is None:
+            del body["temperature"]
         if tools:
             body["tools"] = [
                 {
@@ -250,11 +290,53 @@ class OpenAiCompatible(CompletionClientBase):
         return body
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        return await self._complete(messages, tools, self.temperature)
+
+    async def complete_for(
+        self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
+    ) -> Completion:
+        """As `complete`, at the temperature of the agent asking (a review's is low)."""
+        return await self._complete(messages, tools, self.temperature_for(input.agent_name))
+
+    async def complete_structured(
+        self, messages: list[dict[str, Any]], schema: dict[str, Any], *, name: str = "review"
+    ) -> Any | None:
+        """An answer that matches `schema`, parsed, where the server can constrain it; None when it
+        cannot (refused once, then not asked again for this base URL and model), when the answer was
+        cut by `max_tokens` (a cut object is no answer), or when it is not JSON. The caller then asks
+        as before. Sent at the review temperature: structured answers are the review's findings."""
+        if structured_output.refused(self.base_url, self.model):
+            return None
+        body = self.request_body(messages, [], temperature=self.temperature_for("review"))
+        body["response_format"] = structured_output.response_format(name, schema)
+        try:
+            completion = await self._send(body, frozenset())
+        except BeamError as error:
+            detail = error.detail or ""
+            if error.code != "BEM-084" or not structured_output.refuses_schema(_status_of(detail), detail):
+                raise
+            log.warning(
+                "%s at %s refused response_format json_schema; reading answers as text from now on",
+                self.model,
+                self.base_url,
+            )
+            structured_output.remember_refused(self.base_url, self.model)
+            return None
+        if completion.finish_reason == "length" or not completion.text:
+            return None
+        try:
+            return json.loads(completion.text)
+        except ValueError:
+            return None
+
+    async def _complete(
+        self, messages: list[dict[str, Any]], tools: list[ToolSpec], temperature: float | None
+    ) -> Completion:
         offered = frozenset(spec.name for spec in tools)
         if tools and self.uses_text_tools:
-            return await self._send(self._text_body(messages, tools), offered)
+            return await self._send(self._text_body(messages, tools, temperature), offered)
         try:
-            return await self._send(self.request_body(messages, tools), offered)
+            return await self._send(self.request_body(messages, tools, temperature=temperature), offered)
         except BeamError as error:
             if error.code != "BEM-093" or self.tools_mode != "auto":
                 raise
@@ -264,10 +346,12 @@ class OpenAiCompatible(CompletionClientBase):
             self.base_url,
         )
         text_protocol.remember_refused(self.base_url, self.model)
-        return await self._send(self._text_body(messages, tools), offered)
+        return await self._send(self._text_body(messages, tools, temperature), offered)
 
-    def _text_body(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> dict[str, Any]:
-        return self.request_body(text_protocol.as_text_messages(messages, tools), [])
+    def _text_body(
+        self, messages: list[dict[str, Any]], tools: list[ToolSpec], temperature: float | None
+    ) -> dict[str, Any]:
+        return self.request_body(text_protocol.as_text_messages(messages, tools), [], temperature=temperature)
 
     async def _send(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
         """One request with its retries, read against the tools offered."""
@@ -338,12 +422,14 @@ class OpenAiCompatible(CompletionClientBase):
         reading = read_message(message, offered)
         if reading.reasoning:
             log.debug("llm reasoning (kept out of the answer): %d characters", len(reading.reasoning))
+        finish = _finish_reason(data)
         if reading.calls:
-            return Completion(tool_calls=reading.calls, usage=usage, model=model, problem=reading.problem)
-        cut = _finish_reason(data) == "length"
-        if cut and (reading.problem is not None or looks_like_call(reading.text)):
+            return Completion(
+                tool_calls=reading.calls, usage=usage, model=model, problem=reading.problem, finish_reason=finish
+            )
+        if finish == "length" and (reading.problem is not None or looks_like_call(reading.text)):
             raise self._error("BEM-091", reading.problem or "the answer ends inside a tool call")
-        return Completion(text=reading.text, usage=usage, model=model, problem=reading.problem)
+        return Completion(text=reading.text, usage=usage, model=model, problem=reading.problem, finish_reason=finish)
 
     def _status_detail(self, response: httpx.Response) -> str:
         code = response.status_code
@@ -365,6 +451,12 @@ class OpenAiCompatible(CompletionClientBase):
         if self._api_key:
             detail = detail.replace(self._api_key, "[redacted]")
         return BeamError(code, detail)
+
+
+def _status_of(detail: str) -> int:
+    """The HTTP status in a BEM-084 detail (`llm http 400 Bad Request: ...`), 0 when there is none."""
+    parts = detail.split(" ", 3)
+    return int(parts[2]) if len(parts) > 2 and parts[:2] == ["llm", "http"] and parts[2].isdigit() else 0
 
 
 def _first_message(data: Any) -> dict[str, Any] | None:
