@@ -26,6 +26,11 @@ call syntax and think blocks taken out (`tool_dialects.without_calls`), ends the
 A host may also pass `should_stop`, asked before every model call and tool call: when it gives a
 reason, the run ends there with what it has (text so far, tool records, usage) and
 `metadata={"stopped": reason}`.
+
+A call of a tool that only reads (`READ_ONLY_TOOLS`) with the same name and arguments as an earlier
+one of the run is not run again (issue 30: a small model called the same `list_tree` six times): it
+is answered with the first result, marked as a repeat, so the model learns it has that already. Any
+other tool's call may change what the reads see, so it forgets the earlier results.
 """
 
 from __future__ import annotations
@@ -67,6 +72,17 @@ ANSWER_IN_TEXT = (
     "text: no tool call, no JSON and no tags."
 )
 CUT_CALL = "the answer was cut off by max_tokens in the middle of a tool call"
+
+# Tools whose result depends only on their arguments while nothing is written: a repeat may be
+# answered from the first result. A tool not named here always runs, and makes the run forget them.
+READ_ONLY_TOOLS = frozenset(
+    {"list_tree", "read_file", "git_status", "git_diff", "git_log", "search", "get_page", "get_block",
+     "graph_neighbors"}
+)  # fmt: skip
+REPEATED_CALL = (
+    "You already called this tool with these same arguments in this review; nothing has changed "
+    "since, so here is the same result again. Do not call it again: use it, or do the next step."
+)
 
 _OPENAI_ROLES = {
     AgentMessageRole.SYSTEM: "system",
@@ -214,6 +230,7 @@ class RigAgentRunner(Agent):
         model: str | None = None
         said: list[str] = []  # text the model wrote beside its tool calls: what a stopped run has
         told = False  # whether the model was told once that its last call could not be used
+        seen: dict[tuple[str, str], Any] = {}  # read-only calls of this run and their first result
 
         async def stopped() -> bool:
             reason = await self.should_stop() if self.should_stop is not None else None
@@ -266,7 +283,7 @@ class RigAgentRunner(Agent):
                     continue
                 if await stopped():
                     return
-                records.append(await self._call_tool(call, tool, input, messages, log, headers))
+                records.append(await self._call_tool(call, tool, input, messages, log, headers, seen))
             told = False
             if completion.problem is not None:  # some calls of the batch ran; say why the others did not
                 messages.append({"role": "user", "content": self._correction(completion.problem)})
@@ -337,20 +354,31 @@ class RigAgentRunner(Agent):
         messages: list[dict[str, Any]],
         log: FrameLog,
         headers: FrameHeaders,
+        seen: dict[tuple[str, str], Any] | None = None,
     ) -> ToolCallRecord:
-        """Run one call and add its exchange to `messages`; the frame comes first, as in the original."""
+        """Run one call and add its exchange to `messages`; the frame comes first, as in the original.
+        With `seen`, a repeated read-only call is answered from its first result (module docstring)."""
         frame = message_frame(
             StreamChunkType.TOOL, f"{call.name}\u2026", headers, tool_name=call.name, tool_args=call.args
         )
         await log.push(frame)
         if tool is None:
             raise BeamError("BEM-089", call.name)
-        try:
-            value = await tool.invoke(call.args, input)
-        except BeamError as error:
-            if error.code not in self.recoverable_errors:
-                raise
-            value = {"error": error.to_json()}  # the model is told, with the code, and carries on
+        key = (call.name, compact_json(call.args))
+        if seen is not None and key in seen:
+            value = {"repeated_call": REPEATED_CALL, "result": seen[key]}
+        else:
+            try:
+                value = await tool.invoke(call.args, input)
+            except BeamError as error:
+                if error.code not in self.recoverable_errors:
+                    raise
+                value = {"error": error.to_json()}  # the model is told, with the code, and carries on
+            if seen is not None:
+                if call.name in READ_ONLY_TOOLS:
+                    seen[key] = value
+                else:
+                    seen.clear()
         result_text = compact_json(value)
         function = {"name": call.name, "arguments": compact_json(call.args)}
         messages.append(
