@@ -78,8 +78,8 @@ _BUILTIN: tuple[Skill, ...] = (
     ),
     Skill(
         "review",
-        "You review the change in this pull request: correctness, security, tests and clarity. Read "
-        "the diff with git_diff and the surrounding code with read_file, cite each finding by path and "
+        "You review the change in this pull request: correctness, security, tests and clarity. The "
+        "change is in the request; read the code around it with read_file, cite each finding by path and "
         "line, and say how to fix it. Post your review with review_change. Never approve, merge or "
         "publish anything. " + _UNTRUSTED,
         ("list_tree", "read_file", "git_diff", "git_log", "get_page", "review_change"),
