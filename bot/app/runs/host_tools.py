@@ -17,6 +17,7 @@ import anyio
 
 from bot.app.repo_config.review_rules import SEVERITIES
 from bot.app.runs import render
+from bot.app.runs.answer_checks import change_path, review_body, usable_suggestion
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.linters import ruff_syntax_errors
 from bot.app.runs.suggestion_check import breaks_parse
@@ -267,6 +268,7 @@ class ReviewChangeTool(Tool):
             path, line, text = item.get("path"), item.get("line"), item.get("body")
             if not (isinstance(path, str) and isinstance(line, int) and isinstance(text, str)):
                 continue
+            path = change_path(path, self.diff.lines) or path  # a repository line before it, `a/`, ...
             if not self.diff.accepts(path, line):
                 if self.fold_outside:
                     folded.append(f"- `{path}` line {line}: {text}")
@@ -274,6 +276,7 @@ class ReviewChangeTool(Tool):
                     dropped += 1
                 continue
             inline.append(await self._comment(path, line, text, item))
+        body = review_body(body, has_comments=bool(inline or folded), empty=render.EMPTY_REVIEW)  # issue 30
         if folded:
             body = f"{body}\n\n**Comments on lines outside the diff**\n" + "\n".join(folded)
         self.ledger.reviewed = True
@@ -293,7 +296,7 @@ class ReviewChangeTool(Tool):
         severity = item.get("severity")
         comment["severity"] = severity if severity in SEVERITIES else "minor"
         comment["line_text"] = lines[line - 1] if lines is not None and 0 < line <= len(lines) else ""
-        suggestion = item.get("suggestion")
+        suggestion = usable_suggestion(item.get("suggestion"))  # "" would delete the lines
         body = text
         if isinstance(suggestion, str):
             first = start or line

@@ -19,6 +19,7 @@ from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.runs import render
+from bot.app.runs.answer_checks import not_a_review, review_instructions
 from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import CheckedSuggestions, PostReview, ReviewChangeTool, RunLedger, host_tools
@@ -171,6 +172,8 @@ def _prose(answer: str) -> str:
     by repeating the runner's request for prose ("no tool call, no JSON and no tags"): neither is a
     review to post."""
     text = answer.strip()
+    if not_a_review(text, review_instructions()):  # cut JSON, a refusal, a thank-you, the instructions
+        return ""
     if _words(text) and f" {_words(text)} " in f" {_words(ANSWER_IN_TEXT)} ":
         return ""
     try:

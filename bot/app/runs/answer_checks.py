@@ -1,0 +1,151 @@
+"""Checks of a model's review answer before any of it reaches GitHub (issue 30).
+
+Reading real 1.5B reviews showed text that is not a review posted as one: review JSON cut by
+`max_tokens` (`<review_change>` with half an object, `<tools></tools>` as the whole body), a refusal
+("I'm sorry, but I cannot help with that"), a thank-you that promises a review ("Thank you for the
+pull request. I will review it…"), the instructions said back; and `"suggestion": ""` offered as a
+committable suggestion, which deletes the line it is on. Each check is a pure function of the text,
+kept apart from the review pass so that pass can move without them (issue 29), and called from one
+line where the answer is turned into a review (`skill_agent._prose`, `ReviewChangeTool.post_args`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Iterable
+from typing import Any
+
+# Review JSON or call syntax: in a body, it is a review that did not parse.
+_REVIEW_SYNTAX = re.compile(
+    r"</?(?:review_change|tools?|tool_call|function_call)\b[^>]*>"
+    r"|\"(?:body|comments|suggestion|severity|line|path)\"\s*:"
+    r"|\breview_change\s*\(",
+    re.IGNORECASE,
+)
+_REFUSAL = re.compile(
+    r"^\W*(?:i'?m sorry|i am sorry|sorry|i apologi[sz]e|unfortunately|as an ai)\b.{0,80}?"
+    r"\b(?:can(?:no|')?t|unable|not able|won'?t|will not)\b.{0,40}?\b(?:help|assist|do that|review|comply|provide)",
+    re.IGNORECASE | re.DOTALL,
+)
+_THANKS = re.compile(r"^\W*(?:thank you|thanks|thank u)\b", re.IGNORECASE)
+_PROMISE = re.compile(
+    r"\b(?:i will|i'll|i am going to|i'm going to|let me|i shall)\s+(?:now\s+)?(?:review|take a look|look|"
+    r"check|go through|start|begin|analy[sz]e|examine|get back)\b",
+    re.IGNORECASE,
+)
+_SHORT = 400  # characters: a thank-you or a promise longer than this may hold a real review
+_SHINGLE = 4  # words per shingle when comparing a body with the instructions
+
+
+def usable_suggestion(value: Any) -> str | None:
+    """The suggestion to offer, or None. An empty (or blank) one is none: as a committable
+    suggestion it replaces the commented lines with nothing, and it passes every parse check when
+    the lines were a whole statement (issue 30: one deleted a function's `return`)."""
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def broken_review_json(text: str) -> bool:
+    """Whether the text holds review syntax (a `review_change` tag or call, review keys) that is
+    not one whole JSON value: an answer cut by `max_tokens` or malformed. Whole JSON is read as
+    findings elsewhere (text_review.py); either way it is not prose to post."""
+    if not _REVIEW_SYNTAX.search(text):
+        return False
+    stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
+    try:
+        json.loads(stripped)
+    except ValueError:
+        return True
+    return False
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9_]+", text.lower())
+
+
+def restates(text: str, instructions: Iterable[str], *, share: float = 0.6) -> bool:
+    """Whether most of the text is the instructions said back: `share` of its word shingles (runs of
+    four words) appear in one of them. A short text (under eight words) is judged by its words."""
+    words = _words(text)
+    if not words:
+        return False
+    for source in instructions:
+        theirs = _words(source)
+        if len(words) < 8:
+            if " ".join(words) in " ".join(theirs):
+                return True
+            continue
+        shingles = {tuple(theirs[i : i + _SHINGLE]) for i in range(len(theirs) - _SHINGLE + 1)}
+        mine = [tuple(words[i : i + _SHINGLE]) for i in range(len(words) - _SHINGLE + 1)]
+        if mine and sum(s in shingles for s in mine) / len(mine) >= share:
+            return True
+    return False
+
+
+def not_a_review(text: str, instructions: Collection[str] = ()) -> str | None:
+    """Why the text is no review body (a short phrase), or None when it may be one."""
+    body = text.strip()
+    if not body:
+        return None
+    if broken_review_json(body):
+        return "review JSON that is cut or malformed"
+    if _REFUSAL.search(body):
+        return "a refusal"
+    if len(body) <= _SHORT and (_THANKS.search(body) or _PROMISE.search(body)) and _only_courtesy(body):
+        return "a thank-you or a promise of a review"
+    if instructions and restates(body, instructions):
+        return "the instructions said back"
+    return None
+
+
+def _only_courtesy(body: str) -> bool:
+    """Every sentence thanks, promises a review, or asks to wait: no claim about the code."""
+    sentences = [s for s in re.split(r"(?<=[.!?…])\s+", body) if s.strip()]
+    courtesy = re.compile(
+        r"^\W*(?:thank|thanks|i will|i'll|let me|i am going|i'm going|please wait|stay tuned|"
+        r"one moment|give me|i shall|here is my review\W*$|sure\W*$|okay\W*$|ok\W*$)",
+        re.IGNORECASE,
+    )
+    return all(courtesy.search(s) for s in sentences)
+
+
+def review_body(body: str, *, has_comments: bool, empty: str, instructions: Collection[str] = ()) -> str:
+    """The body to post for a review: `body`, or, when it is no review, nothing beside inline
+    comments and `empty` without them."""
+    if not_a_review(body, instructions) is None:
+        return body
+    return "" if has_comments else empty
+
+
+def change_path(path: str, changed: Collection[str]) -> str | None:
+    """The file of the change a finding's path means, or None when it names none.
+
+    Models put the prompt's repository line before the path (`cases/x.bundle/mux.go`, issue 30),
+    a diff's `a/` or `b/`, a leading `/` or `./`, or leave the directory out (`validate.ts` for
+    `src/validate.ts`). A path that fits exactly one file of the change, one of those ways, is that
+    file; one that fits none or several is not mapped (the caller folds or drops it)."""
+    cleaned = path.strip().strip("`").replace("\\", "/")
+    if cleaned in changed:
+        return cleaned
+    for prefix in ("./", "/", "a/", "b/"):
+        cleaned = cleaned.removeprefix(prefix)
+    if cleaned in changed:
+        return cleaned
+    longer = [f for f in changed if cleaned.endswith("/" + f)]  # something before the path
+    if len(longer) == 1:
+        return longer[0]
+    shorter = [f for f in changed if f.endswith("/" + cleaned)]  # the directory left out
+    if len(shorter) == 1 and not longer:
+        return shorter[0]
+    return None
+
+
+def review_instructions() -> list[str]:
+    """What a review run is told, for `restates`: the review skill's prompt, the review task and
+    the runner's request for plain text. (The automatic review's own task can be added by its pass.)"""
+    from bot.app.runs.prompt import DEFAULT_TASKS  # here, not at the top: prompt imports much of runs
+    from bot.beam.runner import ANSWER_IN_TEXT
+    from bot.beam.skills import skill_by_name
+
+    skill = skill_by_name("review")
+    return [ANSWER_IN_TEXT, DEFAULT_TASKS["review"], *([skill.system_prompt] if skill else [])]

@@ -1,0 +1,152 @@
+"""Issue 30: what reached GitHub from real 1.5B reviews and must not. Each test drives the path a
+model's answer takes into a review (`review_in_text`, `review_from_text`, `review_change`) and fails
+without its fix: every finding of an answer read; cut or malformed review JSON, a refusal, a thank-you
+and the instructions said back are no body; `"suggestion": ""` is no suggestion; a finding's path is
+mapped to the change's file when the repository line leaked into it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.runs.answer_checks import change_path, not_a_review, review_instructions, usable_suggestion
+from bot.app.runs.diffmap import DiffMap
+from bot.app.runs.host_tools import ReviewChangeTool, RunLedger
+from bot.app.runs.render import EMPTY_REVIEW
+from bot.app.runs.skill_agent import review_from_text, review_in_text
+from bot.app.runs.text_review import review_args_from_text
+from bot.beam.sandbox import SandboxRoot
+
+pytestmark = pytest.mark.anyio
+PATCH = "@@ -1,3 +1,4 @@\n def f(x):\n-    return x + 1\n+    y = x - 1\n+    return y\n \n"
+Posted = list[tuple[str, list[dict[str, Any]]]]
+
+
+def review_tool(tmp_path: Path, posted: Posted, *, fold: bool = False) -> ReviewChangeTool:
+    (tmp_path / "m.py").write_text("def f(x):\n    y = x - 1\n    return y\n\n", encoding="utf-8")
+
+    async def post(body: str, comments: list[dict[str, Any]]) -> int:
+        posted.append((body, comments))
+        return len(posted)
+
+    return ReviewChangeTool(
+        DiffMap.from_files([("m.py", PATCH)]), RunLedger(), post, SandboxRoot(tmp_path), fold_outside=fold
+    )
+
+
+async def body_of(answer: str) -> str:
+    bodies: list[str] = []
+
+    async def post(body: str, comments: list[Any]) -> int:
+        bodies.append(body)
+        return 1
+
+    assert await review_from_text(RunLedger(), answer, post)
+    return bodies[0]
+
+
+# -- every finding is read ------------------------------------------------------------------------
+
+
+def test_every_block_of_findings_in_an_answer_is_read() -> None:
+    """Recorded shape: a first block with a style remark, the gold finding in a second block."""
+    text = (
+        "First:\n```json\n"
+        '[{"path": "m.py", "line": 2, "body": "name y better"}]\n```\n'
+        "And the bug:\n```json\n"
+        '{"path": "m.py", "line": 3, "body": "subtracts instead of adding"}\n```\nDone.'
+    )
+    args = review_args_from_text(text)
+    assert args is not None
+    assert [(c["line"], c["body"]) for c in args["comments"]] == [
+        (2, "name y better"),
+        (3, "subtracts instead of adding"),
+    ]
+    assert "```" not in args["body"] and "subtracts" not in args["body"]  # no raw JSON left in the body
+    assert args["body"] == "First:\n\nAnd the bug:\n\nDone."
+
+
+# -- what is no review body -------------------------------------------------------------------------
+
+CUT = '<review_change>{"body": "Two problems.", "comments": [{"path": "m.py", "line": 3, "body": "sub'
+MALFORMED = '```json\n{"body": "One bug", "comments": [{"path": "m.py", line: 3}]}\n```'
+REFUSAL = "I'm sorry, but I cannot help with that."
+THANKS = "Thank you for the pull request. I will review it and get back to you with my feedback…"
+RESTATED = (
+    "Review this pull request. Read what you need, then post your review once with review_change: a "
+    "short summary and inline comments on changed lines."
+)
+
+
+@pytest.mark.parametrize("answer", [CUT, "<tools></tools>", MALFORMED, REFUSAL, THANKS, RESTATED])
+async def test_an_answer_that_is_no_review_is_not_posted_as_the_body(answer: str) -> None:
+    assert await body_of(answer) == EMPTY_REVIEW
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Thank you for the change. The loop in f stops one item early: use range(len(items)).",
+        "I'm sorry to say the check is inverted: err == nil returns before the rename.",
+        "The review found nothing wrong: the refactor keeps the same output.",
+        "Line 3 returns y, which is x - 1: the function used to add one.",
+    ],
+)
+async def test_real_reviews_are_still_posted(answer: str) -> None:
+    assert not_a_review(answer, review_instructions()) is None
+    assert await body_of(answer) == answer
+
+
+async def test_a_review_change_body_that_is_a_refusal_or_a_thank_you_is_not_posted(tmp_path: Path) -> None:
+    posted: Posted = []
+    comment = {"path": "m.py", "line": 3, "body": "returns x - 1", "severity": "major"}
+    await review_tool(tmp_path, posted).post_args({"body": THANKS, "comments": [comment]})
+    await review_tool(tmp_path, posted).post_args({"body": REFUSAL, "comments": []})
+    (with_comment, comments), (alone, _) = posted
+    assert with_comment == "" and len(comments) == 1
+    assert alone == EMPTY_REVIEW
+
+
+# -- an empty suggestion ------------------------------------------------------------------------------
+
+
+async def test_an_empty_suggestion_is_no_suggestion(tmp_path: Path) -> None:
+    """Recorded: `"suggestion": ""` on a `return` line became a committable suggestion deleting it."""
+    posted: Posted = []
+    comment = {"path": "m.py", "line": 3, "body": "returns x - 1", "severity": "major", "suggestion": ""}
+    await review_tool(tmp_path, posted).post_args({"body": "One bug.", "comments": [comment]})
+    [(_, [posted_comment])] = posted
+    assert posted_comment["body"] == "returns x - 1" and "suggestion" not in posted_comment["body"]
+    assert usable_suggestion("") is None and usable_suggestion("  \n") is None
+    assert usable_suggestion("    return x + 1\n") == "    return x + 1\n" and usable_suggestion(None) is None
+
+
+# -- paths -------------------------------------------------------------------------------------------
+
+
+async def test_a_path_with_the_repository_line_before_it_is_mapped_to_the_changed_file(
+    tmp_path: Path,
+) -> None:
+    posted: Posted = []
+    comments = [
+        {"path": "cases/x.bundle/m.py", "line": 3, "body": "returns x - 1", "severity": "major"},
+        {"path": "other.py", "line": 3, "body": "not a file of the change", "severity": "major"},
+    ]
+    await review_tool(tmp_path, posted).post_args({"body": "Bugs.", "comments": comments})
+    [(_, inline)] = posted
+    assert [(c["path"], c["line"]) for c in inline] == [("m.py", 3)]  # the other one is dropped
+
+
+def test_paths_are_mapped_only_to_one_file_of_the_change() -> None:
+    changed = {"mux.go", "src/validate.ts", "a/x.py", "b/x.py"}
+    assert change_path("cases/x.bundle/mux.go", changed) == "mux.go"
+    assert (
+        change_path("./mux.go", changed) == "mux.go"
+        and change_path("b/src/validate.ts", changed) == "src/validate.ts"
+    )
+    assert change_path("validate.ts", changed) == "src/validate.ts"  # the directory left out
+    assert change_path("x.py", changed) is None  # two files fit: not guessed
+    assert change_path("a/x.py", changed) == "a/x.py"  # a real directory named `a` is kept
+    assert change_path("README.md", changed) is None
