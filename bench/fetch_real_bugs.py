@@ -5,7 +5,7 @@ records each case's gold lines: the lines its fix touches, on the new side of th
 
 DIR holds one git directory per repository (`owner+name/repo`, `owner+name`, `owner/name.git`, ...,
 see real_bugs.mirror_of); a bare `git clone --mirror` of each repository named in
-bench/data/real_bugs.json will do. Nothing is downloaded here: GitHub need not be reachable from the
+bench/data/real_bugs/corpus.json will do. Nothing is downloaded here: GitHub need not be reachable from the
 machine that runs the benchmark, only the mirrors.
 """
 

@@ -1,6 +1,6 @@
 """The review benchmark's corpus of real bugs: public bug fixes, reverted (Greptile's method).
 
-`bench/data/real_bugs.json` records, per case, only the repository, the commit that fixed the bug,
+`bench/data/real_bugs/corpus.json` records, per case, only the repository, the commit that fixed the bug,
 the source files of the fix, the gold lines and a rubric of the bug. No upstream source is kept here:
 the case is rebuilt at run time from a local mirror of the repository (`--mirrors DIR`, a directory
 of the git directories `fetch_real_bugs.py` checks), as a two-commit repository:
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from review_judge import Rubric
 
-DATA = Path(__file__).resolve().parent / "data" / "real_bugs.json"
+DATA = Path(__file__).resolve().parent / "data" / "real_bugs" / "corpus.json"
 # Cases from these are kept elsewhere, as an independent check (issue 30).
 EXCLUDED = frozenset({"pallets/click", "psf/requests", "expressjs/express", "spf13/cobra", "gorilla/mux"})
 

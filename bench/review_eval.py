@@ -25,7 +25,7 @@ case (the server's `usage`), wall time per case; then each configuration against
     .venv/bin/python bench/review_eval.py --base-url http://127.0.0.1:8090/v1 --model qwen2.5-coder \
         [--corpus real --mirrors DIR] [--cases a,b] [--limit 12] [--variants bare,pipeline] \
         [--max-tokens 512] [--json out.json]
-    .venv/bin/python bench/review_eval.py --check-judge bench/data/judge_check.json
+    .venv/bin/python bench/review_eval.py --check-judge bench/data/real_bugs/judge_check.json
 """
 
 from __future__ import annotations
