@@ -49,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             failed += 1
             print(f"{bug.name:32} FAILED {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
-        same = "ok" if computed[bug.name] == bug.gold else f"recorded {bug.gold}"
+        recorded_ok = all(set(lines) <= set(computed[bug.name].get(p, [])) for p, lines in bug.gold.items())
+        same = "ok" if bug.gold and recorded_ok else f"recorded {bug.gold}"
         print(f"{bug.name:32} {bug.repo:28} {bug.fix[:12]} gold {computed[bug.name]} {same}")
     if options.write_gold:
         data = json.loads(DATA.read_text("utf-8"))

@@ -15,6 +15,7 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import review_eval  # noqa: E402
+from review_judge import Rubric  # noqa: E402
 from review_eval_cases import (  # noqa: E402
     Case,
     CaseResult,
@@ -74,8 +75,11 @@ def test_every_gold_line_is_a_line_the_change_adds(case: Case, tmp_path: Path) -
         assert lines and set(lines) <= added[path], (path, lines, sorted(added[path]))
 
 
+RUBRIC = Rubric("the loop stops one item early", ((r"off[- ]by[- ]one", r"<= ?len"), (r"last", r"past the end")))
+
+
 def _case(gold: dict[str, list[int]], kind: str = "wrong operator") -> Case:
-    return Case("hand", "python", kind, "hand-made", gold, {}, {})
+    return Case("hand", "python", kind, "hand-made", gold, {}, {}, None if kind == "clean" else RUBRIC)
 
 
 def test_a_finding_counts_within_three_lines_of_a_gold_line_in_the_same_file() -> None:
@@ -86,20 +90,42 @@ def test_a_finding_counts_within_three_lines_of_a_gold_line_in_the_same_file() -
     assert not hits(Finding("pkg/b.py", 10), gold) and not hits(Finding("xa.py", 10), gold)
 
 
+STATES = "off by one: the loop reads past the end on the last item"
+
+
 def test_recall_precision_and_false_findings_on_hand_made_results() -> None:
-    found = CaseResult(_case({"a.py": [10]}), [Finding("a.py", 11), Finding("a.py", 40)], 100, 2.0)
-    missed = CaseResult(_case({"b.go": [5]}), [Finding("b.go", 9)], 300, 1.0)
+    found = CaseResult(_case({"a.py": [10]}), [Finding("a.py", 11, STATES), Finding("a.py", 40, STATES)], 100, 2.0)
+    praised = CaseResult(_case({"e.py": [10]}), [Finding("e.py", 10, "Nice improvement of the loop.")], 50, 1.0)
+    missed = CaseResult(_case({"b.go": [5]}), [Finding("b.go", 9, STATES)], 300, 1.0)
     silent = CaseResult(_case({"c.ts": [3]}), [], 200, 1.0, error="BeamError: timed out")
-    clean = CaseResult(_case({}, "clean"), [Finding("d.py", 1), Finding("d.py", 2)], 400, 4.0)
-    result = score([found, missed, silent, clean])
-    assert result.cases == 4 and result.bug_cases == 3
-    assert result.recall == pytest.approx(1 / 3)
-    assert result.precision == pytest.approx(1 / 5)  # one of five findings is on a bug
+    clean = CaseResult(_case({}, "clean"), [Finding("d.py", 1, STATES), Finding("d.py", 2)], 400, 4.0)
+    result = score([found, praised, missed, silent, clean])
+    assert result.cases == 5 and result.bug_cases == 4
+    assert result.recall == pytest.approx(1 / 4)  # stated on its line: only `found`
+    assert result.recall_line == pytest.approx(2 / 4)  # on the line, whatever it says: `praised` too
+    assert result.precision == pytest.approx(1 / 6)  # one of six findings states a bug on its line
+    assert result.precision_line == pytest.approx(2 / 6)
     assert result.false_on_clean == 2
-    assert result.findings_per_case == pytest.approx(5 / 4)
-    assert result.prompt_tokens_per_case == 250 and result.seconds == 8.0 and result.errors == 1
+    assert result.findings_per_case == pytest.approx(6 / 5)
+    assert result.prompt_tokens_per_case == 210 and result.seconds == 9.0 and result.errors == 1
     quiet = score([CaseResult(_case({}, "clean"))])
     assert quiet.recall is None and quiet.precision is None and quiet.false_on_clean == 0
+
+
+def test_a_finding_on_the_gold_line_that_praises_the_bug_is_a_miss_one_that_states_it_a_hit() -> None:
+    """Issue 30's three praised bugs, as findings on their gold line."""
+    case = _case({"a.py": [10]})
+    for praise in (
+        "This is an improvement: the loop now stops at the last item.",  # names the concept, approves
+        "Good change, cleaner loop bounds.",
+        "A minor optimisation of the loop.",
+    ):
+        result = CaseResult(case, [Finding("a.py", 10, praise)])
+        assert result.found_line and not result.found, praise
+    stated = CaseResult(case, [Finding("a.py", 10, "Off-by-one: with <= len the loop reads past the end.")])
+    assert stated.found and stated.matched == stated.on_line == 1
+    elsewhere = CaseResult(case, [Finding("a.py", 30, STATES)])  # states the bug, on another line
+    assert not elsewhere.found and not elsewhere.found_line
 
 
 def test_findings_are_read_leniently_from_what_models_write() -> None:
@@ -126,7 +152,8 @@ def _client(llm: FakeOpenAI) -> OpenAiCompatible:
 def test_the_bare_model_gets_the_raw_diff_and_its_usage_is_counted() -> None:
     case = next(c for c in CASES if c.name == "go_index_bound")
     with FakeOpenAI() as llm:
-        llm.reply_text('[{"path": "queue.go", "line": 26, "claim": "i == len panics"}]', usage=usage(321, 9))
+        claim = "the bound check i > len(q.jobs) lets i == len through: index out of range panic"
+        llm.reply_text(json.dumps([{"path": "queue.go", "line": 26, "claim": claim}]), usage=usage(321, 9))
         result = anyio.run(review_eval.run_case, case, "bare", lambda: _client(llm))
         prompt = llm.requests[0]["messages"][0]["content"]
     assert result.error is None and result.found and result.prompt_tokens == 321
@@ -135,7 +162,7 @@ def test_the_bare_model_gets_the_raw_diff_and_its_usage_is_counted() -> None:
 
 def test_the_pipeline_reviews_with_numbered_hunks_and_counts_the_posted_comments() -> None:
     case = next(c for c in CASES if c.name == "py_sql_injection")
-    comment = {"path": "users.py", "line": 18, "body": "SQL built from input", "severity": "major"}
+    comment = {"path": "users.py", "line": 18, "body": "SQL built with an f-string: injection", "severity": "major"}
     with FakeOpenAI() as llm:
         posted = {"body": "One problem.", "comments": [comment]}
         llm.reply_tool_calls(("review_change", posted), usage=usage(900))
@@ -179,5 +206,5 @@ def test_a_dump_reports_the_same_figures_and_only_cases_every_variant_finished(
     assert score(back["bare"]).recall == 1.0 and score(back["pipeline"]).recall == 0.0
     anyio.run(review_eval.main, review_eval.parse_args(["--report", str(path)]))
     out = capsys.readouterr().out
-    assert "cases: 1" in out and "| bare model | 1 | 100% | 100% | 0 | 1.00 | 200 | 3 | 0 |" in out
+    assert "cases: 1" in out and "| bare model | 1 | 100% | 100% | 100% | 100% | 0 | 1.00 | 200 | 3 | 0 |" in out
     assert "| pipeline | 0.00x | 0.00x | 7.50x | 3.00x |" in out

@@ -1,0 +1,166 @@
+"""The real-bug corpus (bench/real_bugs.py) and the judge (bench/review_judge.py): what the data file
+may hold, how a case is rebuilt from a mirror (a local bare repository made here, as GitHub is not
+reachable), and how a claim is judged. No model is called."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import anyio
+import pytest
+
+BENCH = Path(__file__).resolve().parents[2] / "bench"
+sys.path.insert(0, str(BENCH))
+
+import review_eval  # noqa: E402
+from real_bugs import DATA, EXCLUDED, RealBug, build_real_repo, load_real_bugs, mirror_of, touched_lines  # noqa: E402
+from review_eval_cases import CaseResult, Finding, changed_files, git, load_corpus, real_case  # noqa: E402
+from review_judge import Rubric, praises, states_bug  # noqa: E402
+
+from bot.beam.openai_client import OpenAiCompatible  # noqa: E402
+from tests.support.openai_server import FakeOpenAI  # noqa: E402
+
+BUGS = load_real_bugs()
+
+
+def test_the_corpus_is_what_the_issue_asks_for() -> None:
+    assert len(BUGS) >= 30 and len({b.name for b in BUGS}) == len(BUGS)
+    repos = Counter(b.repo for b in BUGS)
+    assert len(repos) >= 8 and not set(repos) & EXCLUDED
+    assert len({b.language for b in BUGS}) >= 3
+    for bug in BUGS:
+        assert re.fullmatch(r"[0-9a-f]{40}", bug.fix), bug.name
+        assert bug.files and set(bug.gold) <= set(bug.files) and all(bug.gold.values()), bug.name
+        assert bug.rubric.concepts and all(bug.rubric.concepts), bug.name
+
+
+def test_the_data_file_holds_no_upstream_source() -> None:
+    """Only the repository, the fix, the files, the gold lines and a rubric: nothing of the code."""
+    rows = json.loads(DATA.read_text("utf-8"))["cases"]
+    for row in rows:
+        assert set(row) == {"name", "repo", "fix", "language", "files", "gold", "rubric"}
+        assert set(row["rubric"]) == {"bug", "concepts"} and len(row["rubric"]["bug"]) < 300
+
+
+@pytest.mark.parametrize("case", load_corpus("all"), ids=lambda c: c.name)
+def test_every_rubric_compiles_and_accepts_its_own_statement_of_the_bug(case: object) -> None:
+    rubric = getattr(case, "rubric")
+    if getattr(case, "clean"):
+        assert rubric is None
+        return
+    assert rubric is not None
+    for terms in rubric.concepts:
+        for term in terms:
+            re.compile(term)
+    assert states_bug(rubric.bug, rubric)
+
+
+def test_the_judge_reads_the_claim_not_the_line() -> None:
+    rubric = Rubric("nil map", ((r"nil map", r"\bmap\b"), (r"panic", r"initiali")))
+    assert states_bug("New() no longer makes the map: the first Put panics on a nil map.", rubric)
+    assert not states_bug("The map is created lazily now, a nice improvement.", rubric)  # praise
+    assert not states_bug("Consider renaming the map.", rubric)  # a concept missing
+    assert not states_bug("", rubric) and not states_bug("nil map panics", None)
+    assert praises("Looks good to me, cleaner code.") and not praises("Better check for nil: it panics.")
+
+
+def test_touched_lines_are_the_added_lines_or_the_lines_around_a_deletion() -> None:
+    replaced = "@@ -10,3 +10,3 @@\n a\n-b\n+B\n c\n"
+    assert touched_lines(replaced) == {11}
+    deleted = "@@ -10,4 +10,3 @@\n a\n-return\n c\n d\n"  # a fix's added line, reverted
+    assert touched_lines(deleted) == {10, 11}
+    two = "@@ -1,2 +1,2 @@\n-x\n+y\n z\n@@ -20,3 +20,2 @@\n p\n-q\n r\n"
+    assert touched_lines(two) == {1, 20, 21}
+
+
+def make_mirror(tmp_path: Path) -> tuple[Path, str]:
+    """A bare mirror of a tiny repository whose last commit fixes a bug; its sha."""
+    work = tmp_path / "upstream"
+    work.mkdir()
+    git(work, "init", "-q", "-b", "main")
+    (work / "lib").mkdir()
+    (work / "lib" / "bound.py").write_text("def ok(i, n):\n    return i > n\n", "utf-8")
+    (work / "test_bound.py").write_text("# before the fix\n", "utf-8")
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "bound")
+    (work / "lib" / "bound.py").write_text("def ok(i, n):\n    return i >= n\n", "utf-8")
+    (work / "test_bound.py").write_text("# the fix's test\n", "utf-8")
+    git(work, "commit", "-qam", "fix the bound")
+    fix = git(work, "rev-parse", "HEAD").strip()
+    mirrors = tmp_path / "mirrors"
+    mirrors.mkdir()
+    git(mirrors, "clone", "-q", "--mirror", str(work), "acme+bound")
+    return mirrors, fix
+
+
+def bug_of(fix: str) -> RealBug:
+    rubric = Rubric("`>` lets i == n through", ((r">=?", r"off[- ]by[- ]one"), (r"equal", r"== ?n")))
+    return RealBug("acme_bound", "acme/bound", fix, "python", ("lib/bound.py",), {"lib/bound.py": [2]}, rubric)
+
+
+def test_a_real_bug_is_rebuilt_as_the_fix_reverted_without_the_fixs_tests(tmp_path: Path) -> None:
+    mirrors, fix = make_mirror(tmp_path)
+    assert mirror_of(mirrors, "acme/bound") == mirrors / "acme+bound"
+    repo = tmp_path / "case"
+    base, head = build_real_repo(bug_of(fix), repo, mirrors, git)
+    assert git(repo, "show", f"{base}:lib/bound.py").endswith("return i >= n\n")  # fixed on main
+    assert git(repo, "show", f"{head}:lib/bound.py").endswith("return i > n\n")  # the change brings the bug
+    assert git(repo, "show", f"{head}:test_bound.py") == "# before the fix\n"  # the fix's test is not there
+    [changed] = changed_files(repo, base, head)
+    assert changed.path == "lib/bound.py" and touched_lines(changed.patch) == {2}
+    assert git(repo, "rev-list", "--count", "HEAD").strip() == "2"  # no upstream history
+    with pytest.raises(FileNotFoundError):
+        mirror_of(mirrors, "acme/other")
+
+
+def test_the_bare_model_reviews_a_real_bug_rebuilt_from_a_mirror(tmp_path: Path) -> None:
+    mirrors, fix = make_mirror(tmp_path)
+    case = real_case(bug_of(fix))
+    claim = "off-by-one: i > n lets i equal to n through"
+    with FakeOpenAI() as llm:
+        llm.reply_text(json.dumps([{"path": "lib/bound.py", "line": 2, "claim": claim}]))
+        client = lambda: OpenAiCompatible(llm.url, "k", "m", timeout=10, temperature=0.2)  # noqa: E731
+        result = anyio.run(review_eval.run_case, case, "bare", client, mirrors)
+        prompt = llm.requests[0]["messages"][0]["content"]
+        temperature = llm.requests[0]["temperature"]
+    assert result.error is None and result.found and result.found_line
+    assert "-    return i >= n\n+    return i > n" in prompt and temperature == 0.2
+
+
+def test_planned_configurations_keep_their_rows_and_call_no_model(capsys: pytest.CaptureFixture[str]) -> None:
+    case = next(c for c in load_corpus("written") if c.name == "go_nil_map")
+    with FakeOpenAI() as llm:
+        llm.reply_text('[{"path": "cache.go", "line": 13, "claim": "nil map: Put panics"}]')
+        options = review_eval.parse_args(
+            ["--base-url", llm.url, "--model", "m", "--cases", case.name, "--variants", "bare,structured,votes3"]
+        )
+        anyio.run(review_eval.main, options)
+        assert len(llm.requests) == 1  # only the bare model ran
+    out = capsys.readouterr().out
+    assert "| bare model | 1 | 100% | 100% | 100% | 100% |" in out
+    assert "| + structured output | (needs issue 29's review-pass refactor) |" in out
+    assert "| + votes (3) |" in out
+    assert set(review_eval.CONFIGS) >= {"bare", "pipeline", "structured", "focused", "votes3", "verify"}
+
+
+def test_the_judge_check_file_reads_enough_findings_and_reports_agreement() -> None:
+    path = BENCH / "data" / "real_bugs" / "judge_check.json"
+    rows = json.loads(path.read_text("utf-8"))["findings"]
+    assert len(rows) >= 30
+    names = {c.name for c in load_corpus("all")}
+    assert {r["case"] for r in rows} <= names and all(isinstance(r["mine"], bool) for r in rows)
+    report = review_eval.check_judge(path)
+    assert report.startswith(f"findings read: {len(rows)}; judge agrees with the reader on ")
+
+
+def test_results_of_real_bugs_survive_a_dump(tmp_path: Path) -> None:
+    case = real_case(BUGS[0])
+    line = next(iter(case.gold.values()))[0]
+    results = {"bare": [CaseResult(case, [Finding(next(iter(case.gold)), line, case.rubric.bug if case.rubric else "")])]}
+    meta = {"model": "m", "base_url": "u", "max_tokens": 1, "machine": "x", "date": "d", "corpus": "real"}
+    back = review_eval.undump(review_eval.dump(results, meta))
+    assert back["bare"][0].case.real == BUGS[0] and back["bare"][0].found
