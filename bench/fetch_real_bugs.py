@@ -28,7 +28,9 @@ def gold_of(bug: RealBug, mirrors: Path) -> dict[str, list[int]]:
         repo = Path(scratch) / "repo"
         base, head = build_real_repo(bug, repo, mirrors, git)
         return {
-            f.path: sorted(touched_lines(f.patch)) for f in changed_files(repo, base, head) if f.path in bug.files
+            f.path: sorted(touched_lines(f.patch))
+            for f in changed_files(repo, base, head)
+            if f.path in bug.files
         }
 
 

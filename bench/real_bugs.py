@@ -109,7 +109,9 @@ def tree_files(git_dir: Path, commit: str) -> dict[str, bytes]:
     return files
 
 
-def sides(bug: RealBug, mirrors: Path) -> tuple[dict[str, bytes], dict[str, str | None], dict[str, str | None]]:
+def sides(
+    bug: RealBug, mirrors: Path
+) -> tuple[dict[str, bytes], dict[str, str | None], dict[str, str | None]]:
     """The parent's tree, and the fix's files as the fix left them (`fixed`) and before it (`buggy`)."""
     git_dir = mirror_of(mirrors, bug.repo)
     parent = f"{bug.fix}^"

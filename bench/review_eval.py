@@ -48,11 +48,11 @@ import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from review_eval_cases import (
+    CORPORA,
     Case,
     CaseResult,
     ChangedFile,
     Finding,
-    CORPORA,
     Score,
     build_repo,
     changed_files,
@@ -340,7 +340,9 @@ def table(scores: dict[str, Score], planned: list[str] | None = None) -> str:
     return "\n".join(rows)
 
 
-def report(meta: dict[str, Any], results: dict[str, list[CaseResult]], planned: list[str] | None = None) -> str:
+def report(
+    meta: dict[str, Any], results: dict[str, list[CaseResult]], planned: list[str] | None = None
+) -> str:
     cases = len(next(iter(results.values()), []))
     return "\n".join(
         [
@@ -370,7 +372,9 @@ def check_judge(path: Path) -> str:
             agree += 1
         else:
             why = "praise" if praises(str(row["claim"])) else "rubric"
-            disagreements.append(f"- {row['case']}: reader {mine}, judge {judge} ({why}): {row['claim'][:120]}")
+            disagreements.append(
+                f"- {row['case']}: reader {mine}, judge {judge} ({why}): {row['claim'][:120]}"
+            )
     n = len(rows)
     lines = [
         f"findings read: {n}; judge agrees with the reader on {agree} ({agree / max(1, n):.0%})",
@@ -395,7 +399,9 @@ async def main(options: argparse.Namespace) -> None:
     names = [n for n in (options.cases or "").split(",") if n]
     cases = spread(load_corpus(options.corpus, names=names or None), options.limit)
     if any(c.real is not None for c in cases) and options.mirrors is None:
-        raise SystemExit("the real bugs are rebuilt from mirrors: give --mirrors DIR (see fetch_real_bugs.py)")
+        raise SystemExit(
+            "the real bugs are rebuilt from mirrors: give --mirrors DIR (see fetch_real_bugs.py)"
+        )
     asked = [v for v in options.variants.split(",") if v]
     variants = [v for v in asked if CONFIGS[v].review is not None]
     planned = [v for v in asked if CONFIGS[v].review is None]
@@ -411,7 +417,11 @@ async def main(options: argparse.Namespace) -> None:
 
     def make_client() -> OpenAiCompatible:
         client = OpenAiCompatible(
-            options.base_url, options.api_key, options.model, timeout=options.timeout, temperature=options.temperature
+            options.base_url,
+            options.api_key,
+            options.model,
+            timeout=options.timeout,
+            temperature=options.temperature,
         )
         return client.with_max_tokens(options.max_tokens)
 
@@ -440,7 +450,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--cases", help="comma-separated case names (default: all)")
     parser.add_argument("--limit", type=int, help="at most this many cases, spread over the list")
     parser.add_argument("--variants", default=DEFAULT_VARIANTS, help=f"of {', '.join(VARIANTS)}")
-    parser.add_argument("--corpus", choices=CORPORA, default="written", help="written cases, real bugs, or all")
+    parser.add_argument(
+        "--corpus", choices=CORPORA, default="written", help="written cases, real bugs, or all"
+    )
     parser.add_argument("--mirrors", type=Path, help="a directory of git mirrors, for the real bugs")
     parser.add_argument("--temperature", type=float, default=0.2, help="sent with every call (issue 30)")
     parser.add_argument("--check-judge", help="the judge against a reader's verdicts (a JSON file)")

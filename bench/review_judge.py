@@ -12,7 +12,8 @@ and is not praise. Why not a model as judge: the only model this machine can run
 under test, which would grade its own answers and is no more reliable a judge than a reviewer; a
 rubric is deterministic, runs with no model and no network, gives the same verdict on every
 machine, and its misses can be read and fixed in the data file. Its agreement with a person's
-reading is measured on recorded findings (bench/data/real_bugs/judge_check.json, `review_eval.py --check-judge`).
+reading is measured on recorded findings (bench/data/real_bugs/judge_check.json,
+`review_eval.py --check-judge`).
 """
 
 from __future__ import annotations

@@ -425,11 +425,17 @@ class OpenAiCompatible(CompletionClientBase):
         finish = _finish_reason(data)
         if reading.calls:
             return Completion(
-                tool_calls=reading.calls, usage=usage, model=model, problem=reading.problem, finish_reason=finish
+                tool_calls=reading.calls,
+                usage=usage,
+                model=model,
+                problem=reading.problem,
+                finish_reason=finish,
             )
         if finish == "length" and (reading.problem is not None or looks_like_call(reading.text)):
             raise self._error("BEM-091", reading.problem or "the answer ends inside a tool call")
-        return Completion(text=reading.text, usage=usage, model=model, problem=reading.problem, finish_reason=finish)
+        return Completion(
+            text=reading.text, usage=usage, model=model, problem=reading.problem, finish_reason=finish
+        )
 
     def _status_detail(self, response: httpx.Response) -> str:
         code = response.status_code

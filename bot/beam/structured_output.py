@@ -18,7 +18,9 @@ from typing import Any
 # (base URL, model) pairs whose server refused `response_format` with a schema.
 _REFUSED: set[tuple[str, str]] = set()
 
-_REFUSES_SCHEMA = re.compile(r"response_format|json_schema|guided_json|structured output|grammar", re.IGNORECASE)
+_REFUSES_SCHEMA = re.compile(
+    r"response_format|json_schema|guided_json|structured output|grammar", re.IGNORECASE
+)
 
 
 def response_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:

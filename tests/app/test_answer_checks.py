@@ -15,7 +15,7 @@ from bot.app.runs.answer_checks import change_path, not_a_review, review_instruc
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import ReviewChangeTool, RunLedger
 from bot.app.runs.render import EMPTY_REVIEW
-from bot.app.runs.skill_agent import review_from_text, review_in_text
+from bot.app.runs.skill_agent import review_from_text
 from bot.app.runs.text_review import review_args_from_text
 from bot.beam.sandbox import SandboxRoot
 

@@ -57,4 +57,6 @@ async def test_every_tool_the_review_prompt_names_is_offered_and_returns_somethi
     for name in sorted(named & set(tools)):
         value = await tools[name].invoke(ARGS[name], request)
         assert any(value.values()), (name, value)  # something the model can use
-    assert await tools["git_diff"].invoke({}, request) == {"diff": ""}  # why the prompt must not send it there
+    assert await tools["git_diff"].invoke({}, request) == {
+        "diff": ""
+    }  # why the prompt must not send it there

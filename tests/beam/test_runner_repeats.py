@@ -31,7 +31,9 @@ async def test_the_same_read_is_answered_from_the_first_result_and_called_a_repe
             Completion.of_text("done"),
         ]
     )
-    frames = await RigAgentRunner.new("review", client, [tree.tool], SKILL).stream(make_input(), make_context())
+    frames = await RigAgentRunner.new("review", client, [tree.tool], SKILL).stream(
+        make_input(), make_context()
+    )
     assert tree.calls == [{"path": ""}, {"path": "src"}]  # each distinct call ran once
     first, repeat, other, again = tool_results(client)
     assert first == {"paths": ["a.go"]} == other
@@ -52,7 +54,9 @@ async def test_a_write_between_two_reads_makes_the_second_read_run() -> None:
             Completion.of_text("done"),
         ]
     )
-    await RigAgentRunner.new("author", client, [read.tool, write.tool], SKILL).stream(make_input(), make_context())
+    await RigAgentRunner.new("author", client, [read.tool, write.tool], SKILL).stream(
+        make_input(), make_context()
+    )
     assert read.calls == [{"path": "a"}, {"path": "a"}]
     assert len(write.calls) == 2
     assert all("repeated_call" not in r for r in tool_results(client) if isinstance(r, dict))

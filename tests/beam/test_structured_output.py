@@ -45,7 +45,10 @@ SCHEMA: dict[str, Any] = {
     },
     "required": ["body", "comments"],
 }
-ANSWER = {"body": "One bug.", "comments": [{"path": "a.go", "line": 3, "severity": "major", "claim": "nil map"}]}
+ANSWER = {
+    "body": "One bug.",
+    "comments": [{"path": "a.go", "line": 3, "severity": "major", "claim": "nil map"}],
+}
 
 
 @pytest.fixture(autouse=True)

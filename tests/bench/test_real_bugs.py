@@ -48,8 +48,8 @@ def test_the_data_file_holds_no_upstream_source() -> None:
 
 @pytest.mark.parametrize("case", load_corpus("all"), ids=lambda c: c.name)
 def test_every_rubric_compiles_and_accepts_its_own_statement_of_the_bug(case: object) -> None:
-    rubric = getattr(case, "rubric")
-    if getattr(case, "clean"):
+    rubric = case.rubric
+    if case.clean:
         assert rubric is None
         return
     assert rubric is not None
@@ -99,7 +99,9 @@ def make_mirror(tmp_path: Path) -> tuple[Path, str]:
 
 def bug_of(fix: str) -> RealBug:
     rubric = Rubric("`>` lets i == n through", ((r">=?", r"off[- ]by[- ]one"), (r"equal", r"== ?n")))
-    return RealBug("acme_bound", "acme/bound", fix, "python", ("lib/bound.py",), {"lib/bound.py": [2]}, rubric)
+    return RealBug(
+        "acme_bound", "acme/bound", fix, "python", ("lib/bound.py",), {"lib/bound.py": [2]}, rubric
+    )
 
 
 def test_a_real_bug_is_rebuilt_as_the_fix_reverted_without_the_fixs_tests(tmp_path: Path) -> None:
@@ -136,7 +138,16 @@ def test_planned_configurations_keep_their_rows_and_call_no_model(capsys: pytest
     with FakeOpenAI() as llm:
         llm.reply_text('[{"path": "cache.go", "line": 13, "claim": "nil map: Put panics"}]')
         options = review_eval.parse_args(
-            ["--base-url", llm.url, "--model", "m", "--cases", case.name, "--variants", "bare,structured,votes3"]
+            [
+                "--base-url",
+                llm.url,
+                "--model",
+                "m",
+                "--cases",
+                case.name,
+                "--variants",
+                "bare,structured,votes3",
+            ]
         )
         anyio.run(review_eval.main, options)
         assert len(llm.requests) == 1  # only the bare model ran
@@ -160,7 +171,11 @@ def test_the_judge_check_file_reads_enough_findings_and_reports_agreement() -> N
 def test_results_of_real_bugs_survive_a_dump(tmp_path: Path) -> None:
     case = real_case(BUGS[0])
     line = next(iter(case.gold.values()))[0]
-    results = {"bare": [CaseResult(case, [Finding(next(iter(case.gold)), line, case.rubric.bug if case.rubric else "")])]}
+    results = {
+        "bare": [
+            CaseResult(case, [Finding(next(iter(case.gold)), line, case.rubric.bug if case.rubric else "")])
+        ]
+    }
     meta = {"model": "m", "base_url": "u", "max_tokens": 1, "machine": "x", "date": "d", "corpus": "real"}
     back = review_eval.undump(review_eval.dump(results, meta))
     assert back["bare"][0].case.real == BUGS[0] and back["bare"][0].found

@@ -15,7 +15,6 @@ BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import review_eval  # noqa: E402
-from review_judge import Rubric  # noqa: E402
 from review_eval_cases import (  # noqa: E402
     Case,
     CaseResult,
@@ -32,6 +31,7 @@ from review_eval_cases import (  # noqa: E402
     spread,
     undump,
 )
+from review_judge import Rubric  # noqa: E402
 
 from bot.beam.openai_client import OpenAiCompatible  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, usage  # noqa: E402
@@ -75,7 +75,9 @@ def test_every_gold_line_is_a_line_the_change_adds(case: Case, tmp_path: Path) -
         assert lines and set(lines) <= added[path], (path, lines, sorted(added[path]))
 
 
-RUBRIC = Rubric("the loop stops one item early", ((r"off[- ]by[- ]one", r"<= ?len"), (r"last", r"past the end")))
+RUBRIC = Rubric(
+    "the loop stops one item early", ((r"off[- ]by[- ]one", r"<= ?len"), (r"last", r"past the end"))
+)
 
 
 def _case(gold: dict[str, list[int]], kind: str = "wrong operator") -> Case:
@@ -94,8 +96,12 @@ STATES = "off by one: the loop reads past the end on the last item"
 
 
 def test_recall_precision_and_false_findings_on_hand_made_results() -> None:
-    found = CaseResult(_case({"a.py": [10]}), [Finding("a.py", 11, STATES), Finding("a.py", 40, STATES)], 100, 2.0)
-    praised = CaseResult(_case({"e.py": [10]}), [Finding("e.py", 10, "Nice improvement of the loop.")], 50, 1.0)
+    found = CaseResult(
+        _case({"a.py": [10]}), [Finding("a.py", 11, STATES), Finding("a.py", 40, STATES)], 100, 2.0
+    )
+    praised = CaseResult(
+        _case({"e.py": [10]}), [Finding("e.py", 10, "Nice improvement of the loop.")], 50, 1.0
+    )
     missed = CaseResult(_case({"b.go": [5]}), [Finding("b.go", 9, STATES)], 300, 1.0)
     silent = CaseResult(_case({"c.ts": [3]}), [], 200, 1.0, error="BeamError: timed out")
     clean = CaseResult(_case({}, "clean"), [Finding("d.py", 1, STATES), Finding("d.py", 2)], 400, 4.0)
@@ -162,7 +168,12 @@ def test_the_bare_model_gets_the_raw_diff_and_its_usage_is_counted() -> None:
 
 def test_the_pipeline_reviews_with_numbered_hunks_and_counts_the_posted_comments() -> None:
     case = next(c for c in CASES if c.name == "py_sql_injection")
-    comment = {"path": "users.py", "line": 18, "body": "SQL built with an f-string: injection", "severity": "major"}
+    comment = {
+        "path": "users.py",
+        "line": 18,
+        "body": "SQL built with an f-string: injection",
+        "severity": "major",
+    }
     with FakeOpenAI() as llm:
         posted = {"body": "One problem.", "comments": [comment]}
         llm.reply_tool_calls(("review_change", posted), usage=usage(900))
@@ -206,5 +217,7 @@ def test_a_dump_reports_the_same_figures_and_only_cases_every_variant_finished(
     assert score(back["bare"]).recall == 1.0 and score(back["pipeline"]).recall == 0.0
     anyio.run(review_eval.main, review_eval.parse_args(["--report", str(path)]))
     out = capsys.readouterr().out
-    assert "cases: 1" in out and "| bare model | 1 | 100% | 100% | 100% | 100% | 0 | 1.00 | 200 | 3 | 0 |" in out
+    assert (
+        "cases: 1" in out and "| bare model | 1 | 100% | 100% | 100% | 100% | 0 | 1.00 | 200 | 3 | 0 |" in out
+    )
     assert "| pipeline | 0.00x | 0.00x | 7.50x | 3.00x |" in out

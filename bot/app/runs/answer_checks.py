@@ -25,7 +25,8 @@ _REVIEW_SYNTAX = re.compile(
 )
 _REFUSAL = re.compile(
     r"^\W*(?:i'?m sorry|i am sorry|sorry|i apologi[sz]e|unfortunately|as an ai)\b.{0,80}?"
-    r"\b(?:can(?:no|')?t|unable|not able|won'?t|will not)\b.{0,40}?\b(?:help|assist|do that|review|comply|provide)",
+    r"\b(?:can(?:no|')?t|unable|not able|won'?t|will not)\b.{0,40}?"
+    r"\b(?:help|assist|do that|review|comply|provide)",
     re.IGNORECASE | re.DOTALL,
 )
 _THANKS = re.compile(r"^\W*(?:thank you|thanks|thank u)\b", re.IGNORECASE)
