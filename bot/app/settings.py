@@ -78,7 +78,8 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
       MODEL_TOOLS (auto): how tools reach the model, native `tools`, described in the prompt (text),
-      or native until the server refuses them (auto); docs/models.md.
+      or native until the server refuses them (auto); docs/models.md. MODEL_TEMPERATURE (unset: 0.2
+      for reviews, the server's own otherwise), read by OpenAiCompatible.from_env like the others.
     - Costs and limits (docs/costs-and-limits.md): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
