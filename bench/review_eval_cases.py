@@ -257,7 +257,16 @@ def _items(value: Any) -> list[Any] | None:
 def parse_findings(text: str) -> list[Finding]:
     """Findings from a reply that was asked for a JSON list: bare or fenced, wrapped in an object
     or not, with the key names models use for path, line and claim. Unreadable: no findings."""
-    candidates = [*_FENCED.findall(text), text]
+    fenced: list[Finding] = []  # every fenced block is read, not only the first (issue 30)
+    for block in _FENCED.findall(text):
+        try:
+            items = _items(json.loads(block.strip()))
+        except ValueError:
+            continue
+        fenced += [f for f in map(_finding, items or []) if f is not None]
+    if fenced:
+        return fenced
+    candidates = [text]
     for opening, closing in (("[", "]"), ("{", "}")):
         if opening in text and closing in text:
             candidates.append(text[text.index(opening) : text.rindex(closing) + 1])

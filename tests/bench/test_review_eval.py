@@ -142,6 +142,11 @@ def test_findings_are_read_leniently_from_what_models_write() -> None:
     chatty = 'I found: [{"path": "c.ts", "lines": [7, 8], "comment": "sorts in place"}, {"path": "c.ts"}]'
     assert parse_findings(chatty) == [Finding("c.ts", 7, "sorts in place")]
     assert parse_findings("[]") == [] and parse_findings("The change looks fine.") == []
+    two = (
+        'A:\n```json\n[{"path": "a.py", "line": 1, "claim": "x"}]\n```\n'
+        'B:\n```json\n{"path": "b.py", "line": 2}\n```'
+    )
+    assert parse_findings(two) == [Finding("a.py", 1, "x"), Finding("b.py", 2, "")]
 
 
 def test_a_subset_spreads_over_the_cases() -> None:
