@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -96,9 +97,26 @@ def completion_call(client: CompletionClient) -> CompleteFor:
     return complete
 
 
+UsageSink = Callable[[TokenUsage], None]
+
+
 class CompletionClientBase:
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
         raise NotImplementedError
+
+    async def complete_structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        name: str = "review",
+        on_usage: UsageSink | None = None,
+    ) -> Any | None:
+        """An answer that matches `schema`, parsed, or None when this client cannot constrain one:
+        the caller then asks with `complete` as before. This base has no structured output;
+        `OpenAiCompatible` asks the server (issue 30), `ScriptedClient(structured=True)` scripts it.
+        `on_usage` receives the tokens of every call made, whatever it returns."""
+        return None
 
     async def complete_for(
         self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
@@ -123,9 +141,11 @@ class ScriptedClient(CompletionClientBase):
     It also keeps every request it was sent, so tests can check what the model would have seen.
     """
 
-    def __init__(self, steps: Iterable[Completion]) -> None:
+    def __init__(self, steps: Iterable[Completion], *, structured: bool = False) -> None:
         self._steps: deque[Completion] = deque(steps)
         self.requests: list[tuple[list[dict[str, Any]], list[ToolSpec]]] = []
+        self.structured = structured  # False: like a server without structured output
+        self.structured_requests: list[tuple[list[dict[str, Any]], dict[str, Any]]] = []
 
     @property
     def remaining(self) -> int:
@@ -136,3 +156,28 @@ class ScriptedClient(CompletionClientBase):
         if not self._steps:
             raise BeamError("BEM-081")
         return self._steps.popleft()
+
+    async def complete_structured(
+        self,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        name: str = "review",
+        on_usage: UsageSink | None = None,
+    ) -> Any | None:
+        """With `structured`, the next step's text parsed as JSON (None when it is not JSON or was
+        cut, `finish_reason="length"`); without, None and no step is used."""
+        if not self.structured:
+            return None
+        self.structured_requests.append(([dict(m) for m in messages], schema))
+        if not self._steps:
+            raise BeamError("BEM-081")
+        step = self._steps.popleft()
+        if on_usage is not None and step.usage is not None:
+            on_usage(step.usage)
+        if step.finish_reason == "length" or not step.text:
+            return None
+        try:
+            return json.loads(step.text)
+        except ValueError:
+            return None

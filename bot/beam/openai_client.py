@@ -32,7 +32,7 @@ import anyio
 import httpx
 
 from bot.beam import structured_output, text_protocol
-from bot.beam.completion import Completion, CompletionClientBase
+from bot.beam.completion import Completion, CompletionClientBase, UsageSink
 from bot.beam.errors import BeamError
 from bot.beam.text_protocol import ToolsMode
 from bot.beam.tool_dialects import looks_like_call, read_message
@@ -299,12 +299,18 @@ class OpenAiCompatible(CompletionClientBase):
         return await self._complete(messages, tools, self.temperature_for(input.agent_name))
 
     async def complete_structured(
-        self, messages: list[dict[str, Any]], schema: dict[str, Any], *, name: str = "review"
+        self,
+        messages: list[dict[str, Any]],
+        schema: dict[str, Any],
+        *,
+        name: str = "review",
+        on_usage: UsageSink | None = None,
     ) -> Any | None:
         """An answer that matches `schema`, parsed, where the server can constrain it; None when it
         cannot (refused once, then not asked again for this base URL and model), when the answer was
         cut by `max_tokens` (a cut object is no answer), or when it is not JSON. The caller then asks
-        as before. Sent at the review temperature: structured answers are the review's findings."""
+        as before. Sent at the review temperature: structured answers are the review's findings.
+        `on_usage` gets the tokens of the call (a usage meter), whatever it returns."""
         if structured_output.refused(self.base_url, self.model):
             return None
         body = self.request_body(messages, [], temperature=self.temperature_for("review"))
@@ -322,6 +328,8 @@ class OpenAiCompatible(CompletionClientBase):
             )
             structured_output.remember_refused(self.base_url, self.model)
             return None
+        if on_usage is not None and completion.usage is not None:
+            on_usage(completion.usage)  # a cut or unusable answer cost tokens too
         if completion.finish_reason == "length" or not completion.text:
             return None
         try:

@@ -13,11 +13,12 @@ from typing import Any
 import pytest
 
 from bot.beam import structured_output
+from bot.beam.completion import Completion, EchoClient, ScriptedClient
 from bot.beam.errors import BeamError
 from bot.beam.inputs import AgentInput
 from bot.beam.openai_client import REVIEW_TEMPERATURE, OpenAiCompatible
-from bot.beam.types import ContentPart
-from tests.support.openai_server import FakeOpenAI, chat_response, text_message
+from bot.beam.types import ContentPart, TokenUsage
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message, usage
 
 pytestmark = pytest.mark.anyio
 
@@ -171,3 +172,35 @@ async def test_a_structured_answer_cut_by_max_tokens_is_not_used() -> None:
             assert await client.complete_structured(MESSAGES, SCHEMA) is None
             assert await client.complete_structured(MESSAGES, SCHEMA) is None
     assert not structured_output.refused(llm.url, "test-model")  # a cut answer is no refusal
+
+
+async def test_the_tokens_of_every_structured_call_reach_the_usage_sink() -> None:
+    seen: list[TokenUsage] = []
+    with FakeOpenAI() as llm:
+        llm.reply_text(json.dumps(ANSWER), usage=usage(120, 30))
+        llm.enqueue(chat_response(text_message("{"), finish_reason="length", usage=usage(100, 50)))
+        async with make(llm) as client:
+            assert await client.complete_structured(MESSAGES, SCHEMA, on_usage=seen.append) == ANSWER
+            assert await client.complete_structured(MESSAGES, SCHEMA, on_usage=seen.append) is None
+    assert [(u.prompt_tokens, u.completion_tokens) for u in seen] == [(120, 30), (100, 50)]
+
+
+async def test_clients_without_structured_output_return_none_and_the_scripted_one_can_script_it() -> None:
+    assert await EchoClient().complete_structured(MESSAGES, SCHEMA) is None
+    plain = ScriptedClient([Completion.of_text("kept for complete")])
+    assert await plain.complete_structured(MESSAGES, SCHEMA) is None and plain.remaining == 1
+    seen: list[TokenUsage] = []
+    scripted = ScriptedClient(
+        [
+            Completion.of_text(
+                json.dumps(ANSWER), usage=TokenUsage(prompt_tokens=7, completion_tokens=3, total_tokens=10)
+            ),
+            Completion(text=json.dumps(ANSWER), finish_reason="length"),
+            Completion.of_text("not json"),
+        ],
+        structured=True,
+    )
+    assert await scripted.complete_structured(MESSAGES, SCHEMA, on_usage=seen.append) == ANSWER
+    assert await scripted.complete_structured(MESSAGES, SCHEMA) is None  # cut
+    assert await scripted.complete_structured(MESSAGES, SCHEMA) is None  # not JSON
+    assert scripted.structured_requests[0] == (MESSAGES, SCHEMA) and seen[0].total_tokens == 10
