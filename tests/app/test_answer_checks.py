@@ -6,18 +6,28 @@ mapped to the change's file when the repository line leaked into it."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from bot.app.runs.answer_checks import change_path, not_a_review, review_instructions, usable_suggestion
+from bot.app.runs.answer_checks import (
+    change_path,
+    not_a_review,
+    review_instructions,
+    review_schema,
+    structured_review_args,
+    usable_suggestion,
+)
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import ReviewChangeTool, RunLedger
 from bot.app.runs.render import EMPTY_REVIEW
 from bot.app.runs.skill_agent import review_from_text
 from bot.app.runs.text_review import review_args_from_text
+from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.sandbox import SandboxRoot
+from tests.support.openai_server import FakeOpenAI
 
 pytestmark = pytest.mark.anyio
 PATCH = "@@ -1,3 +1,4 @@\n def f(x):\n-    return x + 1\n+    y = x - 1\n+    return y\n \n"
@@ -150,3 +160,42 @@ def test_paths_are_mapped_only_to_one_file_of_the_change() -> None:
     assert change_path("x.py", changed) is None  # two files fit: not guessed
     assert change_path("a/x.py", changed) == "a/x.py"  # a real directory named `a` is kept
     assert change_path("README.md", changed) is None
+
+
+# -- the schema of structured findings ----------------------------------------------------------------
+
+
+async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_arguments(
+    tmp_path: Path,
+) -> None:
+    answer = {
+        "body": "One bug.",
+        "comments": [
+            {"path": "m.py", "line": 3, "severity": "major", "claim": "returns x - 1", "suggestion": None},
+            {"path": "m.py", "line": 2, "severity": "nit", "claim": "name", "suggestion": ""},
+            {"path": "m.py", "line": 2, "severity": "minor", "claim": "   ", "suggestion": None},  # no claim
+            {"path": "m.py", "line": True, "severity": "minor", "claim": "bool line", "suggestion": None},
+        ],
+    }
+    with FakeOpenAI() as llm:
+        llm.reply_text(json.dumps(answer))
+        async with OpenAiCompatible(llm.url, "k", "m", timeout=10) as client:
+            value = await client.complete_structured([{"role": "user", "content": "r"}], review_schema())
+        sent = llm.requests[0]["response_format"]["json_schema"]
+        assert llm.errors == []
+    assert list(sent["schema"]["properties"]) == ["body", "comments"]
+    item = sent["schema"]["properties"]["comments"]["items"]
+    assert list(item["properties"]) == ["path", "line", "severity", "claim", "suggestion"]
+    assert set(item["required"]) == set(item["properties"]) and item["additionalProperties"] is False
+    args = structured_review_args(value)
+    assert args == {
+        "body": "One bug.",
+        "comments": [
+            {"path": "m.py", "line": 3, "body": "returns x - 1", "severity": "major"},
+            {"path": "m.py", "line": 2, "body": "name", "severity": "nit"},  # "" is no suggestion
+        ],
+    }
+    posted: Posted = []
+    await review_tool(tmp_path, posted).post_args(args)
+    assert [(c["line"], c["finding"]) for c in posted[0][1]] == [(3, "returns x - 1"), (2, "name")]
+    assert structured_review_args({"comments": []}) is None and structured_review_args("x") is None

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
+
+from bot.app.repo_config.review_rules import SEVERITIES
 
 # Review JSON or call syntax: in a body, it is a review that did not parse.
 _REVIEW_SYNTAX = re.compile(
@@ -37,6 +39,80 @@ _PROMISE = re.compile(
 )
 _SHORT = 400  # characters: a thank-you or a promise longer than this may hold a real review
 _SHINGLE = 4  # words per shingle when comparing a body with the instructions
+
+
+Block = tuple[str | None, list[dict[str, Any]], int, int]  # (body or None, comments, start, end)
+
+
+def every_finding(text: str, blocks: Sequence[Block], *, limit: int) -> dict[str, Any] | None:
+    """`review_change`'s arguments from every block of findings found in an answer (text_review.py
+    finds them, in its order of preference), not only the first: issue 30's gold finding stayed in
+    the body as a second fenced block. A block that overlaps one already taken holds the same
+    findings (the whole text, the widest span). The body is the first block's body, else the prose
+    around the blocks; None when there is no block."""
+    taken: list[Block] = []
+    for block in blocks:
+        if not any(block[2] < end and start < block[3] for _, _, start, end in taken):
+            taken.append(block)
+    if not taken:
+        return None
+    body = next((b for b, _, _, _ in taken if b is not None), None)
+    if body is None:
+        pieces, last = [], 0
+        for start, end in sorted((s, e) for _, _, s, e in taken):
+            pieces.append(text[last:start])
+            last = end
+        body = ("".join(pieces) + text[last:]).strip()
+    return {"body": body, "comments": [c for _, comments, _, _ in taken for c in comments][:limit]}
+
+
+def review_schema() -> dict[str, Any]:
+    """The schema of a review's findings for structured output (`complete_structured`): a body,
+    then comments with path, line, severity, claim and a suggestion that may be null. In the form
+    OpenAI's `strict` mode takes (every property required, no others), which llama.cpp, vLLM and
+    Ollama take too; the body comes first, as the model writes it first."""
+    comment = {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"},
+            "line": {"type": "integer"},
+            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "claim": {"type": "string"},
+            "suggestion": {"type": ["string", "null"]},
+        },
+        "required": ["path", "line", "severity", "claim", "suggestion"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"body": {"type": "string"}, "comments": {"type": "array", "items": comment}},
+        "required": ["body", "comments"],
+        "additionalProperties": False,
+    }
+
+
+def structured_review_args(value: Any) -> dict[str, Any] | None:
+    """`review_change`'s arguments from a structured answer (`review_schema`): `claim` becomes the
+    comment's body, a null or empty suggestion is none; None when the value is not such an answer."""
+    if not isinstance(value, dict) or not isinstance(value.get("body"), str):
+        return None
+    comments: list[dict[str, Any]] = []
+    items = value.get("comments")
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, dict):
+            continue
+        path, line, claim = item.get("path"), item.get("line"), item.get("claim")
+        if not (isinstance(path, str) and isinstance(line, int) and not isinstance(line, bool)):
+            continue
+        if not (isinstance(claim, str) and claim.strip()):
+            continue
+        comment: dict[str, Any] = {"path": path, "line": line, "body": claim}
+        if item.get("severity") in SEVERITIES:
+            comment["severity"] = item["severity"]
+        if (suggestion := usable_suggestion(item.get("suggestion"))) is not None:
+            comment["suggestion"] = suggestion
+        comments.append(comment)
+    return {"body": value["body"], "comments": comments}
 
 
 def usable_suggestion(value: Any) -> str | None:

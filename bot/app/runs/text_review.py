@@ -20,6 +20,7 @@ import re
 from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
+from bot.app.runs.answer_checks import every_finding
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PATH_KEYS = ("path", "file", "filename", "file_path", "filepath")
@@ -120,20 +121,5 @@ def _args(value: Any) -> tuple[str | None, list[dict[str, Any]]] | None:
 def review_args_from_text(text: str) -> dict[str, Any] | None:
     """`review_change`'s arguments from an answer that holds findings as JSON; None when it holds
     none. The body is the one the JSON gives, else the prose around the JSON."""
-    # Every block of findings is read, not only the first (issue 30: the gold finding stayed in the
-    # body as a second fenced block); spans that overlap one already read are the same findings.
-    read: list[tuple[str | None, list[dict[str, Any]], int, int]] = []
-    for value, start, end in _spans(text):
-        found = _args(value)
-        if found is not None and not any(start < e and s < end for _, _, s, e in read):
-            read.append((*found, start, end))
-    if not read:
-        return None
-    body = next((b for b, _, _, _ in read if b is not None), None)
-    if body is None:  # the prose around the blocks
-        pieces, last = [], 0
-        for start, end in sorted((s, e) for _, _, s, e in read):
-            pieces.append(text[last:start])
-            last = end
-        body = ("".join(pieces) + text[last:]).strip()
-    return {"body": body, "comments": [c for _, cs, _, _ in read for c in cs][:_MAX_COMMENTS]}
+    found = [(*args, start, end) for value, start, end in _spans(text) if (args := _args(value)) is not None]
+    return every_finding(text, found, limit=_MAX_COMMENTS)  # all blocks, not only the first (issue 30)
