@@ -82,6 +82,8 @@ def test_every_block_of_findings_in_an_answer_is_read() -> None:
 
 CUT = '<review_change>{"body": "Two problems.", "comments": [{"path": "m.py", "line": 3, "body": "sub'
 MALFORMED = '```json\n{"body": "One bug", "comments": [{"path": "m.py", line: 3}]}\n```'
+AFTER_PROSE = 'Here is my review:\n```json\n{"body": "Two problems.", "comments": [{"path": "m.py", "line'
+
 REFUSAL = "I'm sorry, but I cannot help with that."
 THANKS = "Thank you for the pull request. I will review it and get back to you with my feedback…"
 RESTATED = (
@@ -90,7 +92,9 @@ RESTATED = (
 )
 
 
-@pytest.mark.parametrize("answer", [CUT, "<tools></tools>", MALFORMED, REFUSAL, THANKS, RESTATED])
+@pytest.mark.parametrize(
+    "answer", [CUT, "<tools></tools>", MALFORMED, AFTER_PROSE, REFUSAL, THANKS, RESTATED]
+)
 async def test_an_answer_that_is_no_review_is_not_posted_as_the_body(answer: str) -> None:
     assert await body_of(answer) == EMPTY_REVIEW
 
@@ -100,8 +104,10 @@ async def test_an_answer_that_is_no_review_is_not_posted_as_the_body(answer: str
     [
         "Thank you for the change. The loop in f stops one item early: use range(len(items)).",
         "I'm sorry to say the check is inverted: err == nil returns before the rename.",
+        "Unfortunately this can't work: the loop never ends, please review the bound on line 3.",
         "The review found nothing wrong: the refactor keeps the same output.",
         "Line 3 returns y, which is x - 1: the function used to add one.",
+        'In package.json the "path": entry points at the source, not the build output.',
     ],
 )
 async def test_real_reviews_are_still_posted(answer: str) -> None:

@@ -18,17 +18,18 @@ from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
 
-# Review JSON or call syntax: in a body, it is a review that did not parse.
-_REVIEW_SYNTAX = re.compile(
-    r"</?(?:review_change|tools?|tool_call|function_call)\b[^>]*>"
-    r"|\"(?:body|comments|suggestion|severity|line|path)\"\s*:"
-    r"|\breview_change\s*\(",
-    re.IGNORECASE,
+# A review tag or call: in a body, it is a call that did not parse.
+_REVIEW_CALL = re.compile(
+    r"</?(?:review_change|tools?|tool_call|function_call)\b[^>]*>|\breview_change\s*\(", re.IGNORECASE
 )
+_REVIEW_KEY = re.compile(r"\"(?:body|comments|suggestion|severity|line|path|claim)\"\s*:")
+# An answer that starts as JSON, or a ```json block in it (closed or cut).
+_JSON_START = re.compile(r"^\s*(?:```[ \t]*(?:json)?[ \t]*\n\s*)?[\[{]", re.IGNORECASE)
+_JSON_FENCE = re.compile(r"```[ \t]*json[ \t]*\n(.*?)(?:```|\Z)", re.IGNORECASE | re.DOTALL)
 _REFUSAL = re.compile(
     r"^\W*(?:i'?m sorry|i am sorry|sorry|i apologi[sz]e|unfortunately|as an ai)\b.{0,80}?"
-    r"\b(?:can(?:no|')?t|unable|not able|won'?t|will not)\b.{0,40}?"
-    r"\b(?:help|assist|do that|review|comply|provide)",
+    r"\b(?:can(?:no|')?t|unable to|not able to|won'?t|will not)\s+(?:help|assist|do that|review|comply|"
+    r"provide|complete|fulfil)",
     re.IGNORECASE | re.DOTALL,
 )
 _THANKS = re.compile(r"^\W*(?:thank you|thanks|thank u)\b", re.IGNORECASE)
@@ -123,17 +124,24 @@ def usable_suggestion(value: Any) -> str | None:
 
 
 def broken_review_json(text: str) -> bool:
-    """Whether the text holds review syntax (a `review_change` tag or call, review keys) that is
-    not one whole JSON value: an answer cut by `max_tokens` or malformed. Whole JSON is read as
-    findings elsewhere (text_review.py); either way it is not prose to post."""
-    if not _REVIEW_SYNTAX.search(text):
-        return False
-    stripped = text.strip().removeprefix("```json").removeprefix("```").removesuffix("```").strip()
-    try:
-        json.loads(stripped)
-    except ValueError:
+    """Whether the text is review JSON that did not parse: a `review_change` tag or call, or review
+    keys in JSON that is cut by `max_tokens` or malformed (the answer starts as JSON, or holds a
+    ```` ```json ```` block). Whole JSON is read as findings elsewhere (text_review.py). Prose that
+    quotes a key (`the "path": entry is wrong`) is prose."""
+    if _REVIEW_CALL.search(text):
         return True
-    return False
+    blocks = [m.group(1) for m in _JSON_FENCE.finditer(text)]
+    if _JSON_START.match(text) and not blocks:
+        blocks = [text]
+    return any(_REVIEW_KEY.search(block) is not None and not _parses(block) for block in blocks)
+
+
+def _parses(block: str) -> bool:
+    try:
+        json.loads(block.strip().removeprefix("```json").removeprefix("```").removesuffix("```"))
+    except ValueError:
+        return False
+    return True
 
 
 def _words(text: str) -> list[str]:
@@ -166,7 +174,7 @@ def not_a_review(text: str, instructions: Collection[str] = ()) -> str | None:
         return None
     if broken_review_json(body):
         return "review JSON that is cut or malformed"
-    if _REFUSAL.search(body):
+    if len(body) <= _SHORT and _REFUSAL.search(body):
         return "a refusal"
     if len(body) <= _SHORT and (_THANKS.search(body) or _PROMISE.search(body)) and _only_courtesy(body):
         return "a thank-you or a promise of a review"
