@@ -164,6 +164,9 @@ def test_the_judge_check_file_reads_enough_findings_and_reports_agreement() -> N
     assert len(rows) >= 30
     names = {c.name for c in load_corpus("all")}
     assert {r["case"] for r in rows} <= names and all(isinstance(r["mine"], bool) for r in rows)
+    cases = {c.name: c for c in load_corpus("all")}
+    for row in rows:  # the recorded verdicts are the judge's today
+        assert row["judge"] == states_bug(row["claim"], cases[row["case"]].rubric), row
     report = review_eval.check_judge(path)
     assert report.startswith(f"findings read: {len(rows)}; judge agrees with the reader on ")
 
