@@ -87,6 +87,8 @@ def checker(settings: Settings, checkouts: Checkouts) -> Checker:
             "namespaces to run the repositories' checks (docs/checks.md)",
             state.reason,
         )
+    else:  # which memory bound applies here (a cgroup, or the fallback) is said once, at start
+        log.info("%s", state.reason)
     cache = settings.checks_cache_dir or settings.work_dir / "check-cache"
     return Checker(settings, cache_root=cache, scratch_root=checkouts.runs_dir / ".checks")
 

@@ -139,7 +139,9 @@ def test_readyz_says_whether_checks_can_run_without_becoming_unready() -> None:
     )
     assert ok and body["checks"]["jail"] == "off: x"
     state = jail_state()
-    assert checks_detail() == ("on (bubblewrap jail)" if state.available else f"off: {state.reason}")
+    memory = "one memory cgroup cap" if state.memory_cgroup else "no memory cgroup: capped tmpfs, no memfd"
+    expected = f"on (bubblewrap jail; {memory})" if state.available else f"off: {state.reason}"
+    assert checks_detail() == expected
 
 
 def test_output_cannot_smuggle_a_marker_into_the_comment() -> None:

@@ -11,12 +11,9 @@ ordinary user runs "user" mode in-process and skips "root".
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
-import site
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -26,9 +23,8 @@ import pytest
 
 from bot.app.checks import bwrap
 from bot.app.checks.jail import CheckOutcome, CheckSpec, JailLimits, _run_checks, jail_status
+from tests.support.users import ROOT, USER_UID, as_user, give, user_env, why_not_as_user
 
-ROOT = Path(__file__).resolve().parents[2]
-USER_UID = 10001  # the Docker image's user
 MODES = ("root", "user")
 
 
@@ -47,31 +43,12 @@ class Mode:
 MODE = Mode()
 
 
-@functools.cache
-def user_python() -> str | None:
-    """An interpreter uid 10001 may run, of the same minor version as the suite's (whose own may sit
-    in a home directory only root can enter), with the suite's packages on its path."""
-    for candidate in (sys.executable, f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
-        done = subprocess.run(
-            ["setpriv", f"--reuid={USER_UID}", f"--regid={USER_UID}", "--clear-groups", candidate, "-c", ""],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
-        if done.returncode == 0:
-            return candidate
-    return None
-
-
 def enter_mode(name: str) -> None:
     """Skip unless the jail can be tested in mode `name` here; then make it the current mode."""
     if name == "root" and os.geteuid() != 0:
         pytest.skip("root mode needs the tests to run as root")
-    if name == "user" and os.geteuid() == 0:
-        if user_python() is None:
-            pytest.skip(f"no Python interpreter of this version that uid {USER_UID} may run")
-        if not os.access(ROOT, os.R_OK | os.X_OK) or (ROOT.stat().st_mode & 0o005) != 0o005:
-            pytest.skip(f"the repository ({ROOT}) is not readable by other users")
+    if name == "user" and os.geteuid() == 0 and (why := why_not_as_user()) is not None:
+        pytest.skip(why)
     MODE.name = name
     need_jail()
 
@@ -202,29 +179,13 @@ class _FdPeak:
 def _drive(request: dict[str, object], owned: list[Path]) -> dict[str, object]:
     """The driver as uid 10001; what it reads and writes is given to that uid first, as the image's
     work directory belongs to its user."""
-    python = user_python()
-    assert python is not None
-    for path in owned:
-        path.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["chown", "-R", f"{USER_UID}:{USER_UID}", str(path)], check=True, timeout=60)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *site.getsitepackages()])
-    env.pop("PYTHONHOME", None)
+    give(*owned)
     done = subprocess.run(
-        [
-            "setpriv",
-            f"--reuid={USER_UID}",
-            f"--regid={USER_UID}",
-            "--clear-groups",
-            "--inh-caps=-all",
-            python,
-            "-m",
-            "tests.checks.jail_driver",
-        ],
+        as_user(["-m", "tests.checks.jail_driver"]),
         input=json.dumps(request).encode(),
         capture_output=True,
         cwd=ROOT,
-        env=env,
+        env=user_env(dict(os.environ)),
         timeout=170,
         check=False,
     )

@@ -23,6 +23,7 @@ import httpx
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.git_http import GitHttpServer
 from tests.support.openai_server import FakeOpenAI
+from tests.support.users import ROOT, as_user, give, user_env
 from tests.support.webhooks import Delivery
 
 SECRET = "e2e-webhook-secret"
@@ -45,6 +46,7 @@ class BotProcess:
     work_dir: Path
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
+    as_image_user: bool = False  # run as the Docker image's unprivileged uid (tests/support/users.py)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
@@ -80,12 +82,11 @@ class BotProcess:
         for attempt in range(3):
             self.log_path = self.work_dir.parent / f"bot-{time.monotonic_ns()}.log"
             log = self.log_path.open("wb")
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "serve"],
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            argv, env = [sys.executable, "-m", "bot.cli", "serve"], self.env()
+            if self.as_image_user:
+                give(self.work_dir)
+                argv, env = as_user(argv[1:]), user_env({**env, "HOME": str(self.work_dir)})
+            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             log.close()
             try:
                 wait_for(

@@ -91,11 +91,12 @@ class CheckOutcome:
 class JailStatus:
     available: bool
     reason: str
+    memory_cgroup: bool = False  # one cgroup caps a check's memory (else the fallback bounds apply)
 
 
 def jail_status() -> JailStatus:
     probe = bwrap.probe()
-    return JailStatus(probe.ok, probe.reason)
+    return JailStatus(probe.ok, probe.reason, probe.cgroups.base is not None)
 
 
 # The copy, in bash (the wrapper's shell): every top-level entry but `.git`, through a tar pipe, which
