@@ -204,3 +204,21 @@ def test_a_cgroup_left_by_a_dead_bot_is_swept(tmp_path: Path) -> None:
         path.mkdir()
     found.sweep()
     assert not dead.exists() and alive.exists()
+
+
+async def test_a_cgroup_that_cannot_be_made_runs_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fail closed: where the probe found a cgroup that is gone when a check starts, the check is an
+    error and nothing ran without its cap."""
+    from bot.app.checks import bwrap
+
+    probe = bwrap.probe()
+    if not probe.ok:
+        pytest.skip(probe.reason)
+    gone = dataclasses.replace(probe, cgroups=Cgroups(tmp_path / "no-such-cgroup", 1, "gone"))
+    monkeypatch.setattr(bwrap, "probe", lambda: gone)
+    marker = tmp_path / "ran"
+    outcome = await run_one(tmp_path / "jailed", f"touch {marker}")
+    assert outcome.status == "error" and "memory cgroup" in outcome.output_tail, outcome
+    assert not marker.exists()

@@ -174,22 +174,28 @@ async def _jailed(
     status_fd, mark_fd = os.pipe(), os.pipe()
     started: bwrap.Launch | None = None
     try:
-        started = bwrap.launch(
-            probe.bwrap,
-            layout,
-            script_for(mark_fd[1], status_fd[1]),
-            args,
-            uid=uid,
-            rlimits=bwrap.Rlimits(
-                processes=limits.processes,
-                memory_bytes=limits.memory_bytes,
-                cpu_seconds=limits.cpu_seconds,
-                file_bytes=limits.file_bytes,
-                open_files=limits.open_files,
-            ),
-            status_fd=status_fd[1],
-            cgroups=probe.cgroups,
-        )
+        try:
+            started = bwrap.launch(
+                probe.bwrap,
+                layout,
+                script_for(mark_fd[1], status_fd[1]),
+                args,
+                uid=uid,
+                rlimits=bwrap.Rlimits(
+                    processes=limits.processes,
+                    memory_bytes=limits.memory_bytes,
+                    cpu_seconds=limits.cpu_seconds,
+                    file_bytes=limits.file_bytes,
+                    open_files=limits.open_files,
+                ),
+                status_fd=status_fd[1],
+                cgroups=probe.cgroups,
+            )
+        except OSError as exc:  # the check's cgroup (or a memory file) could not be made: nothing runs
+            for fd in (status_fd[0], status_fd[1], mark_fd[0], mark_fd[1], *extra_fds):
+                os.close(fd)
+            why = f"beam: the jail's memory cgroup or options could not be made ({exc})".encode()
+            return spawn.Finished(False, None, False, 0.0, why, False, b"")
         done = await spawn.run(
             started.argv,
             status_fd=status_fd,
