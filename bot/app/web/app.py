@@ -28,6 +28,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.app.checks.flow import checks_detail
+from bot.app.github.api import GitHubApi
+from bot.app.github.auth import GitHubApp
 from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.identity import WorkerIdentity, claim_identity
 from bot.app.jobs.queue import Job, JobQueue
@@ -44,6 +46,7 @@ from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
 from bot.app.web.proxy import intake_deliverer, proxy_running
+from bot.app.web.redelivery import RedeliverySweep
 from bot.app.web.setup import SetupFlow, install_url, load_manifest, status_page
 from bot.app.web.usage_metrics import usage_exposition
 
@@ -96,6 +99,7 @@ class AppRuntime:
         self._require_credentials = require_credentials
         self._task_group: anyio.abc.TaskGroup | None = None
         self.credentials_check: CredentialsCheck | None = None
+        self.redelivery: RedeliverySweep | None = None
         self.store_probe = StoreProbe()
         self._workers_running = False
         self._shutting_down = False
@@ -214,6 +218,7 @@ class AppRuntime:
         )
         self.intake.notify = self.workers.notify
         self._task_group.start_soon(self._run_workers, self.workers)
+        self._start_redelivery(credentials)
         # The process that acts as the App checks its credentials, at start and then periodically.
         self.credentials_check = CredentialsCheck()
         if self.github is not None:
@@ -224,6 +229,25 @@ class AppRuntime:
                 self.settings.github_api_url,
                 credentials,
             )
+
+    def _start_redelivery(self, credentials: AppCredentials) -> None:
+        """Issue 32: deliveries missed while no process answered are asked again of GitHub, by
+        whichever process holds the sweep's lease (BEAM_REDELIVERY_INTERVAL 0 turns it off)."""
+        settings = self.settings
+        if settings.redelivery_interval <= 0 or self.github is None or self.store is None:
+            return
+        if self._task_group is None:
+            return
+        api = GitHubApi(self.github, base_url=settings.github_api_url, stats=self.metrics.github_stats)
+        self.redelivery = RedeliverySweep(
+            GitHubApp(api, credentials.app_id, credentials.private_key),
+            self.store,
+            self.metrics,
+            interval=settings.redelivery_interval,
+            lookback=settings.redelivery_lookback,
+            owner=self.identity.id if self.identity is not None else None,
+        )
+        self._task_group.start_soon(self._background, self.redelivery.run)
 
     async def _background(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
         """A periodic task (pruning, the credentials check) that ends when the app shuts down."""
