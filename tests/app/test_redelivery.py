@@ -40,7 +40,11 @@ def command(n: int) -> object:
 
 def item(id: int, guid: str, code: int, at: float = 1_800_000_000.0) -> HookDelivery:
     return HookDelivery(
-        id=id, guid=guid, delivered_at=datetime.fromtimestamp(at, UTC), status_code=code, event="issue_comment"
+        id=id,
+        guid=guid,
+        delivered_at=datetime.fromtimestamp(at, UTC),
+        status_code=code,
+        event="issue_comment",
     )
 
 
