@@ -9,6 +9,7 @@ Nothing here reads the environment or keeps global state; everything hangs off `
 
 from __future__ import annotations
 
+import hmac
 import html
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -348,6 +349,20 @@ def create_app(
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
+        """/metrics on the public port: only with BEAM_METRICS_TOKEN, and only for its bearer."""
+        token = settings.metrics_token
+        if token is None:
+            return PlainTextResponse("Not Found", status_code=404)
+        if not bearer_matches(request.headers.get("authorization"), token.get_secret_value()):
+            return PlainTextResponse(
+                "/metrics needs the bearer token of BEAM_METRICS_TOKEN\n",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="beam-bot metrics"'},
+            )
+        return await exposition(request)
+
+    async def exposition(request: Request) -> Response:
+        """The metrics themselves: behind the token above, or on BEAM_METRICS_LISTEN's own address."""
         stats = None
         usage = ""
         if runtime.store is not None:
@@ -376,7 +391,17 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    # Issue 32: BEAM_METRICS_LISTEN serves this app (only /metrics, no token) on an address of its own.
+    app.state.metrics_app = Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])
     return app
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """`Authorization: Bearer <token>`, compared in constant time."""
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 class _BeamApp(Starlette):
