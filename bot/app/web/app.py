@@ -85,6 +85,7 @@ class AppRuntime:
             self.metrics,
             public_url=settings.public_url,
             max_unverified=settings.max_unverified_bytes,
+            peer_share=settings.peer_share,
             body_timeout=settings.body_timeout,
             keep_ignored_payloads=settings.keep_ignored_payloads,
         )

@@ -105,7 +105,13 @@ def serve(
         server_header=False,
         # httptools (h11 only when it is missing), and issue 8: a slow client cannot hold a connection
         # without sending a request head, and the number of connections is bounded (more get 503).
-        http=header_timeout_protocol(settings.header_timeout),
+        # Issue 32: a connection that sends nothing is closed after BEAM_IDLE_TIMEOUT, and one
+        # address holds at most BEAM_PEER_SHARE of the connections.
+        http=header_timeout_protocol(
+            settings.header_timeout,
+            idle=settings.idle_timeout,
+            per_peer=max(1, int(settings.max_connections * settings.peer_share)),
+        ),
         limit_concurrency=settings.max_connections,
     )
     server = uvicorn.Server(config)
