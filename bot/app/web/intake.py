@@ -252,8 +252,8 @@ class WebhookIntake:
                 installation_id=installation_of(payload),
             )
         except Exception:
-            # Not stored, so not acknowledged: GitHub shows the failure and the delivery can be
-            # redelivered from the App's settings once the database is back.
+            # Not stored, so not acknowledged: GitHub records the failure, and the redelivery
+            # sweep (web/redelivery.py) asks for the delivery again once the database is back.
             log.exception("delivery %s could not be stored", delivery)
             raise _Rejected(
                 503, "store_error", "the delivery could not be stored; redeliver it later"
