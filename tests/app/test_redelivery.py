@@ -5,21 +5,26 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
 from bot.app.github.api import GitHubApi
 from bot.app.github.client import GitHubApp
 from bot.app.github.models import HookDelivery
+from bot.app.jobs.queue import Job
 from bot.app.jobs.redeliveries import MAX_ASKS, Redeliveries
 from bot.app.jobs.store import Store
 from bot.app.runs import render
+from bot.app.settings import Settings
 from bot.app.web.metrics import Metrics
 from bot.app.web.redelivery import RedeliverySweep, missed_deliveries
 from tests.app.test_intake import parse_metrics
 from tests.support.fake_github import BASE_URL, FakeGitHub, checked_fake_github
 from tests.support.fake_github_hooks import Attempt
+from tests.support.web_app import registered_settings, running_app, runtime_of
 from tests.support.webhooks import delivery, issue_comment_payload
 
 pytestmark = pytest.mark.anyio
@@ -96,13 +101,13 @@ async def test_a_sweep_asks_once_for_each_missed_unknown_delivery(fake: FakeGitH
 
 
 async def test_the_listing_is_read_page_by_page_back_to_the_lookback(fake: FakeGitHub, store: Store) -> None:
-    for n in range(130):
+    for n in range(105):
         fake.hooks.deliver(command(n))
+    fake.hooks.send_redeliveries = False
     old = fake.hooks.attempts[0]
     old.delivered_at -= 4 * 86400  # older than GitHub keeps, older than the lookback
     async with httpx.AsyncClient(transport=fake.transport(), base_url=BASE_URL) as http:
-        assert await (await sweeper(fake, store, http)).sweep() == 129
-    fake.hooks.join()
+        assert await (await sweeper(fake, store, http)).sweep() == 104
     pages = fake.calls_to("apps/list-webhook-deliveries")
     assert len(pages) == 2 and pages[1].query.get("cursor", "").startswith("v1_")
     assert old.id not in fake.hooks.redelivery_requests
@@ -137,8 +142,8 @@ async def test_a_delivery_whose_redeliveries_fail_is_asked_a_bounded_number_of_t
 async def test_a_recovered_delivery_says_when_it_was_posted_and_since_when(store: Store) -> None:
     records = Redeliveries(store)
     missed = missed_deliveries([item(7, "guid-7", 0, at=1_800_000_600)])[0]
-    assert await records.ask(missed, outage_since=1_800_000_000)
-    assert not await records.ask(missed, outage_since=1_800_000_000)
+    assert await records.ask([missed], outage_since=1_800_000_000) == [missed]
+    assert await records.ask([missed], outage_since=1_800_000_000) == []  # asked already
     found = await records.recovered("guid-7")
     assert found is not None and await records.recovered("other") is None
     line = render.recovered(found.delivered_at, found.outage_since)
@@ -150,3 +155,34 @@ def test_the_fake_lists_deliveries_as_github_describes_them(fake: FakeGitHub) ->
     fake.hooks.deliver(command(1))
     operation = next(op for op in fake.spec.operations if op.operation_id == "apps/list-webhook-deliveries")
     assert fake.spec.check_response(operation, 200, [a.item() for a in fake.hooks.attempts]) == []
+
+
+async def test_the_app_sweeps_at_start_unless_the_interval_is_zero(tmp_path: Path) -> None:
+    async def idle(job: Job) -> None:
+        return None
+
+    for interval, sweeps in ((300.0, 1), (0.0, 0)):
+        fake = FakeGitHub()
+        settings = registered_settings(
+            tmp_path / str(interval), SECRET, github_api_url=BASE_URL, redelivery_interval=interval
+        )
+        async with running_app(settings, handler=idle, github_transport=fake.transport()) as (app, _):
+            with anyio.fail_after(10):
+                while sweeps and not fake.calls_to("apps/list-webhook-deliveries"):
+                    await anyio.sleep(0.02)
+            assert (runtime_of(app).redelivery is not None) == bool(sweeps)
+        assert len(fake.calls_to("apps/list-webhook-deliveries")) == sweeps
+        fake.assert_no_violations()
+
+
+def test_the_lookback_is_at_most_what_github_keeps() -> None:
+    assert Settings(_env_file=None).redelivery_lookback == 3 * 86400  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="redelivery_lookback"):
+        Settings(_env_file=None, redelivery_lookback=4 * 86400)  # type: ignore[call-arg]
+
+
+def test_the_fake_answers_a_redelivery_as_github_describes_it(fake: FakeGitHub) -> None:
+    operation = next(
+        op for op in fake.spec.operations if op.operation_id == "apps/redeliver-webhook-delivery"
+    )
+    assert fake.spec.check_response(operation, 202, {}) == []

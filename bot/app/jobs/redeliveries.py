@@ -82,19 +82,24 @@ class Redeliveries:
             )
         return [m for m in missed if m.guid not in stored | worn and m.delivery_id not in asked]
 
-    async def ask(self, missed: Missed, outage_since: float) -> bool:
-        """Record that `missed` is about to be asked for; False when another sweep already did."""
-        row = {
-            "delivery_id": missed.delivery_id,
-            "guid": missed.guid,
-            "event": missed.event,
-            "delivered_at": missed.delivered_at,
-            "outage_since": outage_since,
-            "asked_at": self.store.clock(),
-        }
+    async def ask(self, missed: Iterable[Missed], outage_since: float) -> list[Missed]:
+        """Record that each of `missed` is about to be asked for, in one transaction; returns those
+        no other sweep recorded first (the ones this sweep asks for)."""
+        now = self.store.clock()
+        mine: list[Missed] = []
         async with self.store.write() as conn:
-            inserted = await conn.execute(self.store.insert_ignore(redeliveries).values(row))
-        return bool(inserted.rowcount == 1)
+            for one in missed:
+                row = {
+                    "delivery_id": one.delivery_id,
+                    "guid": one.guid,
+                    "event": one.event,
+                    "delivered_at": one.delivered_at,
+                    "outage_since": outage_since,
+                    "asked_at": now,
+                }
+                if (await conn.execute(self.store.insert_ignore(redeliveries).values(row))).rowcount == 1:
+                    mine.append(one)
+        return mine
 
     async def forget_before(self, moment: float) -> int:
         """Drop rows of deliveries older than `moment`: GitHub no longer lists them."""

@@ -99,6 +99,10 @@ class RedeliverySweep:
             while True:
                 try:
                     await self.sweep()
+                except GitHubError as error:  # GitHub down or refusing: said in one line, tried later
+                    log.warning(
+                        "the redelivery sweep could not ask GitHub (%s); again in %g s", error, self.interval
+                    )
                 except Exception:
                     log.exception("the redelivery sweep failed; it runs again in %g s", self.interval)
                 await anyio.sleep(self.interval)
@@ -122,9 +126,8 @@ class RedeliverySweep:
         fresh = await self.records.unknown(missed)
         outage_since = min((m.delivered_at for m in missed), default=began)
         asked = 0
-        for delivery in sorted(fresh, key=lambda m: m.delivered_at):
-            if not await self.records.ask(delivery, outage_since):
-                continue  # another sweep asked for it meanwhile
+        # Recorded first, all in one transaction: what another sweep recorded meanwhile is its own.
+        for delivery in await self.records.ask(sorted(fresh, key=lambda m: m.delivered_at), outage_since):
             try:
                 await self.app.redeliver(delivery.delivery_id)
             except GitHubError as error:
