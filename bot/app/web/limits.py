@@ -15,7 +15,10 @@ keeps a head of any size, so 1,000 connections each sending 20 MB of headers for
 hold 20 GB before any check ran (issue 23). Such a connection gets 431 and is closed. uvicorn's own
 `limit_concurrency` caps the connections (more get 503), and one peer may hold at most `per_peer` of
 them (more are answered 503 and closed at once), so 1,000 idle connections from one address leave
-room for GitHub and `/readyz` (issue 32). Intake bounds the body read with its own timeout.
+room for GitHub and `/readyz` (issue 32). The idle timer runs only until a connection's first
+byte; between two requests of a kept-alive connection uvicorn's own `timeout_keep_alive` (5 s)
+closes it, and the head timer starts again with the next request's first byte. Intake bounds the
+body read with its own timeout.
 """
 
 from __future__ import annotations

@@ -137,10 +137,11 @@ class RedeliverySweep:
         self.metrics.recovered(asked)
         if asked or missed:
             log.info(
-                "redelivery sweep: %d of %d attempts since %s failed unseen; asked GitHub to redeliver %d",
+                "redelivery sweep: %d deliveries since %s failed and are unknown here (%d attempts "
+                "listed); asked GitHub to redeliver %d",
                 len(fresh),
-                len(listed),
                 _iso(since),
+                len(listed),
                 asked,
             )
         else:
