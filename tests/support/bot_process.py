@@ -27,6 +27,7 @@ from tests.support.users import ROOT, as_user, give, user_env
 from tests.support.webhooks import Delivery
 
 SECRET = "e2e-webhook-secret"
+METRICS_TOKEN = "e2e-metrics-token-0123456789"
 T = TypeVar("T")
 
 
@@ -73,6 +74,7 @@ class BotProcess:
             "BEAM_API_KEY": "e2e-llm-key",
             "BEAM_API_BASE_URL": self.llm.url,
             "BEAM_MODEL": "fake-model",
+            "BEAM_METRICS_TOKEN": METRICS_TOKEN,
             **self.extra_env,
         }
 
@@ -119,6 +121,11 @@ class BotProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+
+    def scrape(self) -> str:
+        """/metrics, with the scraper's bearer token."""
+        auth = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+        return httpx.get(f"{self.url}/metrics", headers=auth, timeout=5).text
 
     def send(self, delivery: Delivery) -> httpx.Response:
         return httpx.post(f"{self.url}/webhooks", content=delivery.body, headers=delivery.headers, timeout=10)

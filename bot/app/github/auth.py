@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from bot.app.github.api import GitHubApi
 from bot.app.github.file_cache import FileCache
-from bot.app.github.models import AppInfo, Installation, InstallationToken
+from bot.app.github.models import AppInfo, HookDelivery, Installation, InstallationToken
 
 TOKEN_RENEW_MARGIN = 60.0
 
@@ -97,3 +97,23 @@ class GitHubApp:
         return Installation.model_validate(
             (await self.api.request("GET", url, url_vars, jwt=self.jwt())).data
         )
+
+    async def hook_deliveries(self, since: float) -> list[HookDelivery]:
+        """The App webhook's delivery attempts made at `since` (epoch seconds) or later, newest
+        first, page after page by the cursor of the `Link` header (issue 32)."""
+        found: list[HookDelivery] = []
+        url: str | None = "/app/hook/deliveries?per_page=100"
+        while url is not None:
+            answer = await self.api.request("GET", url, jwt=self.jwt())  # a JWT lives 10 minutes
+            page = [HookDelivery.model_validate(item) for item in answer.data or []]
+            found += [d for d in page if d.delivered_at.timestamp() >= since]
+            # Newest first: a page that reaches past `since` is the last one needed.
+            if not page or page[-1].delivered_at.timestamp() < since:
+                break
+            url = answer.next_url
+        return found
+
+    async def redeliver(self, delivery_id: int) -> None:
+        """Asks GitHub to deliver the attempt `delivery_id` again (same payload, same GUID)."""
+        url, url_vars = "/app/hook/deliveries/{delivery_id}/attempts", {"delivery_id": delivery_id}
+        await self.api.request("POST", url, url_vars, jwt=self.jwt())

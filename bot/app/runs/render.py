@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from bot.app.commands import help_text
 from bot.app.repo_config import CONFIG_PATH
@@ -247,6 +247,18 @@ def refusal(login: str, needed: str) -> str:
 def command_help(problem: str | None = None) -> str:
     lead = f"{problem}\n\n" if problem else ""
     return f"{lead}Here is what I can do:\n\n{help_text()}"
+
+
+def _utc(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def recovered(posted_at: float, since: float) -> str:
+    """The line before the answer to a command whose delivery was missed and recovered (issue 32)."""
+    return (
+        f"beam-bot was unavailable when this command was posted ({_utc(posted_at)}; unavailable "
+        f"since {_utc(min(since, posted_at))}). It is answered now that the bot is back."
+    )
 
 
 def needs_pull_request(command: str) -> str:

@@ -25,6 +25,7 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient, event_client
 from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
+from bot.app.jobs.redeliveries import Redeliveries
 from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
 from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
@@ -113,6 +114,7 @@ class Webhooks:
             return
         try:
             gh, installation_id = await event_client(self.github, event)
+            await self._recovered_note(job, event, gh)
             if isinstance(decision, Reply):  # exactly once, through the effects journal (issue 8)
                 repo = event.repository
                 key = f"{run_id_for(job)}:reply-1"
@@ -124,6 +126,21 @@ class Webhooks:
             await self._command(job, event, decision.command, gh, installation_id)
         except GitHubError as error:
             raise job_failure(error) from error
+
+    async def _recovered_note(self, job: Job, event: CommentEvent, gh: InstallationClient) -> None:
+        """A command whose delivery the redelivery sweep recovered (issue 32) is answered as usual,
+        after a line that says the bot was unavailable when it was posted, and since when."""
+        if job.delivery_id is None:
+            return
+        found = await Redeliveries(self.deps.store).recovered(job.delivery_id)
+        if found is None:
+            return
+        repo = event.repository
+        text = render.recovered(found.delivered_at, found.outage_since)
+        key = f"{run_id_for(job)}:recovered"
+        await self.deps.effects(gh).comment(
+            key, repo.owner.login, repo.name, event.number, text, kind="reply"
+        )
 
     async def on_pull_closed(self, job: Job, data: dict[str, Any]) -> None:
         event = parse_pull_request_event(data)
