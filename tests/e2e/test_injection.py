@@ -27,8 +27,9 @@ from typing import Any
 import pygit2
 import pytest
 
+from bot.app.runs.prompt import REMEMBERED_TITLE
 from tests.e2e.author_support import add_symlink, receive_packs, stays, tracking_final
-from tests.e2e.injection_cases import CASES, FIRST_NUMBER, PLANTED, PROBE_NUMBER, REPO, Case
+from tests.e2e.injection_cases import CASES, FIRST_NUMBER, KEPT, PLANTED, PROBE_NUMBER, REPO, Case
 from tests.support.bot_process import (
     SECRET,
     BotProcess,
@@ -296,13 +297,12 @@ def test_injected_text_steers_nothing(stack: BotProcess, case: Case) -> None:
     if case.probe_same_thread:
         requests = probe(bot, case, number)
         messages = [m for r in requests for m in r["messages"]]
-        assert all(PLANTED not in str(m.get("content")) for m in messages if m["role"] == "system")
-        fenced = [m for m in messages if m["role"] == "user" and PLANTED in str(m.get("content"))]
+        assert all(KEPT not in str(m.get("content")) for m in messages if m["role"] == "system")
+        fenced = [str(m["content"]) for m in messages if m["role"] == "user" and KEPT in str(m["content"])]
         assert fenced, "the fact did not come back to its own pull request"
-        for message in fenced:
-            text = str(message["content"])
-            fence = text[text.index("untrusted") - 4 : text.index("untrusted")]
-            assert fence == "````" and text.index("untrusted") < text.index(PLANTED) < text.rindex(fence)
+        for text in fenced:  # inside the untrusted block, under its title, after the pull request
+            start = text.index("````untrusted\n")
+            assert start < text.index(REMEMBERED_TITLE) < text.index(KEPT) < text.rindex("\n````")
     bot.fake.assert_no_violations()
 
 
