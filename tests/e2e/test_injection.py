@@ -283,6 +283,8 @@ def test_injected_text_steers_nothing(stack: BotProcess, case: Case) -> None:
     assert config_refs(bot, calls) <= {None, "main"}
     for text in case.absent_from_prompt:
         assert text not in model_text, text
+    for text in case.present_in_prompt:
+        assert text in model_text, text
 
     # Nothing the bot reviewed was approved by it.
     assert all(r.event != "APPROVE" for r in bot.fake.reviews.values())
