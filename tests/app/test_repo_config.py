@@ -26,6 +26,7 @@ from bot.app.repo_config import (
 )
 from bot.app.repo_config.__main__ import main
 from bot.app.runs.render import render_config_errors
+from bot.beam.sandbox_policy import BlockedPaths
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"
 
@@ -296,6 +297,29 @@ def test_blocked_paths_globs() -> None:
     assert star.blocked("poetry.lock") and not star.blocked("sub/poetry.lock")
     assert star.blocked("docs/a.md") and not star.blocked("docs/ab.md")
     assert star.blocked("vendor/lib/x.c") and not star.blocked("vendored/x.c")
+
+
+def test_a_character_class_blocks_in_the_config_check_as_in_the_worktree() -> None:
+    """Issue 28: `secret[12].txt` blocked `secret1.txt` in the worktree but not here, and `/beam update`
+    relies on this check alone. Both now read the glob with one translator (bot/beam/globs.py)."""
+    patterns = ["secret[12].txt", "keys/[!p]*.pem", "**/.env*"]
+    config = RepoConfig(blocked_paths=patterns)
+    sandbox = BlockedPaths(patterns)
+    for path, blocked in [
+        ("secret1.txt", True),
+        ("secret2.txt", True),
+        ("secret3.txt", False),
+        ("keys/deploy.pem", True),
+        ("keys/public.pem", False),
+        ("app/.env.local", True),
+    ]:
+        assert config.blocked(path) is blocked, path
+        assert sandbox.matches(path) is blocked, path
+
+
+def test_a_glob_git_refuses_is_a_config_error() -> None:
+    result = parse_repo_config("blocked_paths: ['secret[12.txt']\n")
+    assert result.errors and "unclosed" in " ".join(str(e) for e in result.errors)
 
 
 # --- loading from GitHub --------------------------------------------------------------------------

@@ -297,6 +297,20 @@ def test_blocked_changes_cannot_be_staged_or_committed(guarded: WorkingTree) -> 
     assert guarded.head_oid() == head
 
 
+def test_a_character_class_in_blocked_paths_blocks_writes_and_commits(tmp_path: Path) -> None:
+    """Issue 28: `secret[12].txt` blocks `secret1.txt` (the config check agrees: test_repo_config)."""
+    host = make_tree(tmp_path / "work")
+    host.write_file("README.md", "r")
+    host.add(".")
+    host.commit("init")
+    host.checkout_branch("feature", create=True)
+    tree = WorkingTree(host.sandbox, PROTECTED, blocked_paths=["secret[12].txt"])
+    raises("BEM-334", tree.write_file, "secret1.txt", "token")
+    (tree.sandbox.path / "secret2.txt").write_text("out of band\n")
+    raises("BEM-334", tree.add, "secret2.txt")
+    tree.write_file("secret3.txt", "not blocked")
+
+
 # -- push --------------------------------------------------------------------------------------
 
 

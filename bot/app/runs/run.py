@@ -288,7 +288,12 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        coverage, context = await self._prompt(tree, pull, files, total, sections=sections)
+        # Facts are kept per pull request (or issue) by the server, and come back as data (issue 28).
+        memory = RunMemory(self.deps.store, event.repository.full_name, self.number)
+        remembered = await memory.facts()
+        coverage, context = await self._prompt(
+            tree, pull, files, total, sections=sections, remembered=remembered
+        )
         # Over one call's budget, each call posts into `parts`; the merged review is posted once.
         parts = CallParts() if len(coverage.calls) > 1 else None
 
@@ -297,7 +302,6 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             return await (parts.collect if parts is not None else post_review)(body, comments)
 
         checked = CheckedSuggestions(ruff=context.lint is not None)
-        memory = RunMemory(self.deps.store, event.repository.full_name)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
         extra = [
@@ -346,7 +350,9 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                 log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
                 memory.forget_turns()
                 retried = True
-                coverage, _ = await self._prompt(tree, pull, files, total, halved=True, sections=sections)
+                coverage, _ = await self._prompt(
+                    tree, pull, files, total, halved=True, sections=sections, remembered=remembered
+                )
                 calls = coverage.calls
                 parts = CallParts() if len(calls) > 1 else None
                 continue

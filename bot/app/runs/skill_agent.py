@@ -78,12 +78,14 @@ async def run_prompts(
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
     sections: Sequence[UntrustedSection] | None = None,
+    remembered: Sequence[str] = (),
 ) -> tuple[Coverage, ReviewContext]:
     """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
     `sections`: a review's extra data when the run has it from the findings ledger (the path
     instructions and the findings already dismissed); None: the path instructions alone.
-    `halved`: half the diff per call, after the model's context overflowed (BEM-092)."""
+    `halved`: half the diff per call, after the model's context overflowed (BEM-092).
+    `remembered`: this thread's facts (runs/memory.py), fenced with the pull request as data."""
     if halved:
         limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
     review = skill == "review"
@@ -103,6 +105,7 @@ async def run_prompts(
         default_task=default_task,
         notes=notes,
         context=context,
+        remembered=remembered,
     )
     return coverage, context
 

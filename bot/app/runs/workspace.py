@@ -46,6 +46,7 @@ class RunWorkspace:
         *,
         halved: bool = False,
         sections: Sequence[UntrustedSection] | None = None,
+        remembered: Sequence[str] = (),
     ) -> tuple[Coverage, ReviewContext]:
         """The prompt of every call, built as `beam-bot run` builds it for a local change."""
         return await run_prompts(
@@ -63,6 +64,7 @@ class RunWorkspace:
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),
             sections=sections,
+            remembered=remembered,
         )
 
     async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
