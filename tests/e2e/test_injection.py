@@ -18,8 +18,11 @@ and its own expected end (a refusal with its BEM code, a held push, an answer, o
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
 import sqlite3
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,7 @@ from tests.support.bot_process import (
 )
 from tests.support.fake_github_state import PullFile
 from tests.support.openai_server import chat_response, text_message, tool_call, tool_calls_message
+from tests.support.users import USER_UID, why_not_as_user
 from tests.support.webhooks import delivery, issue_comment_payload
 
 BOT = "beam-bot[bot]"
@@ -54,10 +58,16 @@ MAIN_FILES = {
 LLM_KEY = "e2e-llm-key"
 
 
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
-    tmp: Path = tmp_path_factory.mktemp("injection")
+@pytest.fixture(scope="module", params=["root", "user"])
+def stack(request: pytest.FixtureRequest) -> Iterator[BotProcess]:
+    """One bot for every case, run as root and again as the Docker image's unprivileged user."""
+    if request.param == "user" and (why := why_not_as_user()) is not None:
+        pytest.skip(why)
+    tmp = Path(tempfile.mkdtemp(prefix="beam-injection-"))
+    tmp.chmod(0o755)  # below pytest's own directory, which only root may enter, uid 10001 could not work
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
     with bot_stack(tmp, BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2") as bot:
+        bot.as_image_user = request.param == "user"
         bot.git.seed(REPO, MAIN_FILES)
         bot.fake.ref_resolver = lambda repo, ref: bot.git.ref_sha(repo, f"refs/heads/{ref}")
         bot.fake.add_repo(REPO)
@@ -66,6 +76,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
         bot.fake.set_file(REPO, "main", ".github/beam.yml", MAIN_CONFIG)
         open_pull(bot, Case("probe", "", "", "", "", "", "answered", title="A clean change"), PROBE_NUMBER)
         bot.start()
+        assert bot.proc is not None
+        assert os.stat(f"/proc/{bot.proc.pid}").st_uid == (USER_UID if bot.as_image_user else os.geteuid())
         yield bot
 
 
