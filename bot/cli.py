@@ -65,6 +65,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to bind (default BEAM_PORT, else 8080)")
 
     sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
+    sub.add_parser(
+        "action",
+        help="answer one GitHub Actions event (a /beam comment, a pull request), then exit",
+    )
 
     _run_arguments(sub.add_parser("run", help=RUN_HELP))
 
@@ -116,6 +120,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         code: int = anyio.run(run_local, options)
         return code
+    if args.command == "action":
+        import os
+
+        from bot.app.action.run import run_action
+
+        return anyio.run(run_action, dict(os.environ), sys.stdout, sys.stderr)
     if args.command == "secret-key" and not args.reseal:
         from bot.app.secret_key import generate_key
 
