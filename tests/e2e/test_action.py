@@ -9,13 +9,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from tests.e2e.review_support import CALC, Story
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.fake_github_state import PullFile
 from tests.support.git_http import GitHttpServer
@@ -87,8 +88,8 @@ class Runner:
         return [c.body for c in self.fake.comments_on(REPO, NUMBER) if c.user == self.fake.bot_login]
 
 
-@pytest.fixture
-def runner(tmp_path: Path) -> Iterator[Runner]:
+@contextmanager
+def actions_runner(tmp_path: Path) -> Iterator[Runner]:
     with ExitStack() as stack:
         git = stack.enter_context(GitHttpServer(tmp_path / "git", token=None))
         fake = stack.enter_context(checked_fake_github(git_base_url=git.url))
@@ -96,6 +97,13 @@ def runner(tmp_path: Path) -> Iterator[Runner]:
         llm = stack.enter_context(FakeOpenAI())
         token, _ = fake.mint_token(1)  # what GITHUB_TOKEN is: a token of the repository's installation
         git.set_token(lambda password: password == token)
+        yield Runner(fake, api_url, git, llm, token, tmp_path)
+
+
+@pytest.fixture
+def runner(tmp_path: Path) -> Iterator[Runner]:
+    with actions_runner(tmp_path) as runner:
+        git, fake = runner.git, runner.fake
         main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
         head = git.commit(
             REPO,
@@ -116,7 +124,7 @@ def runner(tmp_path: Path) -> Iterator[Runner]:
             base_sha=main,
             files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
         )
-        yield Runner(fake, api_url, git, llm, token, tmp_path)
+        yield runner
 
 
 def test_beam_review_in_a_workflow_posts_the_review_and_exits_0(runner: Runner) -> None:
@@ -181,3 +189,57 @@ def test_outside_actions_it_says_what_is_missing_with_exit_2(runner: Runner) -> 
     assert done.returncode == 2
     assert "BEM-390" in done.stderr and "GITHUB_TOKEN" in done.stderr
     assert runner.bot_comments() == []
+
+
+AUTO = "version: 1\nauto_review:\n  enabled: true\n  debounce: 0s\n"
+LINE_F2, LINE_F4 = 5, 11  # CALC: f2 returns on line 5, f4 on line 11
+
+
+def pull_request_event(story: Story, action: str, **extra: Any) -> dict[str, Any]:
+    payload = story.payload(action, **extra)
+    payload.pop("installation")  # Actions' event file has none
+    return payload
+
+
+def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp_path: Path) -> None:
+    with actions_runner(tmp_path) as runner:
+        story = Story(cast(Any, runner))  # Story reads .git, .fake and .llm: a runner has them
+        story.seed(AUTO)
+        runner.llm.fallback_text = "Done."
+        story.script_review([{"path": "src/calc.py", "line": LINE_F2, "body": "f2 subtracts."}])
+
+        first = runner.action("pull_request", pull_request_event(story, "opened"))
+
+        assert first.returncode == 0, first.stderr
+        [review] = story.reviews()
+        assert review.commit_id == story.pull.head_sha
+        assert "Automatic review of the whole pull request" in review.body
+        assert [c.line for c in story.review_comments(review)] == [LINE_F2]
+        [summary] = story.bot_comments()
+        assert "beam-action-state:" in summary.body  # the ledger, for the next run
+
+        # A push: the next workflow run starts from an empty database and the state on GitHub.
+        first_head = story.pull.head_sha
+        story.push({"src/calc.py": CALC.replace("x + 2", "x - 2").replace("x + 4", "x * 4")}, "f4")
+        last = story.pull.head_sha
+        # The model repeats its first finding and adds one on the new change.
+        story.script_review(
+            [
+                {"path": "src/calc.py", "line": LINE_F2, "body": "f2 subtracts."},
+                {"path": "src/calc.py", "line": LINE_F4, "body": "f4 now multiplies; intended?"},
+            ]
+        )
+        second = runner.action(
+            "pull_request", pull_request_event(story, "synchronize", before=first_head, after=last)
+        )
+
+        assert second.returncode == 0, second.stderr
+        reviews = story.reviews()
+        assert len(reviews) == 2, [r.body for r in reviews]
+        assert reviews[1].commit_id == last
+        assert f"Automatic review of the commits `{first_head[:7]}..{last[:7]}`" in reviews[1].body
+        assert [c.line for c in story.review_comments(reviews[1])] == [LINE_F4]
+        # Still one summary comment, edited: both ranges, and the state for the run after.
+        [summary] = story.bot_comments()
+        assert f"`{first_head[:7]}..{last[:7]}` (new commits)" in summary.body
+        assert "beam-action-state:" in summary.body

@@ -37,6 +37,18 @@ class ActionEnvironment:
     temp_dir: Path | None  # RUNNER_TEMP: removed by the runner after the job
 
     @property
+    def pull_request(self) -> tuple[str, int] | None:
+        """`(owner/repo, number)` of the issue or pull request the event is about."""
+        repo = self.payload.get("repository")
+        full_name = repo.get("full_name") if isinstance(repo, dict) else None
+        for key in ("issue", "pull_request"):
+            item = self.payload.get(key)
+            number = item.get("number") if isinstance(item, dict) else None
+            if isinstance(full_name, str) and isinstance(number, int) and not isinstance(number, bool):
+                return full_name, number
+        return None
+
+    @property
     def delivery_id(self) -> str:
         """One delivery per workflow run attempt: a re-run is a new attempt, and does the work again."""
         return f"actions-{self.run_id}-{self.run_attempt}"

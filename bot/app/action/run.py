@@ -20,11 +20,13 @@ import anyio
 import httpx
 from sqlalchemy import select
 
+from bot.app.action.carry import restore, save
 from bot.app.action.environment import ActionEnvironment, read_environment
 from bot.app.approvals.flow import WATCH
 from bot.app.assembly import build_handler
 from bot.app.github.api import GitHubApi
-from bot.app.github.auth import ACTIONS_LOGIN, GitHubApp, TokenAuth
+from bot.app.github.auth import ACTIONS_LOGIN, ONE_INSTALLATION, GitHubApp, TokenAuth
+from bot.app.github.client import InstallationClient
 from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import jobs, runs
@@ -145,6 +147,12 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
 
             handler = build_handler(resources, auth)
+            gh = InstallationClient(handler.github, ONE_INSTALLATION)
+            login = await handler.deps.identity.login() or ACTIONS_LOGIN
+            about = environment.pull_request
+            if about is not None:
+                carried = await restore(store, gh, *about, login)
+                log.info("carried %d rows of review state from the last run", carried)
             await store.accept_delivery(
                 environment.delivery_id,
                 environment.event,
@@ -168,6 +176,8 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 periodic_interval=settings.sweep_interval,
             )
             unfinished = await _drain(store, pool, settings.job_timeout * 2)
+            if about is not None:
+                await save(store, gh, *about)
             return await _outcome(store, unfinished)
     finally:
         await store.close()
