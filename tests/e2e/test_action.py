@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -243,3 +244,65 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
         [summary] = story.bot_comments()
         assert f"`{first_head[:7]}..{last[:7]}` (new commits)" in summary.body
         assert "beam-action-state:" in summary.body
+
+
+def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> None:
+    with actions_runner(tmp_path) as runner:
+        git, fake = runner.git, runner.fake
+        main = git.seed(REPO, {"README.md": "Helo world\n", "src/app.py": "print(0)\n"})
+        head = git.commit(REPO, {"src/app.py": "print(1)\n"}, branch="feature", message="Change app")
+        git.create_pull_ref(REPO, NUMBER, head)
+        fake.ref_resolver = lambda repo, ref: git.ref_sha(repo, f"refs/heads/{ref}")
+        fake.add_repo(REPO)
+        fake.add_collaborator(REPO, "maintainer", "write")
+        fake.add_collaborator(REPO, "reader", "read")
+        fake.add_pull(
+            REPO,
+            number=NUMBER,
+            title="Change app",
+            user="maintainer",
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/app.py", patch="@@ -1 +1 @@\n-print(0)\n+print(1)\n")],
+        )
+        runner.llm.reply_tool_calls(("write_file", {"path": "README.md", "body": "Hello world\n"}))
+        runner.llm.reply_tool_calls(
+            ("git_add", {"path": "README.md"}), ("git_commit", {"message": "Fix the typo in README"})
+        )
+        runner.llm.reply_tool_calls(("git_push", {}))
+        branches = {k: v for k, v in git.refs(REPO).items() if k.startswith("refs/heads/")}
+
+        held = runner.action("issue_comment", runner.command("/beam author fix the typo in README"))
+
+        assert held.returncode == 0, held.stderr
+        approval = next(c for c in fake.comments_on(REPO, NUMBER) if "beam-push:" in c.body)
+        push_id = re.search(r"Held push `([0-9a-f]+)`", approval.body)
+        commit = re.search(r"Commit `([0-9a-f]{40})`", approval.body)
+        assert push_id and commit, approval.body
+        assert "/beam approve" in approval.body
+        assert {k: v for k, v in git.refs(REPO).items() if k.startswith("refs/heads/")} == branches
+        requests = len(runner.llm.requests)
+
+        # A reader's approval is refused: nothing is pushed.
+        refused = runner.action(
+            "issue_comment", runner.command(f"/beam approve {push_id.group(1)}", user="reader")
+        )
+        assert refused.returncode == 0, refused.stderr
+        assert {k: v for k, v in git.refs(REPO).items() if k.startswith("refs/heads/")} == branches
+
+        # A new workflow run, with a new empty database: the maintainer's approval pushes the commit shown.
+        done = runner.action("issue_comment", runner.command(f"/beam approve {push_id.group(1)}"))
+
+        assert done.returncode == 0, done.stderr
+        pushed = {
+            k: v for k, v in git.refs(REPO).items() if k.startswith("refs/heads/") and k not in branches
+        }
+        assert list(pushed.values()) == [commit.group(1)], pushed
+        [branch] = pushed
+        assert branch.startswith("refs/heads/beam/pr-7/author-")
+        pulls = [p for p in fake.pulls_of(REPO) if p.head_ref == branch.removeprefix("refs/heads/")]
+        assert len(pulls) == 1 and pulls[0].base_ref == "feature"
+        edited = next(c for c in fake.comments_on(REPO, NUMBER) if "beam-push:" in c.body)
+        assert "Approved by @maintainer" in edited.body
+        assert len(runner.llm.requests) == requests  # approving calls no model

@@ -20,7 +20,7 @@ import anyio
 import httpx
 from sqlalchemy import select
 
-from bot.app.action.carry import restore, save
+from bot.app.action.carry import Carried, restore, save
 from bot.app.action.environment import ActionEnvironment, read_environment
 from bot.app.approvals.flow import WATCH
 from bot.app.assembly import build_handler
@@ -149,10 +149,10 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
             handler = build_handler(resources, auth)
             gh = InstallationClient(handler.github, ONE_INSTALLATION)
             login = await handler.deps.identity.login() or ACTIONS_LOGIN
-            about = environment.pull_request
+            about, carried = environment.pull_request, Carried()
             if about is not None:
                 carried = await restore(store, gh, *about, login)
-                log.info("carried %d rows of review state from the last run", carried)
+                log.info("carried %d rows of state from the last run", carried.rows)
             await store.accept_delivery(
                 environment.delivery_id,
                 environment.event,
@@ -177,19 +177,18 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
             )
             unfinished = await _drain(store, pool, settings.job_timeout * 2)
             if about is not None:
-                await save(store, gh, *about)
+                await save(store, gh, *about, carried)
             return await _outcome(store, unfinished)
     finally:
         await store.close()
 
 
 async def _open_jobs(store: Store) -> int:
-    """Jobs still to do; the approval poller's watches are not (reactions send no event to Actions:
-    an approval comes as its own `/beam approve` run)."""
+    """Jobs still to do. The approval poller's later looks are not (reactions send no event to
+    Actions: an approval comes as its own `/beam approve` run), its push after an approval is."""
+    due = (jobs.c.kind != WATCH) | (jobs.c.run_after <= store.clock() + DRAIN_POLL)
     async with store.read() as conn:
-        rows = await conn.execute(
-            select(jobs.c.id).where(jobs.c.state.in_(OPEN_STATES), jobs.c.kind != WATCH)
-        )
+        rows = await conn.execute(select(jobs.c.id).where(jobs.c.state.in_(OPEN_STATES), due))
         return len(rows.all())
 
 
