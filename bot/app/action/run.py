@@ -18,7 +18,7 @@ from typing import TextIO
 
 import anyio
 import httpx
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from bot.app.action.carry import Carried, restore, save
 from bot.app.action.environment import ActionEnvironment, read_environment
@@ -29,10 +29,11 @@ from bot.app.github.auth import ACTIONS_LOGIN, ONE_INSTALLATION, GitHubApp, Toke
 from bot.app.github.client import InstallationClient
 from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.queue import JobQueue
-from bot.app.jobs.schema import jobs, runs
+from bot.app.jobs.schema import auto_reviews, jobs, runs
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.logs import configure_logging
+from bot.app.reviews.review import KIND as AUTO_REVIEW
 from bot.app.settings import AppCredentials, Settings, SettingsError, load_settings
 from bot.app.web.app import GITHUB_HEADERS
 from bot.app.web.intake import installation_of, job_key_for
@@ -192,6 +193,19 @@ async def _open_jobs(store: Store) -> int:
         return len(rows.all())
 
 
+async def _no_debounce(store: Store) -> None:
+    """An automatic review is due at once: the debounce waits for more pushes, and in a workflow a
+    newer push starts a run of its own (the workflow's `concurrency` group cancels this one)."""
+    now = store.clock()
+    async with store.write() as conn:
+        await conn.execute(
+            update(jobs)
+            .where(jobs.c.kind == AUTO_REVIEW, jobs.c.state == "queued", jobs.c.run_after > now)
+            .values(run_after=now)
+        )
+        await conn.execute(update(auto_reviews).where(auto_reviews.c.due_at > now).values(due_at=now))
+
+
 async def _drain(store: Store, pool: WorkerPool, limit: float) -> int:
     """Runs the workers until no job is left (retries and debounces included), at most `limit` seconds."""
     left = 1
@@ -200,6 +214,7 @@ async def _drain(store: Store, pool: WorkerPool, limit: float) -> int:
         with anyio.move_on_after(limit):
             while left:
                 await anyio.sleep(DRAIN_POLL)
+                await _no_debounce(store)
                 left = await _open_jobs(store)
         pool.stop()
     return left
