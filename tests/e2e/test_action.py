@@ -191,6 +191,20 @@ def test_outside_actions_it_says_what_is_missing_with_exit_2(runner: Runner) -> 
     assert "BEM-390" in done.stderr and "GITHUB_TOKEN" in done.stderr
     assert runner.bot_comments() == []
 
+    env = runner.env("issue_comment", runner.command("/beam review"))
+    del env["BEAM_API_KEY"]  # the echo model would post the prompt on the pull request
+    done = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "action"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "BEM-390" in done.stderr and "api-key" in done.stderr
+    assert runner.bot_comments() == []
+
 
 # The default debounce (60 s) is not waited for: a workflow run answers one push.
 AUTO = "version: 1\nauto_review:\n  enabled: true\n"

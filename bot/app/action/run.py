@@ -21,7 +21,7 @@ import httpx
 from sqlalchemy import select, update
 
 from bot.app.action.carry import Carried, restore, save
-from bot.app.action.environment import ActionEnvironment, read_environment
+from bot.app.action.environment import MISSING_ENVIRONMENT, ActionEnvironment, read_environment
 from bot.app.approvals.flow import WATCH
 from bot.app.assembly import build_handler
 from bot.app.github.api import GitHubApi
@@ -108,6 +108,13 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         return 2
     except SettingsError as error:
         err.write(f"beam-bot action: {error}\n")
+        return 2
+    if not settings.has_llm_key:
+        # The echo model would post the prompt as an answer on a public pull request.
+        missing = BeamError(
+            MISSING_ENVIRONMENT, "no model key: set the action's `api-key` input (BEAM_API_KEY)"
+        )
+        err.write(f"beam-bot action: {missing}\n")
         return 2
     configure_logging(settings.log_level, settings.log_format, stream=err)
     payload = environment.payload
