@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 # What `beam-bot --help` opens with: whole sentences, every subcommand named (tests/test_cli_help.py).
 DESCRIPTION = (
     "beam-bot brings the Riverbeam agent framework to GitHub pull requests. `serve` runs the GitHub "
-    "App (webhooks and workers) and `worker` runs more workers beside it; `run` tries a skill on a "
-    "local git checkout, without GitHub; `pending` lists held pushes, `prune` removes old records and "
-    "`usage` reports runs, tokens and cost; `secret-key` prints a new key for BEAM_SECRET_KEY."
+    "App (webhooks and workers) and `worker` runs more workers beside it; `action` answers one event "
+    "inside a GitHub Actions job; `review`, `summarize` and `ask` work on a pull request's URL from a "
+    "terminal; `run` tries a skill on a local git checkout, without GitHub; `pending` lists held "
+    "pushes, `prune` removes old records and `usage` reports runs, tokens and cost; `secret-key` "
+    "prints a new key for BEAM_SECRET_KEY."
 )
 EPILOG = "A wrong setting, database or port is one line on stderr and exit code 2, before anything runs."
 
@@ -71,6 +73,17 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     _run_arguments(sub.add_parser("run", help=RUN_HELP))
+    for name, what in (
+        ("review", "review a pull request by its URL and print the review"),
+        ("summarize", "summarize a pull request by its URL"),
+        ("ask", "answer a question about a pull request by its URL"),
+    ):
+        pull = sub.add_parser(name, help=what)
+        pull.add_argument("url", help="https://github.com/OWNER/REPO/pull/N (or your GitHub Enterprise host)")
+        if name == "ask":
+            pull.add_argument("question", nargs="?", default="", help="what to ask")
+        pull.add_argument("--post", action="store_true", help="post it on the pull request, as the App would")
+        pull.add_argument("--json", action="store_true", help="print JSON (review: the review object)")
 
     sub.add_parser("pending", help="list held pushes with their state and age")
     prune = sub.add_parser("prune", help="remove old deliveries, jobs and runs now (held pushes stay)")
@@ -120,6 +133,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         code: int = anyio.run(run_local, options)
         return code
+    if args.command in ("review", "summarize", "ask"):
+        from bot.local.pull_request import PullOptions, run_pull
+
+        pull_options = PullOptions(
+            skill=args.command,
+            url=args.url,
+            instructions=getattr(args, "question", ""),
+            post=args.post,
+            as_json=args.json,
+        )
+        pulled: int = anyio.run(run_pull, pull_options)
+        return pulled
     if args.command == "action":
         import os
 
