@@ -36,7 +36,7 @@ RUN_HELP = "run a skill on a local git checkout, without GitHub"
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author)")
+    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author, docs)")
     run.add_argument(
         "instructions", nargs="?", default="", help="what to do (default: the GitHub command's own task)"
     )
@@ -47,7 +47,14 @@ def _run_arguments(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="review, summarize, commit-notes, ask: the change is BASE...ref (default: the merge base "
         "with the default branch, or HEAD~1 on that branch)",
     )
-    run.add_argument("--branch", help="create this branch at --ref for the run's commits")
+    run.add_argument(
+        "--branch", help="author, docs: the new branch for the run's commits (default beam/<skill>-<id>)"
+    )
+    run.add_argument(
+        "--working-tree",
+        action="store_true",
+        help="include the checkout's uncommitted changes (a snapshot; the checkout is not touched)",
+    )
     run.add_argument(
         "--json", action="store_true", help="print frames as JSON lines (review: the review object)"
     )
@@ -103,6 +110,15 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _pipe_closed() -> None:
+    """The reader of stdout went away (`| head`): no traceback, and no second error when Python
+    flushes stdout at exit (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def _fail(message: str) -> int:
     print(f"beam-bot: {message}", file=sys.stderr)
     return 2
@@ -130,8 +146,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             approve=approve,
             ref=args.ref,
             base=args.base,
+            working_tree=args.working_tree,
         )
-        code: int = anyio.run(run_local, options)
+        try:
+            code: int = anyio.run(run_local, options)
+        except BrokenPipeError:
+            code = 141
+        if code == 141:
+            _pipe_closed()
         return code
     if args.command in ("review", "summarize", "ask"):
         from bot.local.pull_request import PullOptions, run_pull
