@@ -103,3 +103,25 @@ def test_the_documented_workflow_avoids_the_known_threats() -> None:
     text = (DOCS / "action.md").read_text(encoding="utf-8")
     for threat in ("pull_request_target", "permissions: {}", "secret", "Clinejection", "/beam approve"):
         assert threat in text, threat
+
+
+def test_the_readme_quick_start_shows_three_ways_in() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    # The Action: a workflow to copy that keeps the documented workflow's safeguards.
+    (block,) = re.findall(r"```yaml\n(.*?)```", quick, re.S)
+    workflow = yaml.safe_load(block)
+    assert "pull_request_target" not in workflow[True] and workflow["permissions"] == {}
+    [job] = workflow["jobs"].values()
+    assert job["permissions"] and [s["uses"].split("@")[0] for s in job["steps"]] == ["OWNER/beam-bot"]
+    assert job["steps"][0]["with"]["api-key"] == "${{ secrets.BEAM_API_KEY }}"
+    assert "(docs/action.md)" in quick
+    # The terminal, and the App with exactly its two set-up commands.
+    assert ".venv/bin/beam-bot review https://github.com/OWNER/REPO/pull/123" in quick
+    commands = [line for line in quick.splitlines() if line.startswith("python3 -m venv")]
+    assert commands == [
+        "python3 -m venv .venv && .venv/bin/pip install -e .",
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/beam-bot serve",
+        "python3 -m venv .venv && .venv/bin/pip install -c requirements-test.lock "
+        '-e ".[test]" && .venv/bin/pytest',
+    ]
