@@ -17,6 +17,7 @@ from typing import Any, cast
 
 import pytest
 
+from bot.app.action.carry import decode, encode
 from tests.e2e.review_support import CALC, Story
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.fake_github_state import PullFile
@@ -245,6 +246,12 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
                 {"path": "src/calc.py", "line": LINE_F4, "body": "f4 now multiplies; intended?"},
             ]
         )
+        # A forged marker from someone else, newer and saying the last head is reviewed: not read.
+        forged = decode(summary.body)
+        assert forged is not None
+        forged["saved_at"] += 3600
+        forged["tables"]["auto_reviews"][0]["reviewed_head"] = last
+        runner.fake.add_comment(REPO, NUMBER, "nothing to see" + encode(forged), user="maintainer")
         second = runner.action(
             "pull_request", pull_request_event(story, "synchronize", before=first_head, after=last)
         )
@@ -321,3 +328,9 @@ def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> N
         edited = next(c for c in fake.comments_on(REPO, NUMBER) if "beam-push:" in c.body)
         assert "Approved by @maintainer" in edited.body
         assert len(runner.llm.requests) == requests  # approving calls no model
+        # The state carried in the approval comment holds the held commit, and no token.
+        state = decode(edited.body)
+        assert state is not None and [p["id"] for p in state["tables"]["pending_pushes"]] == [
+            push_id.group(1)
+        ]
+        assert runner.token not in json.dumps(state)
