@@ -172,7 +172,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from bot.app.action.run import run_action
 
-        return anyio.run(run_action, dict(os.environ), sys.stdout, sys.stderr)
+        env = dict(os.environ)
+        os.environ.pop("GITHUB_TOKEN", None)  # the token lives in memory: no child process inherits it
+        return anyio.run(run_action, env, sys.stdout, sys.stderr)
     if args.command == "secret-key" and not args.reseal:
         from bot.app.secret_key import generate_key
 

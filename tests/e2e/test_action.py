@@ -23,7 +23,7 @@ from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fak
 from tests.support.fake_github_state import PullFile
 from tests.support.git_http import GitHttpServer
 from tests.support.openai_server import FakeOpenAI
-from tests.support.webhooks import issue_comment_payload
+from tests.support.webhooks import issue_comment_payload, review_comment_payload
 
 REPO = "octo/demo"
 NUMBER = 7
@@ -157,6 +157,38 @@ def test_beam_review_in_a_workflow_posts_the_review_and_exits_0(runner: Runner) 
     assert any(r.authorized for r in runner.git.requests)
     assert runner.token not in tracking and runner.token not in reviews[0].body
     assert runner.token not in done.stdout + done.stderr
+
+
+def test_a_command_in_a_review_comment_is_answered(runner: Runner) -> None:
+    runner.llm.reply_text("`add` now adds.")
+    comment = runner.fake.add_review_comment(
+        REPO, NUMBER, "/beam ask what does this line do?", user="maintainer", path="src/calc.py", line=2
+    )
+    payload = review_comment_payload(
+        comment.body,
+        repo=REPO,
+        number=NUMBER,
+        commenter="maintainer",
+        comment_id=comment.id,
+        installation_id=None,
+        path="src/calc.py",
+        line=2,
+    )
+    pull = runner.fake.pull(REPO, NUMBER)
+    for side, ref, sha in (("head", "feature", pull.head_sha), ("base", "main", pull.base_sha)):
+        payload["pull_request"][side].update(ref=ref, sha=sha)
+        payload["pull_request"][side]["repo"].update(
+            full_name=REPO, name="demo", clone_url=runner.git.repo_url(REPO)
+        )
+    payload["comment"].update(commit_id=pull.head_sha, original_commit_id=pull.head_sha)
+    payload["repository"].update(clone_url=runner.git.repo_url(REPO), default_branch="main")
+
+    done = runner.action("pull_request_review_comment", payload)
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "`add` now adds." in json.dumps([c.body for c in runner.fake.comments.values()])
+    prompt = runner.llm.requests[0]["messages"][-1]["content"]
+    assert "what does this line do?" in prompt and "src/calc.py" in prompt
 
 
 def test_a_command_from_a_reader_is_refused_before_any_model_call(runner: Runner) -> None:
