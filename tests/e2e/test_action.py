@@ -300,26 +300,31 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
         assert "beam-action-state:" in summary.body
 
 
+def seed_author_pull(runner: Runner) -> None:
+    git, fake = runner.git, runner.fake
+    main = git.seed(REPO, {"README.md": "Helo world\n", "src/app.py": "print(0)\n"})
+    head = git.commit(REPO, {"src/app.py": "print(1)\n"}, branch="feature", message="Change app")
+    git.create_pull_ref(REPO, NUMBER, head)
+    fake.ref_resolver = lambda repo, ref: git.ref_sha(repo, f"refs/heads/{ref}")
+    fake.add_repo(REPO)
+    fake.add_collaborator(REPO, "maintainer", "write")
+    fake.add_collaborator(REPO, "reader", "read")
+    fake.add_pull(
+        REPO,
+        number=NUMBER,
+        title="Change app",
+        user="maintainer",
+        head_ref="feature",
+        head_sha=head,
+        base_sha=main,
+        files=[PullFile("src/app.py", patch="@@ -1 +1 @@\n-print(0)\n+print(1)\n")],
+    )
+
+
 def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> None:
     with actions_runner(tmp_path) as runner:
         git, fake = runner.git, runner.fake
-        main = git.seed(REPO, {"README.md": "Helo world\n", "src/app.py": "print(0)\n"})
-        head = git.commit(REPO, {"src/app.py": "print(1)\n"}, branch="feature", message="Change app")
-        git.create_pull_ref(REPO, NUMBER, head)
-        fake.ref_resolver = lambda repo, ref: git.ref_sha(repo, f"refs/heads/{ref}")
-        fake.add_repo(REPO)
-        fake.add_collaborator(REPO, "maintainer", "write")
-        fake.add_collaborator(REPO, "reader", "read")
-        fake.add_pull(
-            REPO,
-            number=NUMBER,
-            title="Change app",
-            user="maintainer",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/app.py", patch="@@ -1 +1 @@\n-print(0)\n+print(1)\n")],
-        )
+        seed_author_pull(runner)
         runner.llm.reply_tool_calls(("write_file", {"path": "README.md", "body": "Hello world\n"}))
         runner.llm.reply_tool_calls(
             ("git_add", {"path": "README.md"}), ("git_commit", {"message": "Fix the typo in README"})
@@ -366,3 +371,20 @@ def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> N
             push_id.group(1)
         ]
         assert runner.token not in json.dumps(state)
+
+
+def test_a_held_commit_too_large_to_carry_fails_the_run_and_says_why(tmp_path: Path) -> None:
+    with actions_runner(tmp_path) as runner:
+        seed_author_pull(runner)
+        # Random lines do not compress: their bundle is more than a comment holds.
+        blob = "".join(os.urandom(32).hex() + "\n" for _ in range(1500))
+        runner.llm.reply_tool_calls(("write_file", {"path": "docs/blob.txt", "body": blob}))
+        runner.llm.reply_tool_calls(
+            ("git_add", {"path": "docs/blob.txt"}), ("git_commit", {"message": "Add a blob"})
+        )
+        runner.llm.reply_tool_calls(("git_push", {}))
+
+        held = runner.action("issue_comment", runner.command("/beam author add the blob"))
+
+        assert held.returncode == 1
+        assert "BEM-393" in held.stderr and "too large to carry" in held.stderr, held.stdout

@@ -175,19 +175,25 @@ async def _target(store: Store, repo: str, number: int, carried: Carried) -> int
     return None
 
 
-async def save(store: Store, gh: InstallationClient, repo: str, number: int, carried: Carried) -> bool:
-    """Writes the pull request's rows into the marker; False when there is nothing to keep or no
-    comment of the bot's to keep it in."""
+async def save(store: Store, gh: InstallationClient, repo: str, number: int, carried: Carried) -> str | None:
+    """Writes the pull request's rows into the marker. Returns a problem to report, or None: the
+    state is kept, or there was nothing to keep (or no comment of the bot's to keep it in)."""
     tables = await _dump(store, repo, number)
     target = await _target(store, repo, number, carried)
     if target is None or not any(tables.values()):
-        return False
+        return None
+    problem = None
     marker = encode({"version": VERSION, "saved_at": time.time(), "tables": tables})
     if len(marker) > MAX_MARKER_CHARS:
         log.warning(
             "this run's state is %d characters, more than a comment can carry: held commits are left out",
             len(marker),
         )
+        if tables[held_commits.name]:
+            problem = (
+                f"the held commit is too large to carry to the `/beam approve` run ({len(marker)} "
+                f"characters; a comment holds {MAX_MARKER_CHARS}): ask for a smaller change"
+            )
         tables[held_commits.name] = []
         marker = encode({"version": VERSION, "saved_at": time.time(), "tables": tables})
     owner, name = repo.split("/", 1)
@@ -195,6 +201,5 @@ async def save(store: Store, gh: InstallationClient, repo: str, number: int, car
         comment = await gh.get_comment(owner, name, target)
         await gh.update_comment(owner, name, target, without_marker(comment.body or "") + marker)
     except GitHubError as error:
-        log.warning("could not keep this run's state on the pull request: %s", error)
-        return False
-    return True
+        return f"could not keep this run's state on the pull request: {error}"
+    return problem

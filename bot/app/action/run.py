@@ -184,9 +184,8 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 periodic_interval=settings.sweep_interval,
             )
             unfinished = await _drain(store, pool, settings.job_timeout * 2)
-            if about is not None:
-                await save(store, gh, *about, carried)
-            return await _outcome(store, unfinished)
+            problem = await save(store, gh, *about, carried) if about is not None else None
+            return await _outcome(store, unfinished, problem)
     finally:
         await store.close()
 
@@ -227,7 +226,7 @@ async def _drain(store: Store, pool: WorkerPool, limit: float) -> int:
     return left
 
 
-async def _outcome(store: Store, unfinished: int) -> Outcome:
+async def _outcome(store: Store, unfinished: int, problem: str | None) -> Outcome:
     async with store.read() as conn:
         done = await conn.execute(
             select(runs.c.skill, runs.c.status, runs.c.error_code, runs.c.error_message).order_by(
@@ -239,4 +238,6 @@ async def _outcome(store: Store, unfinished: int) -> Outcome:
             select(jobs.c.kind, jobs.c.last_error).where(jobs.c.state.in_(FAILED_STATES))
         )
         failed = [f"{kind}: {error or 'failed'}" for kind, error in bad.all()]
+    if problem is not None:
+        failed.append(problem)
     return Outcome(run_rows, failed, unfinished)
