@@ -300,6 +300,12 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
         assert "beam-action-state:" in summary.body
 
 
+def carried_state(runner: Runner) -> dict[str, Any] | None:
+    """The state the last run left on the pull request (in one of the bot's comments)."""
+    [body] = [b for b in runner.bot_comments() if "beam-action-state:" in b]
+    return decode(body)
+
+
 def seed_author_pull(runner: Runner) -> None:
     git, fake = runner.git, runner.fake
     main = git.seed(REPO, {"README.md": "Helo world\n", "src/app.py": "print(0)\n"})
@@ -365,15 +371,15 @@ def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> N
         edited = next(c for c in fake.comments_on(REPO, NUMBER) if "beam-push:" in c.body)
         assert "Approved by @maintainer" in edited.body
         assert len(runner.llm.requests) == requests  # approving calls no model
-        # The state carried in the approval comment holds the held commit, and no token.
-        state = decode(edited.body)
+        # The state carried in the tracking comment holds the held commit, and no token.
+        state = carried_state(runner)
         assert state is not None and [p["id"] for p in state["tables"]["pending_pushes"]] == [
             push_id.group(1)
         ]
         assert runner.token not in json.dumps(state)
 
 
-def test_a_held_commit_too_large_to_carry_fails_the_run_and_says_why(tmp_path: Path) -> None:
+def test_a_held_commit_too_large_for_a_comment_waits_on_github_under_its_pending_ref(tmp_path: Path) -> None:
     with actions_runner(tmp_path) as runner:
         seed_author_pull(runner)
         # Random lines do not compress: their bundle is more than a comment holds.
@@ -383,8 +389,23 @@ def test_a_held_commit_too_large_to_carry_fails_the_run_and_says_why(tmp_path: P
             ("git_add", {"path": "docs/blob.txt"}), ("git_commit", {"message": "Add a blob"})
         )
         runner.llm.reply_tool_calls(("git_push", {}))
+        branches = {k: v for k, v in runner.git.refs(REPO).items() if k.startswith("refs/heads/")}
 
         held = runner.action("issue_comment", runner.command("/beam author add the blob"))
 
-        assert held.returncode == 1
-        assert "BEM-393" in held.stderr and "too large to carry" in held.stderr, held.stdout
+        assert held.returncode == 0, held.stderr
+        approval = next(c for c in runner.fake.comments_on(REPO, NUMBER) if "beam-push:" in c.body)
+        push_id = re.search(r"Held push `([0-9a-f]+)`", approval.body)
+        commit = re.search(r"Commit `([0-9a-f]{40})`", approval.body)
+        assert push_id and commit
+        state = carried_state(runner)
+        assert state is not None and state["tables"]["held_commits"] == []  # it did not fit
+        # The commit waits on GitHub under a ref that is no branch.
+        assert runner.git.refs(REPO)[f"refs/beam/pending/{push_id.group(1)}"] == commit.group(1)
+        assert {k: v for k, v in runner.git.refs(REPO).items() if k.startswith("refs/heads/")} == branches
+
+        done = runner.action("issue_comment", runner.command(f"/beam approve {push_id.group(1)}"))
+
+        assert done.returncode == 0, done.stdout + done.stderr
+        pushed = [v for k, v in runner.git.refs(REPO).items() if k.startswith("refs/heads/beam/pr-7/author-")]
+        assert pushed == [commit.group(1)]

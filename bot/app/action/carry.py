@@ -153,19 +153,20 @@ async def _dump(store: Store, repo: str, number: int) -> dict[str, list[dict[str
 
 async def _target(store: Store, repo: str, number: int, carried: Carried) -> int | None:
     """The comment the state goes into: the one it came from, else this run's own: the summary of
-    an automatic review, a held push's approval comment, or the newest command's tracking comment."""
+    an automatic review, or the newest command's tracking comment (an approval comment only when
+    there is neither: its body is what a maintainer approves, and an edit makes its reactions void)."""
     if carried.comment_id is not None:
         return carried.comment_id
     candidates = (
         select(auto_reviews.c.summary_comment_id).where(
             auto_reviews.c.repo == repo, auto_reviews.c.number == number
         ),
-        select(pending_pushes.c.approval_comment_id)
-        .where(pending_pushes.c.repo == repo, pending_pushes.c.number == number)
-        .order_by(pending_pushes.c.created_at.desc()),
         select(runs.c.tracking_comment_id)
         .where(runs.c.repo == repo, runs.c.number == number)
         .order_by(runs.c.created_at.desc()),
+        select(pending_pushes.c.approval_comment_id)
+        .where(pending_pushes.c.repo == repo, pending_pushes.c.number == number)
+        .order_by(pending_pushes.c.created_at.desc()),
     )
     async with store.read() as conn:
         for query in candidates:
@@ -175,9 +176,18 @@ async def _target(store: Store, repo: str, number: int, carried: Carried) -> int
     return None
 
 
-async def save(store: Store, gh: InstallationClient, repo: str, number: int, carried: Carried) -> str | None:
+async def save(
+    store: Store,
+    gh: InstallationClient,
+    repo: str,
+    number: int,
+    carried: Carried,
+    *,
+    on_github: set[str] | frozenset[str] = frozenset(),
+) -> str | None:
     """Writes the pull request's rows into the marker. Returns a problem to report, or None: the
-    state is kept, or there was nothing to keep (or no comment of the bot's to keep it in)."""
+    state is kept, or there was nothing to keep (or no comment of the bot's to keep it in).
+    `on_github`: held pushes whose commit is on GitHub already (held.py): their bundle may be left out."""
     tables = await _dump(store, repo, number)
     target = await _target(store, repo, number, carried)
     if target is None or not any(tables.values()):
@@ -189,7 +199,7 @@ async def save(store: Store, gh: InstallationClient, repo: str, number: int, car
             "this run's state is %d characters, more than a comment can carry: held commits are left out",
             len(marker),
         )
-        if tables[held_commits.name]:
+        if any(row["push_id"] not in on_github for row in tables[held_commits.name]):
             problem = (
                 f"the held commit is too large to carry to the `/beam approve` run ({len(marker)} "
                 f"characters; a comment holds {MAX_MARKER_CHARS}): ask for a smaller change"

@@ -22,7 +22,9 @@ from sqlalchemy import select, update
 
 from bot.app.action.carry import Carried, restore, save
 from bot.app.action.environment import MISSING_ENVIRONMENT, ActionEnvironment, read_environment
+from bot.app.action.held import fetch_held, publish_held
 from bot.app.approvals.flow import WATCH
+from bot.app.approvals.pushes import Pushes
 from bot.app.assembly import build_handler
 from bot.app.github.api import GitHubApi
 from bot.app.github.auth import ACTIONS_LOGIN, ONE_INSTALLATION, GitHubApp, TokenAuth
@@ -155,12 +157,14 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
 
             handler = build_handler(resources, auth)
+            pushes, token = Pushes(store), environment.token.get_secret_value()
             gh = InstallationClient(handler.github, ONE_INSTALLATION)
             login = await handler.deps.identity.login() or ACTIONS_LOGIN
             about, carried = environment.pull_request, Carried()
             if about is not None:
                 carried = await restore(store, gh, *about, login)
                 log.info("carried %d rows of state from the last run", carried.rows)
+                await fetch_held(pushes, handler.deps.checkouts, token, *about)
             await store.accept_delivery(
                 environment.delivery_id,
                 environment.event,
@@ -184,7 +188,10 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 periodic_interval=settings.sweep_interval,
             )
             unfinished = await _drain(store, pool, settings.job_timeout * 2)
-            problem = await save(store, gh, *about, carried) if about is not None else None
+            problem = None
+            if about is not None:
+                published = await publish_held(pushes, handler.deps.checkouts, token, *about)
+                problem = await save(store, gh, *about, carried, on_github=published)
             return await _outcome(store, unfinished, problem)
     finally:
         await store.close()
