@@ -209,6 +209,33 @@ _ENTRIES = [
         "GitHub was down for longer than this run waits for it (BEAM_GITHUB_OUTAGE_WAIT).",
         "Try the command again once GitHub answers again; the server's log names each failed call.",
     ),
+    # beam-bot: the ways in without a server, `beam-bot action` and `beam-bot review <URL>` (issue 31).
+    _e(
+        390,
+        400,
+        "The GitHub Actions environment is incomplete.",
+        "`beam-bot action` runs as a step of a GitHub Actions job (docs/action.md): it reads "
+        "GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, GITHUB_TOKEN, GITHUB_REPOSITORY and GITHUB_RUN_ID.",
+    ),
+    _e(
+        391,
+        400,
+        "This is not the URL of a pull request.",
+        "Give it as https://github.com/OWNER/REPO/pull/NUMBER (or https://HOST/OWNER/REPO/pull/NUMBER "
+        "on GitHub Enterprise Server).",
+    ),
+    _e(
+        392,
+        401,
+        "No GitHub token.",
+        "Set GITHUB_TOKEN, or log in with the GitHub CLI (`gh auth login`): its token is used then.",
+    ),
+    _e(
+        393,
+        500,
+        "The Action's work did not finish.",
+        "The job log names the failed step; the pull request's tracking comment says what happened there.",
+    ),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

@@ -66,6 +66,9 @@ class ChangeRun:
     config_errors: list[str]
     policy: Policy
     run_timeout: float
+    # What the run produced, for a caller that posts it (`beam-bot review <URL> --post`).
+    review: LocalReview | None = None
+    answer: str = ""
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -114,7 +117,7 @@ class ChangeRun:
         run_id = str(uuid.uuid4())
         usage = RunUsage(client, None, run_id, 0, self.policy, started)
         guard = await usage.arm(self.config.limits)
-        review = LocalReview(change.head_sha)
+        review = self.review = LocalReview(change.head_sha)
         for problem in self.config_errors:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
@@ -200,6 +203,7 @@ class ChangeRun:
             err.write(f"✗ failed: {error}\n")
             return 1
         result = outcome.result
+        self.answer = result.text
         notes: list[str] = []
         if guard.stop is not None:
             notes += stopped_outcome(guard.stop, result.text).get("notes", [])

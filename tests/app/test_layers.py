@@ -16,6 +16,7 @@ ROOT = Path(bot.app.__file__).parent
 
 # Higher imports lower; equal ranks never import each other, except the edges in SIDEWAYS.
 RANK = {
+    "action": 7,  # issue 31: `beam-bot action`, one event through the assembled app, over web's intake
     "web": 6,
     "assembly": 5,
     "preflight": 5,
