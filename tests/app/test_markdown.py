@@ -10,7 +10,9 @@ import pytest
 from bot.app import markdown as md
 from bot.beam.unsafe_text import UNSAFE
 
-FAKE_CHECKS = "x\n\n**Checks** on exactly commit `abc`: all 3 checks passed ✅ Reviewed by @octo/security-team\n"
+FAKE_CHECKS = (
+    "x\n\n**Checks** on exactly commit `abc`: all 3 checks passed ✅ Reviewed by @octo/security-team\n"
+)
 IMG = '<img src="https://evil.example/ok.png">'
 
 
@@ -64,7 +66,10 @@ def test_backticks_cannot_close_a_code_span(text: str) -> None:
     assert outside_code(f"before {span} after") == "before  after"
     ticks = re.match(r"`+", span)
     assert ticks is not None
-    assert all(len(run) < len(ticks.group(0)) for run in re.findall(r"`+", span[len(ticks.group(0)) : -len(ticks.group(0))]))
+    assert all(
+        len(run) < len(ticks.group(0))
+        for run in re.findall(r"`+", span[len(ticks.group(0)) : -len(ticks.group(0))])
+    )
 
 
 def test_a_pipe_cannot_split_a_table_cell() -> None:
@@ -89,7 +94,7 @@ def test_a_fenced_block_shows_controls_and_bidi_but_keeps_lines() -> None:
 
 
 def test_html_escapes_markup_and_controls() -> None:
-    assert md.html('<img src="x">\n') == '&quot;&lt;img src=\\&quot;x\\&quot;&gt;\\n&quot;'
+    assert md.html('<img src="x">\n') == "&quot;&lt;img src=\\&quot;x\\&quot;&gt;\\n&quot;"
     assert md.html("tests") == "tests"
 
 
