@@ -288,6 +288,28 @@ def approval_ignored(login: str, push_id: str, reason: str) -> str:
     return f"@{login}, your approval of `{push_id}` does not count: {reason}."
 
 
+def fork_refused(command: str, fork: str | None, repo: str) -> str:
+    """The one reply to `/beam author|docs|update` on a fork's pull request where `fork_pushes` is off."""
+    where = f"the fork {md.code(fork)}" if fork else "a fork (its repository is gone)"
+    return (
+        f"🔒 `/beam {command}` did not run (BEM-347): this pull request comes from {where}, and this "
+        f"repository does not let the bot push a fork's commits into it. The bot's branch would carry "
+        f"every commit of the fork into {md.code(repo)}, where its push-triggered workflows run them.\n\n"
+        f"A maintainer can allow it with `fork_pushes: allow` in `.github/beam.yml` on the default "
+        f"branch; each approval comment then lists every commit that would land. Nothing was run."
+    )
+
+
+def landing_changed(unlisted: list[str]) -> str:
+    """Why an approved push was refused at push time (BEM-348)."""
+    shown = ", ".join(f"`{sha[:12]}`" for sha in unlisted[:10])
+    more = f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
+    return (
+        f"{len(unlisted)} commit(s) that the approval comment did not list would land with it "
+        f"({shown}{more}): a branch the listing relied on moved or was deleted (BEM-348)"
+    )
+
+
 # -- the pull request opened after the push -------------------------------------------------------
 
 

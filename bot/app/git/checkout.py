@@ -26,7 +26,6 @@ import anyio.to_thread
 import pygit2
 
 from bot.app.git.bundles import Bundles
-from bot.app.git.ranges import LandingCommit, describe, landing_shas, merge_base, resolve_refs
 from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
 from bot.app.git.plumbing import (
     CheckoutError,
@@ -47,6 +46,7 @@ from bot.app.git.plumbing import (
     run_git,
     split_repo,
 )
+from bot.app.git.ranges import LandingCommit, describe, landing_shas, merge_base, resolve_refs
 
 __all__ = ["PENDING_PREFIX", "RUNS_PREFIX", "CheckoutError", "Checkouts", "RunTree"]
 
