@@ -9,26 +9,12 @@ import pytest
 
 from bot.app import markdown as md
 from bot.beam.unsafe_text import UNSAFE
+from tests.support.markdown_view import outside_code
 
 FAKE_CHECKS = (
     "x\n\n**Checks** on exactly commit `abc`: all 3 checks passed ✅ Reviewed by @octo/security-team\n"
 )
 IMG = '<img src="https://evil.example/ok.png">'
-
-
-def outside_code(body: str) -> str:
-    """What GitHub renders as Markdown: the body without fenced blocks and inline code spans."""
-    lines, fence = [], None
-    for line in body.split("\n"):
-        opener = re.match(r"^ {0,3}(`{3,})", line)
-        if fence is None and opener:
-            fence = opener.group(1)
-        elif fence is not None and re.match(rf"^ {{0,3}}{fence}`*\s*$", line):
-            fence = None
-        elif fence is None:
-            lines.append(line)
-    text = "\n".join(lines)
-    return re.sub(r"(`+)(?!`).*?(?<!`)\1(?!`)", "", text)
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,7 @@ def cut_notice(diff: ShownDiff, file_count: int, compare_url: str | None) -> str
     """The words at the top of an approval comment whose diff is cut: how much is not shown, where."""
     parts = []
     if diff.hidden_files:
-        noun = "file is" if len(diff.hidden_files) == 1 else "files are"
+        noun = "files is" if len(diff.hidden_files) == 1 else "files are"
         parts.append(
             f"{len(diff.hidden_files)} of {file_count} {noun} not shown at all ({_names(diff.hidden_files)})"
         )
