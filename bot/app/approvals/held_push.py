@@ -56,15 +56,21 @@ def summarize_commit(path: str, base: str, commit: str) -> CommitSummary:
         raise BeamError("BEM-323", {"detail": "commit not found in the run's tree"})
     diff = repo.diff(old.tree, new.tree)
     files = []
+    texts: list[str] = []
+    size = 0
     for patch in diff:
         _, additions, deletions = patch.line_stats
         files.append({"path": patch.delta.new_file.path, "additions": additions, "deletions": deletions})
+        text = patch.text or ""
+        if size + len(text) <= MAX_PATCH_CHARS and len(texts) == len(files) - 1:
+            texts.append(text)  # whole files only, in order: the comment names each one it leaves out
+            size += len(text)
     stats = {
         "files": files,
         "additions": sum(f["additions"] for f in files),
         "deletions": sum(f["deletions"] for f in files),
     }
-    return CommitSummary(commit, new.message, stats, (diff.patch or "")[:MAX_PATCH_CHARS])
+    return CommitSummary(commit, new.message, stats, "".join(texts))
 
 
 def check_paths(summary: CommitSummary, blocked: Callable[[str], bool], allowed: AllowedPaths) -> None:

@@ -69,8 +69,8 @@ def shown_diff(diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF
     """Whole files while they fit in `max_lines`; the first that does not is shown in part, and every
     file after it (or whose patch is missing) is left out and named."""
     sections = _sections(diff)
-    if files and len(sections) != len(files):  # cannot tell the files apart: cut by lines, name none
-        sections = [diff.splitlines()] if len(files) == 1 else []
+    if len(sections) > len(files):  # cannot tell the files apart: show none, name all
+        sections = []
     shown: list[str] = []
     hidden_lines, total = 0, 0
     hidden: list[str] = []
@@ -78,7 +78,7 @@ def shown_diff(diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF
     budget = max_lines
     for index, entry in enumerate(files):
         path = str(entry["path"])
-        if index >= len(sections):  # the patch was cut before this file (MAX_PATCH_CHARS)
+        if index >= len(sections):  # the patch stopped before this file (held_push.MAX_PATCH_CHARS)
             size = int(entry.get("additions", 0)) + int(entry.get("deletions", 0))
             hidden.append(path)
             hidden_lines += size
