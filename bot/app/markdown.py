@@ -77,6 +77,13 @@ def fenced(text: str, info: str = "") -> str:
     return f"{fence}{info}\n{body}\n{fence}"
 
 
+def inline(text: str) -> str:
+    """`text` inside a sentence of the bot's own (an error's detail): one line, nothing hidden, no HTML.
+
+    Prefer `code`; this is for words that read as prose, where a value sits among the bot's words."""
+    return _html.escape(visible(text), quote=False)
+
+
 def html(text: str) -> str:
     """`text` for inside an HTML element of a comment: visible, then HTML-escaped."""
     return _html.escape(visible(text), quote=True)

@@ -88,3 +88,8 @@ def test_one_line_takes_the_subject_and_cuts_it() -> None:
     assert md.one_line("Fix it\n\nbody") == "Fix it"
     assert md.one_line("") == ""
     assert md.one_line("x" * 200, 10) == "x" * 9 + "…"
+
+
+def test_inline_keeps_prose_readable_and_inert() -> None:
+    assert md.inline("README.md is blocked") == "README.md is blocked"
+    assert md.inline("<img src=x>\n# h") == '"&lt;img src=x&gt;\\n# h"'

@@ -185,7 +185,8 @@ def test_unknown_key_is_reported_with_a_suggestion() -> None:
     assert result.errors == [
         "skils: unknown setting; did you mean 'skills'? valid settings are version, skills, "
         "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, "
-        "fork_pushes, expiry, limits, docs, auto_review, checks, checks_timeout, checks_required, checks_setup, review"
+        "fork_pushes, expiry, limits, docs, auto_review, checks, checks_timeout, checks_required, "
+        "checks_setup, review"
     ]
     assert result.config == defaults()  # the valid key does not half-apply either
     assert parse_repo_config("colour: blue\n").errors[0].startswith("colour: unknown setting; valid settings")

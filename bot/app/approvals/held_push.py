@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pygit2
 
+from bot.app import markdown as md
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree, is_protected, push_branch_name
 from bot.beam.sandbox_policy import AllowedPaths
@@ -78,9 +79,9 @@ def check_paths(summary: CommitSummary, blocked: Callable[[str], bool], allowed:
     allow-list (BEM-338). The working tree already refused such writes; this checks the commit."""
     for changed in summary.diffstat["files"]:
         if blocked(changed["path"]):
-            raise BeamError("BEM-334", {"detail": changed["path"]})
+            raise BeamError("BEM-334", {"detail": md.visible(changed["path"])})
         if not allowed.permits(changed["path"]):
-            raise BeamError("BEM-338", {"detail": changed["path"]})
+            raise BeamError("BEM-338", {"detail": md.visible(changed["path"])})
 
 
 async def head_commit(tree: WorkingTree) -> str | None:

@@ -158,7 +158,7 @@ def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: 
 
 def beam_failure(message: str, detail: str | None, hint: str | None) -> str:
     """Why a framework error ended a run, with what to do about it when the catalogue says."""
-    text = f"{message}: {detail}" if detail else message
+    text = f"{message}: {md.inline(detail)}" if detail else message  # a detail can name a path
     return f"{text}\n\n**What to do:** {hint}" if hint else text
 
 
