@@ -152,6 +152,33 @@ _ENTRIES = [
     _e(340, 500, "The job failed and will not be retried."),
     # beam-bot: a repository's settings file that does not validate (said on the pull request).
     _e(341, 422, "The repository configuration is invalid."),
+    # beam-bot: what a maintainer approves is everything that lands (issue 28, docs/held-pushes.md).
+    _e(
+        346,
+        400,
+        "The path contains a control character or a bidirectional-text character.",
+        "Choose a file name without newlines, carriage returns, NUL, other control characters or "
+        "Unicode direction marks (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).",
+    ),
+    _e(
+        347,
+        403,
+        "The pull request comes from a fork: this repository does not let the bot push its commits.",
+        "A maintainer can allow it with `fork_pushes: allow` in .github/beam.yml on the default branch; "
+        "the approval comment then lists every commit that would land.",
+    ),
+    _e(
+        348,
+        409,
+        "The commits that would land are not the ones the approval comment listed: nothing was pushed.",
+        "A branch the listing relied on moved or was deleted; run the command again for a fresh listing.",
+    ),
+    _e(
+        349,
+        413,
+        "More commits would land than an approval comment can list: nothing was held.",
+        "Ask on a pull request with fewer commits, or merge the base branch into it first.",
+    ),
     # beam-bot: the checks jail (bot/app/checks, docs/checks.md).
     _e(350, 503, "Checks are off: bubblewrap cannot build the jail on this host."),
     _e(351, 500, "The jail could not be built for this check."),

@@ -43,6 +43,7 @@ RANK = {
     "credential_settings": 0,  # BEAM_SECRET_KEY, a base of `settings.Settings`
     "github_settings": 0,  # BEAM_GITHUB_TIMEOUT and BEAM_GITHUB_OUTAGE_WAIT, a base of `settings.Settings`
     "secret_key": 0,  # the keyring BEAM_SECRET_KEY names
+    "markdown": 0,  # issue 28: the one escaping of untrusted text in comments
 }
 SIDEWAYS = {
     ("repo_config", "permissions"),

@@ -109,6 +109,13 @@ def test_partial_file_keeps_other_defaults_and_dedupes_skills() -> None:
     assert parse_repo_config("skills: []\n").config.skills == []
 
 
+def test_fork_pushes_are_refused_unless_allowed() -> None:
+    """Issue 28: a fork's commits reach the base repository only where the default branch says so."""
+    assert parse_repo_config(None).config.fork_pushes_allowed is False
+    assert parse_repo_config("fork_pushes: refuse\n").config.fork_pushes_allowed is False
+    assert parse_repo_config("fork_pushes: allow\n").config.fork_pushes_allowed is True
+
+
 def test_config_skills_are_the_command_names() -> None:
     assert tuple(SKILL_COMMANDS) == SKILLS
 
@@ -141,6 +148,8 @@ def test_config_skills_are_the_command_names() -> None:
         ("approvals_required: true\n", "approvals_required: expected a whole number, got true"),
         ("blocked_paths: ['']\n", "blocked_paths: '' is not a path glob"),
         ("blocked_paths: [docs, 3]\n", "blocked_paths[1]: expected a string, got 3"),
+        ("fork_pushes: yes\n", "fork_pushes: true is not a choice; use allow or refuse"),
+        ("fork_pushes: always\n", "fork_pushes: 'always' is not a choice; use allow or refuse"),
         ("expiry: 5m\n", "expiry: '5m' is shorter than the minimum of 10 minutes"),
         ("expiry: 91d\n", "expiry: '91d' is longer than the maximum of 90 days"),
         ("expiry: soon\n", "expiry: 'soon' is not a duration"),
@@ -176,8 +185,9 @@ def test_unknown_key_is_reported_with_a_suggestion() -> None:
     result = parse_repo_config("skils: [review]\nself_approval: false\n")
     assert result.errors == [
         "skils: unknown setting; did you mean 'skills'? valid settings are version, skills, "
-        "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, expiry, "
-        "limits, docs, auto_review, checks, checks_timeout, checks_required, checks_setup, review"
+        "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, "
+        "fork_pushes, expiry, limits, docs, auto_review, checks, checks_timeout, checks_required, "
+        "checks_setup, review"
     ]
     assert result.config == defaults()  # the valid key does not half-apply either
     assert parse_repo_config("colour: blue\n").errors[0].startswith("colour: unknown setting; valid settings")

@@ -103,6 +103,7 @@ def test_author_on_an_issue_opens_a_draft_into_the_default_branch(bot: BotProces
 
 
 def test_a_pull_request_from_a_fork_gets_a_compare_link(bot: BotProcess) -> None:
+    bot.fake.set_file(REPO, "main", ".github/beam.yml", "version: 1\nfork_pushes: allow\n")  # issue 28
     head = bot.git.commit(REPO, {"src/app.py": "print(2)\n"}, branch="fork-work", message="Fork change")
     bot.git.create_pull_ref(REPO, 8, head)
     bot.fake.add_repo("someone/demo-fork")

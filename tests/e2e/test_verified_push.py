@@ -230,7 +230,7 @@ def test_an_update_and_a_follow_up_are_checked_on_their_new_tip(bot: BotProcess)
     send_command(bot, "/beam update", number=first.number)
     _, merge, _, body = new_held_push(bot, first.number, set())
     assert f"**Checks** on exactly commit `{merge}`: the check passed." in body
-    assert "(Merge branch 'feature' into " in body  # the merge commit itself, not the branch tip
+    assert "(`Merge branch 'feature' into " in body  # the merge commit itself, not the branch tip
 
     bot.llm.reply_tool_calls(("write_file", {"path": "calc.py", "body": BUG}))
     bot.llm.reply_tool_calls(("git_add", {"path": "calc.py"}), ("git_commit", {"message": "Oops"}))

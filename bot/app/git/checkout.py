@@ -46,6 +46,7 @@ from bot.app.git.plumbing import (
     run_git,
     split_repo,
 )
+from bot.app.git.ranges import LandingCommit, describe, landing_shas, merge_base, resolve_refs
 
 __all__ = ["PENDING_PREFIX", "RUNS_PREFIX", "CheckoutError", "Checkouts", "RunTree"]
 
@@ -303,6 +304,34 @@ class Checkouts(Bundles):
         mirror = self.mirror_path(repo_full_name)
         if mirror.exists():
             await self._locked(repo_full_name, lambda: delete_ref(mirror, full))
+
+    # -- what a push would land (ranges.py) --------------------------------------------------------
+
+    async def landing_commits(
+        self, repo_full_name: str, tip: str, known: list[str], limit: int
+    ) -> list[LandingCommit]:
+        """The commits `tip` would make new where `known` are what the base repository has, oldest
+        first; TooManyCommits past `limit`. `tip` must be in the mirror (pinned)."""
+        mirror = self.mirror_path(repo_full_name)
+
+        def work() -> list[LandingCommit]:
+            return describe(mirror, landing_shas(self._git, self._timeout, mirror, tip, known, limit))
+
+        return await self._locked(repo_full_name, work)
+
+    async def branch_tips(self, repo_full_name: str, branches: list[str]) -> list[str]:
+        """Where the mirror's `refs/heads/<branch>` point (as last fetched); missing ones left out."""
+        for branch in branches:
+            check_branch(branch)
+        mirror = self.mirror_path(repo_full_name)
+        refs = [f"refs/heads/{branch}" for branch in dict.fromkeys(branches)]
+        return await self._locked(repo_full_name, lambda: resolve_refs(mirror, refs))
+
+    async def merge_base(self, repo_full_name: str, a: str, b: str) -> str | None:
+        check_sha(a)
+        check_sha(b)
+        mirror = self.mirror_path(repo_full_name)
+        return await anyio.to_thread.run_sync(merge_base, mirror, a, b)
 
     # -- crash recovery ---------------------------------------------------------------------------
 

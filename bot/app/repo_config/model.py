@@ -126,6 +126,13 @@ class RepoConfig(BaseModel):
         description="Globs (from the repository root; `**` spans directories) the author skill may "
         "not change.",
     )
+    fork_pushes: Literal["refuse", "allow"] = Field(
+        default="refuse",
+        description="`allow` lets `/beam author`, `/beam docs` and `/beam update` on a pull request from a "
+        "fork hold a push into this repository: its `beam/...` branch then carries the fork's commits "
+        "too, and the approval comment lists every one of them. `refuse` (the default): the bot says "
+        "why, and runs nothing.",
+    )
     expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
     limits: RepoLimits = Field(
         default_factory=RepoLimits,
@@ -186,6 +193,11 @@ class RepoConfig(BaseModel):
 
     def skill_enabled(self, skill: str) -> bool:
         return skill in self.skills
+
+    @property
+    def fork_pushes_allowed(self) -> bool:
+        """Whether a fork's commits may be pushed into this repository (after approval)."""
+        return self.fork_pushes == "allow"
 
     def blocked(self, path: str) -> bool:
         """True when the author skill may not change `path` (repository-relative, `/`-separated)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from bot.app import markdown as md
 from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
@@ -29,7 +30,7 @@ def commit_range(entry: Entry) -> str:
 
 
 def _files(names: Sequence[str]) -> str:
-    shown = ", ".join(f"`{name}`" for name in names[:MAX_NAMED_FILES])
+    shown = ", ".join(md.code(name) for name in names[:MAX_NAMED_FILES])
     more = len(names) - MAX_NAMED_FILES
     return shown + (f" and {more} more" if more > 0 else "")
 

@@ -45,6 +45,7 @@ RECOVERABLE_TOOL_ERRORS = frozenset(
         "BEM-307",
         "BEM-308",
         "BEM-319",
+        "BEM-346",  # a file name with a control or bidi character: the model picks another (issue 28)
     }
 )
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from bot.app import markdown as md
 from bot.app.commands import help_text
 from bot.app.repo_config import CONFIG_PATH
 
@@ -40,7 +41,8 @@ class Progress:
 
 
 def _inline(text: str, limit: int = 80) -> str:
-    text = text.replace("`", "'").replace("\n", " ")
+    """A value for inside a code span: nothing hidden (`markdown.visible`), no backtick to close it."""
+    text = md.visible(text).replace("`", "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -156,7 +158,7 @@ def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: 
 
 def beam_failure(message: str, detail: str | None, hint: str | None) -> str:
     """Why a framework error ended a run, with what to do about it when the catalogue says."""
-    text = f"{message}: {detail}" if detail else message
+    text = f"{message}: {md.inline(detail)}" if detail else message  # a detail can name a path
     return f"{text}\n\n**What to do:** {hint}" if hint else text
 
 
@@ -405,4 +407,4 @@ INSTRUCTIONS_TITLE = "what the maintainers ask reviewers to check in these files
 
 
 def path_instruction(glob: str, text: str, paths: Sequence[str]) -> str:
-    return f"- `{glob}` ({', '.join(f'`{p}`' for p in list(paths)[:20])}): {' '.join(text.split())}"
+    return f"- `{glob}` ({', '.join(md.code(p) for p in list(paths)[:20])}): {' '.join(text.split())}"
