@@ -29,8 +29,9 @@ FILES = {"README.md": "Helo world\n", ".github/workflows/ci.yml": "on: push\n", 
 
 
 @contextmanager
-def author_stack(tmp_path: Path, **extra_env: str) -> Iterator[BotProcess]:
+def author_stack(tmp_path: Path, *, as_image_user: bool = False, **extra_env: str) -> Iterator[BotProcess]:
     with bot_stack(tmp_path, BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2", **extra_env) as bot:
+        bot.as_image_user = as_image_user
         main = bot.git.seed(REPO, FILES)
         head = bot.git.commit(REPO, {"src/app.py": "print(1)\n"}, branch="feature", message="Change app")
         add_symlink(bot, "feature", "docs/workflows", "../.github/workflows")

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from bot.app import markdown as md
 from tests.e2e.author_support import (
     FORK_NUMBER,
@@ -19,6 +21,13 @@ from tests.e2e.author_support import (
 )
 from tests.support.bot_process import BotProcess
 from tests.support.markdown_view import outside_code, rendered_lines
+
+
+@pytest.fixture
+def bot(bot_in_each_mode: BotProcess) -> BotProcess:
+    """Every attack here, as root and as the image's unprivileged user."""
+    return bot_in_each_mode
+
 
 ALLOW = "version: 1\nfork_pushes: allow\n"
 FAKE_CHECKS = (

@@ -28,6 +28,13 @@ from tests.e2e.author_support import (
 )
 from tests.support.bot_process import BotProcess, wait_for
 
+
+@pytest.fixture
+def bot(bot_in_each_mode: BotProcess) -> BotProcess:
+    """Every attack here, as root and as the image's unprivileged user."""
+    return bot_in_each_mode
+
+
 ALLOW = "version: 1\nfork_pushes: allow\n"
 # In one case (issue 28) a fork's `conftest.py` posted a token to another host from the base
 # repository's push-triggered CI.
