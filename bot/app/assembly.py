@@ -139,7 +139,14 @@ def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> Job
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
     )
     queue = JobQueue(runtime.store)
-    approvals = Approvals(github, deps, queue, timing=timing, max_held_bytes=settings.max_held_push_bytes)
+    approvals = Approvals(
+        github,
+        deps,
+        queue,
+        timing=timing,
+        max_held_bytes=settings.max_held_push_bytes,
+        by_reaction=settings.approve_by_reaction,
+    )
     states = ReviewStates(runtime.store)
     trigger = ReviewTrigger(
         github,

@@ -160,6 +160,9 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
     poll_interval: float = Field(default=30.0, gt=0)
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
     poll_min_interval: float = Field(default=5.0, gt=0)
+    # The approval comment offers a 👍/👎 reaction as an answer; `beam-bot action` turns it off, since a
+    # reaction starts no workflow there and only `/beam approve <id>` is seen.
+    approve_by_reaction: bool = True
     bot_login: str | None = None
     # Automatic reviews of pull requests where `.github/beam.yml` does not say (auto_review.enabled).
     auto_review: bool = False

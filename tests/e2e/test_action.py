@@ -346,6 +346,7 @@ def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> N
         commit = re.search(r"Commit `([0-9a-f]{40})`", approval.body)
         assert push_id and commit, approval.body
         assert "/beam approve" in approval.body
+        assert "👍" not in approval.body and "this workflow sees no reactions" in approval.body
         assert {k: v for k, v in git.refs(REPO).items() if k.startswith("refs/heads/")} == branches
         requests = len(runner.llm.requests)
 

@@ -91,6 +91,7 @@ def action_settings(environment: ActionEnvironment, work_dir: Path) -> Settings:
             "database_url": None,
             "github_api_url": environment.api_url,
             "bot_login": settings.bot_login or ACTIONS_LOGIN,
+            "approve_by_reaction": False,
             "concurrency": 1,
         }
     )

@@ -74,8 +74,10 @@ class Approvals:
         timing: PollTiming | None = None,
         clock: Callable[[], float] = time.time,
         max_held_bytes: int = DEFAULT_MAX_HELD_PUSH_BYTES,
+        by_reaction: bool = True,
     ) -> None:
         self.github = github
+        self.by_reaction = by_reaction  # BEAM_APPROVE_BY_REACTION: off in the Action
         self.deps = deps
         self.queue = queue
         self.pushes = Pushes(deps.store)
@@ -222,7 +224,12 @@ class Approvals:
             result={"checks": checks.to_json()} if checks is not None else {},
         )
         body = render_push.approval_request(
-            push, shown.patch, summary.message, checks, compare_url=landing.compare_url
+            push,
+            shown.patch,
+            summary.message,
+            checks,
+            compare_url=landing.compare_url,
+            by_reaction=self.by_reaction,
         )
         comment = await ctx.effects.comment(
             f"{run_id}:approval", push.owner, push.name, number, body, kind="approval"

@@ -164,10 +164,12 @@ def approval_request(
     checks: CheckReport | None = None,
     *,
     compare_url: str | None = None,
+    by_reaction: bool = True,
 ) -> str:
     """The approval comment: what lands (every new commit, every file, the diff or what of it fits),
-    the checks, and how to answer. Everything from the model or the repository goes through
-    `bot.app.markdown`; a cut diff is said first."""
+    the checks, and how to answer (without `by_reaction`, in the Action, only by command: a reaction
+    starts no workflow). Everything from the model or the repository goes through `bot.app.markdown`;
+    a cut diff is said first."""
     files = list(push.diffstat.get("files", []))
     diff_shown = shown_diff(diff, files)
     shown = "\n".join(diff_shown.lines)
@@ -182,6 +184,9 @@ def approval_request(
     answer = (
         f"**To answer**: react 👍 on this comment to approve or 👎 to reject, or comment "
         f"`/beam approve {push.id}` or `/beam reject {push.id}`. It expires on {_when(push.expires_at)}."
+        if by_reaction
+        else f"**To answer**: comment `/beam approve {push.id}` to approve or `/beam reject {push.id}` to "
+        f"reject (this workflow sees no reactions). It expires on {_when(push.expires_at)}."
     )
     if checks is not None and checks.blocks:
         answer = render_checks.not_offered(checks)
