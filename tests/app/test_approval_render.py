@@ -64,6 +64,21 @@ def test_a_cut_diff_names_the_file_in_part_and_every_file_after_it() -> None:
     assert shown.total_lines == 425 + 7 + 6 and shown.hidden_lines == shown.total_lines - 400
 
 
+def test_one_very_long_line_is_cut_like_many_lines_and_the_comment_stays_postable() -> None:
+    """A minified file's one line of 100,000 characters made GitHub refuse the comment (a 422: a body
+    holds 65,536 characters at most); it is cut and said, as a long diff is."""
+    minified = "diff --git a/app.min.js b/app.min.js\n--- /dev/null\n+++ b/app.min.js\n@@ -0,0 +1 @@\n"
+    minified += "+" + "x" * 100_000 + "\n"
+    diff = patch("a.py", 2) + minified + patch("setup.py", 2)
+    listed = files(("a.py", 2), ("app.min.js", 1), ("setup.py", 2))
+    shown = render.shown_diff(diff, listed)
+    assert shown.partial_files == ["app.min.js"] and shown.hidden_files == ["setup.py"]
+    assert sum(len(line) for line in shown.lines) <= render.MAX_DIFF_CHARS
+    body = render.approval_request(push({"files": listed}), diff, "Add the bundle")
+    assert len(body) < 65_536
+    assert "`setup.py`" in body.split("```")[0]  # named at the top, before the diff
+
+
 def test_files_whose_patch_was_never_made_are_named_too() -> None:
     """The patch text is capped (MAX_PATCH_CHARS): files past the cap have no section at all."""
     shown = render.shown_diff(patch("a.py", 1), files(("a.py", 1), ("b.py", 7)))

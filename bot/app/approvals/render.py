@@ -19,6 +19,9 @@ from bot.app.runs.plan import ReviewNote
 
 MARKER = "<!-- beam-push:{id} -->"
 MAX_DIFF_LINES = 400
+# GitHub refuses a comment over 65,536 characters (a 422): the diff shown keeps to this many, so one
+# very long line (a minified file) is cut like any other, and said at the top.
+MAX_DIFF_CHARS = 40_000
 COLLAPSE_OVER = 40
 MAX_LISTED_FILES = 500  # a comment holds 65,536 characters; past this the notice at the top says so
 MAX_NAMED = 20
@@ -65,9 +68,11 @@ class ShownDiff:
         return bool(self.hidden_lines or self.hidden_files or self.partial_files)
 
 
-def shown_diff(diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF_LINES) -> ShownDiff:
-    """Whole files while they fit in `max_lines`; the first that does not is shown in part, and every
-    file after it (or whose patch is missing) is left out and named."""
+def shown_diff(
+    diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF_LINES, max_chars: int = MAX_DIFF_CHARS
+) -> ShownDiff:
+    """Whole files while they fit in `max_lines` and `max_chars`; the first that does not is shown in
+    part, and every file after it (or whose patch is missing) is left out and named."""
     sections = _sections(diff)
     if len(sections) > len(files):  # cannot tell the files apart: show none, name all
         sections = []
@@ -75,7 +80,7 @@ def shown_diff(diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF
     hidden_lines, total = 0, 0
     hidden: list[str] = []
     partial: list[str] = []
-    budget = max_lines
+    budget, chars = max_lines, max_chars
     for index, entry in enumerate(files):
         path = str(entry["path"])
         if index >= len(sections):  # the patch stopped before this file (held_push.MAX_PATCH_CHARS)
@@ -86,18 +91,31 @@ def shown_diff(diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF
             continue
         lines = sections[index]
         total += len(lines)
-        if len(lines) <= budget:
+        fits = _fitting(lines, budget, chars)
+        if fits == len(lines):
             shown += lines
-            budget -= len(lines)
-        elif budget > 0:
-            shown += lines[:budget]
+            budget -= fits
+            chars -= sum(len(line) + 1 for line in lines)
+        elif fits > 0 or budget > 0 < chars:
+            shown += lines[:fits]
             partial.append(path)
-            hidden_lines += len(lines) - budget
-            budget = 0
+            hidden_lines += len(lines) - fits
+            budget = chars = 0
         else:
             hidden.append(path)
             hidden_lines += len(lines)
     return ShownDiff(shown, total, hidden_lines, hidden, partial)
+
+
+def _fitting(lines: list[str], budget: int, chars: int) -> int:
+    """How many of `lines`, from the first, fit in `budget` lines and `chars` characters."""
+    count = 0
+    for line in lines[:budget]:
+        chars -= len(line) + 1
+        if chars < 0:
+            break
+        count += 1
+    return count
 
 
 def _names(paths: list[str]) -> str:
