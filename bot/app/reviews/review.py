@@ -324,8 +324,14 @@ class _Range:
             else:
                 await self.conclude(replace(base, kind="superseded"))
             return
+        if outcome.kind == "not_reviewed":  # no review posted, the head not marked reviewed
+            await self.conclude(replace(base, kind="not_reviewed", note=f"{outcome.code}: {outcome.reason}"))
+            return
+        if outcome.partial:  # what was found is posted; the summary says it is partial
+            base = replace(base, note="\n  - ".join(n for n in (outcome.partial, base.note) if n))
         if outcome.kind == "reviewed":
             entry = replace(base, kind="reviewed", url=outcome.url, findings=outcome.findings)
         else:
             entry = base
-        await self.conclude(entry, reviewed=True, digest=digest)
+        # A partial review leaves its head unreviewed: the next push reviews these commits again.
+        await self.conclude(entry, reviewed=not outcome.partial, digest=digest)

@@ -306,7 +306,6 @@ def github_trouble(status: int) -> str:
 INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot can look it up"
 NO_ANSWER = "the run ended without an answer"
 CANNOT_PUSH = "this skill cannot push"
-EMPTY_REVIEW = "No comments."
 # A review run whose model answered in plain text instead of calling review_change (issue 20).
 PLAIN_TEXT_REVIEW = (
     "The model answered in plain text instead of calling `review_change`: its answer is the review's "

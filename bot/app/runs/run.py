@@ -24,7 +24,7 @@ from bot.app.effects.conversation import RunConversation
 from bot.app.effects.writer import Written
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InlineComment, PullFile, PullRequest
+from bot.app.github.client import PullFile, PullRequest
 from bot.app.jobs.signals import Reschedule
 from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
@@ -38,21 +38,14 @@ from bot.app.runs.deps import (
     RunDeps,
     run_id_for,
 )
+from bot.app.runs.diff_context import cut_diff
 from bot.app.runs.findings_hook import RunFindings
 from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
-from bot.app.runs.outage import ReviewDraft, WaitsForGitHub, kept_draft
+from bot.app.runs.outage import WaitsForGitHub, kept_draft
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.review_context import CallParts, call_session
-from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import (
-    answered_in_text_note,
-    review_from_text,
-    review_in_text,
-    run_tools,
-    skill_runner,
-)
+from bot.app.runs.skill_agent import run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
@@ -68,6 +61,11 @@ __all__ = ["MAX_PULL_FILES", "RUN_NAMESPACE", "Outcome", "RunDeps", "SkillRun", 
 OnInterrupt = Callable[
     ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
 ]
+# A review on a pull request: the model's calls and what follows them (reviews/command.py), which
+# `runs` may not import; a run without it (`/beam summarize`, a bare test) runs `SkillRun._agent`.
+ReviewStep = Callable[
+    ["SkillRun", WorkingTree, RunTree, str, PullRequest, list[PullFile], int], Awaitable[Outcome]
+]
 # What an earlier attempt of this run already achieved, if it got past its point of no return.
 Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
 FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
@@ -81,8 +79,10 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         on_interrupt: OnInterrupt | None = None,
         recover: Recover | None = None,
         plan: RunPlan | None = None,
+        review: ReviewStep | None = None,
     ) -> None:
         self.deps = deps
+        self.review = review
         self.ctx = ctx
         self.on_interrupt = on_interrupt
         self.recover = recover
@@ -251,6 +251,8 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                 self.follow_up = await self.plan.follow_up(pull)
         tree, run_tree, head_sha = await self._checkout(pull)
         try:
+            if self.review is not None and self.skill == "review" and pull is not None:
+                return await self.review(self, tree, run_tree, head_sha, pull, files, total)
             return await self._agent(tree, run_tree, head_sha, pull, files, total)
         finally:
             with anyio.CancelScope(shield=True):
@@ -265,37 +267,19 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         files: list[PullFile],
         total: int,
     ) -> Outcome:
+        """Every skill but a review on a pull request (that is `self.review`'s): one call, retried once
+        with half the diff (by whole hunks) when the model's context overflowed before any tool ran."""
         event = self.ctx.event
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
-        found = await self._findings(run_tree, head_sha, pull)
-        sections = await found.before(self.ctx.config.review, [f.filename for f in files])
 
-        async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-            rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
-            # A finding dismissed on this pull request stays dismissed.
-            chosen = select_findings(await found.screen(comments), rules)
-            comments = chosen.kept
-            held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
-            body = f"{body}\n\n{held}" if held else body
-            fields = InlineComment.model_fields
-            inline = [
-                InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
-            ]
-            body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
-            return (await self._post_review(ReviewDraft(head_sha, body, inline, comments))).id
+        async def no_review(body: str, comments: list[dict[str, Any]]) -> int | None:
+            return None  # `review_change` is the review skill's; another skill never posts one
 
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        coverage, context = await self._prompt(tree, pull, files, total, sections=sections)
-        # Over one call's budget, each call posts into `parts`; the merged review is posted once.
-        parts = CallParts() if len(coverage.calls) > 1 else None
-
-        async def post_part(body: str, comments: list[dict[str, Any]]) -> int | None:
-            """One call posts the review from inside its tool call; a chunked one posts its part."""
-            return await (parts.collect if parts is not None else post_review)(body, comments)
-
+        coverage, context = await self._prompt(tree, pull, files, total)
         checked = CheckedSuggestions(ruff=context.lint is not None)
         memory = RunMemory(self.deps.store, event.repository.full_name)
         guard = await self.usage.arm(self.ctx.config.limits)
@@ -306,11 +290,11 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
         tools = run_tools(
-            tree, ledger, files, post_review=post_part, blob_url=blob_url, checked=checked, extra=extra
+            tree, ledger, files, post_review=no_review, blob_url=blob_url, checked=checked, extra=extra
         )
         hub = RiverBeam(memory=memory)
         checkpoint = None
-        if self.skill in RESUMABLE_SKILLS and parts is None:
+        if self.skill in RESUMABLE_SKILLS:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
         # A plan's own refusals (e.g. BEM-338 outside `docs.paths`) and the checks tool's go back to
         # the model too.
@@ -326,37 +310,29 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         )
         tracker = Tracker(self.progress, self.publish)
         session = uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}")
-        calls, index, retried = coverage.calls, 0, False
-        while index < len(calls):
-            ledger.reviewed = False  # each call of a chunked review posts its part
+        notes: list[str] = []
+        for retry in (False, True):
             request = InvokeRequest(
                 agent_name=self.skill,
-                content=[ContentPart.text_part(calls[index])],
-                session_id=session if parts is None else call_session(self.run_id, index),
-                request_id=uuid.UUID(self.run_id) if index == 0 else call_session(self.run_id, index),
+                content=[ContentPart.text_part(coverage.calls[0])],
+                session_id=session,
+                request_id=uuid.UUID(self.run_id),
                 metadata={"repository": event.repository.full_name, "number": self.number},
             )
             try:
                 result = (await hub.invoke(request, on_frame=tracker)).result
+                break
             except BeamError as error:
-                # The context overflowed (BEM-092) before any tool ran: once more with half the diff
-                # per call, without the prompt that overflowed; a second overflow ends with the code.
-                if error.code != "BEM-092" or index > 0 or retried or self.progress.tools:
+                # The context overflowed (BEM-092) before any tool ran: once more with the diff cut to
+                # half, by whole hunks; a second overflow ends with the code.
+                if error.code != "BEM-092" or retry or self.progress.tools:
                     raise
                 log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
                 memory.forget_turns()
-                retried = True
-                coverage, _ = await self._prompt(tree, pull, files, total, halved=True, sections=sections)
-                calls = coverage.calls
-                parts = CallParts() if len(calls) > 1 else None
-                continue
-            index += 1
-            if guard.stop is not None or result.interrupted:
-                break
-        merged = parts.merged() if parts is not None and guard.stop is None else None
-        if merged is not None:
-            ledger.review_id = await post_review(*merged)
-            ledger.reviewed = True  # the merged review is the run's one review
+                cut = cut_diff(files, coverage.call_files[0] if coverage.call_files else [])
+                notes.append(cut.named())
+                coverage, _ = await self._prompt(tree, pull, cut.files, total, one_call=True)
+                coverage.calls = [f"{cut.named()}\n\n{text}" for text in coverage.calls]
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
@@ -364,17 +340,8 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             if self.on_interrupt is None:
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
-        known = set(await anyio.to_thread.run_sync(_list_paths, tree))
+        known = set(await anyio.to_thread.run_sync(list_paths, tree))
         answer = render.link_citations(result.text, known, blob_base)
-        notes: list[str] = []
-        if self.skill == "review" and pull is not None:
-            if args := await review_in_text(tools, result.text):  # findings written as JSON
-                answer = render.link_citations(args["body"], known, blob_base)
-            elif await review_from_text(ledger, answer, post_review):
-                notes += [render.PLAIN_TEXT_REVIEW, *answered_in_text_note(result)]
-            posted = await self.effects.done(self.key("review"))
-            answer = render.review_posted(posted.html_url if posted else "", answer)
-            notes += await found.after()  # fixed findings answered; the count of them all
         notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
@@ -387,7 +354,8 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         return RunFindings(ledger[0], run_tree.path, head, ledger[1])
 
 
-def _list_paths(tree: WorkingTree) -> list[str]:
+def list_paths(tree: WorkingTree) -> list[str]:
+    """The checkout's paths, for linking the citations of an answer (a bounded list)."""
     try:
         return tree.list_files("")[:MAX_KNOWN_PATHS]
     except BeamError:

@@ -18,7 +18,6 @@ from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs import render
 from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
 from bot.app.runs.diffmap import DiffMap
 from bot.app.runs.host_tools import CheckedSuggestions, PostReview, ReviewChangeTool, RunLedger, host_tools
@@ -44,6 +43,7 @@ def run_tools(
     blob_url: Callable[[str, int, int], str],
     checked: CheckedSuggestions | None = None,
     extra: Sequence[Tool] = (),
+    fold_outside: bool = True,
 ) -> list[Tool]:
     """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`).
 
@@ -58,6 +58,7 @@ def run_tools(
         post_review=post_review,
         blob_url=blob_url,
         checked=checked or CheckedSuggestions(),
+        fold_outside=fold_outside,
     )
     return [*sandbox_tools(tree), *host, *extra]
 
@@ -73,7 +74,7 @@ async def run_prompts(
     *,
     rules: ReviewRules,
     limits: Limits,
-    halved: bool = False,
+    one_call: bool = False,
     guidance: str = "",
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
@@ -83,9 +84,10 @@ async def run_prompts(
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
     `sections`: a review's extra data when the run has it from the findings ledger (the path
     instructions and the findings already dismissed); None: the path instructions alone.
-    `halved`: half the diff per call, after the model's context overflowed (BEM-092)."""
-    if halved:
-        limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
+    `one_call`: the retry after the model's context overflowed (BEM-092), whose files were already
+    cut to half the diff (runs/diff_context.py `cut_diff`): all of it in one call."""
+    if one_call:
+        limits = replace(limits, review_max_calls=1)
     review = skill == "review"
     if not review:
         sections = ()
@@ -119,7 +121,7 @@ def skill_runner(
     """The skill's tool loop. Recoverable tool errors (and a plan's own `refusals`) go back to the
     model as the tool's result; the rest still end the run. A review always ends in a review: when
     its model's tool calls cannot be used (BEM-094, BEM-091, BEM-088), it is asked for its answer in
-    plain text, which `review_from_text` posts (issue 20)."""
+    plain text, which the review pass posts when it holds a review (reviews/review_pass.py)."""
     return RigAgentRunner.for_skill(
         skill,
         client,
@@ -153,20 +155,9 @@ def answered_in_text_note(result: AgentResult) -> list[str]:
     return [f"Its tool calls could not be used ({why}), so it was asked for its review in plain text."]
 
 
-async def review_from_text(ledger: RunLedger, answer: str, post_review: PostReview) -> bool:
-    """A review run whose model never called `review_change` (nor wrote its findings as JSON,
-    `review_in_text`) still ends in a review: its plain-text answer is the body, without inline
-    comments. True when that is what happened (the run says so, `render.PLAIN_TEXT_REVIEW`), False
-    when the model posted through `review_change`."""
-    if ledger.reviewed:
-        return False
-    ledger.reviewed = True
-    ledger.review_id = await post_review(_prose(answer) or render.EMPTY_REVIEW, [])
-    return True
-
-
-def _prose(answer: str) -> str:
-    """The answer as a review body; nothing when it is only JSON, or only words of what it was told.
+def prose(answer: str) -> str:
+    """The answer as a review body; nothing when it is only JSON, or only words of what it was told:
+    then the model gave no review, and none is posted (reviews/review_pass.py).
     The real 0.5B model ended runs by echoing its last tool result (`{"paths": ["stats.py"]}`) and
     by repeating the runner's request for prose ("no tool call, no JSON and no tags"): neither is a
     review to post."""

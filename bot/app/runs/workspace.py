@@ -44,7 +44,7 @@ class RunWorkspace:
         files: list[PullFile],
         total: int,
         *,
-        halved: bool = False,
+        one_call: bool = False,
         sections: Sequence[UntrustedSection] | None = None,
     ) -> tuple[Coverage, ReviewContext]:
         """The prompt of every call, built as `beam-bot run` builds it for a local change."""
@@ -58,7 +58,7 @@ class RunWorkspace:
             total,
             rules=self.ctx.config.review,
             limits=self.deps.policy.limits,
-            halved=halved,
+            one_call=one_call,
             guidance=self.plan.guidance,
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),
