@@ -115,4 +115,7 @@ def test_an_answer_that_is_only_json_or_an_echo_is_no_review() -> None:
     assert prose("The loop skips the first item.") == "The loop skips the first item."
     # Its answer in other runs (2026-12-01): the runner's request for prose, repeated.
     assert prose("No tool call, no JSON and no tags.") == ""
-    assert prose("No JSON here: the loop stops one item early.") == "No JSON here: the loop stops one item early."
+    assert (
+        prose("No JSON here: the loop stops one item early.")
+        == "No JSON here: the loop stops one item early."
+    )
