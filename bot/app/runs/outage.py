@@ -2,10 +2,14 @@
 
 GitHub answering 5xx, or not answering at all (a timeout, a refused connection), says nothing about
 the run: the same call will work once GitHub is back. So such a failure defers the run (`Reschedule`,
-which the worker pool turns into the same job row queued again, its attempt not counted) with a
-backoff that grows and is capped, for up to `BEAM_GITHUB_OUTAGE_WAIT` counted from the run's first
-such failure. Sleeping in the worker would hold a worker slot for the whole outage; counting attempts
-would bury a job in a 30-minute outage after five tries. Past the wait the run fails with BEM-380.
+which the worker pool turns into the same job row queued again, its attempt not counted), for up to
+`BEAM_GITHUB_OUTAGE_WAIT` counted from the run's first such failure. A brief hiccup costs seconds
+(issue 29): the first retry of a write comes as soon as nothing it began can still land (the read-back
+time, `in_flight_seconds`: the client's timeout or GitHub's 10 s, plus 2 s), and each next failure of
+the same write waits twice as long, capped; a different write that fails starts at the first wait
+again, so 502, 500 and 502 on three writes cost three short waits, not a minute and then two.
+Sleeping in the worker would hold a worker slot for the whole outage; counting attempts would bury a
+job in a 30-minute outage after five tries. Past the wait the run fails with BEM-380.
 
 The wait is kept in the effects journal under `<run id>:outage` (when it began, how many tries), so
 every attempt, on any worker, counts from the same moment. A rate limit is not an outage: GitHub
@@ -25,7 +29,7 @@ from typing import Any
 import anyio
 
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import Written
+from bot.app.effects.writer import IN_FLIGHT_SECONDS, Written
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InlineComment
 from bot.app.jobs.queue import Job
@@ -41,15 +45,26 @@ from bot.beam.errors import CATALOG
 log = logging.getLogger("beam.runs")
 
 GAVE_UP_CODE = "BEM-380"
-# The first wait is this share of BEAM_GITHUB_OUTAGE_WAIT (a minute of the default 30), each next one
-# twice the last, none longer than CAP_SHARE of it (7.5 minutes), the last try at the wait's end.
+# The first wait is the read-back time (about 12 s), or this share of a short BEAM_GITHUB_OUTAGE_WAIT
+# when that is sooner; each next one of the same write twice the last, none longer than CAP_SHARE of
+# the wait (7.5 minutes of the default 30), the last try at the wait's end.
 FIRST_SHARE = 1 / 30
 CAP_SHARE = 1 / 4
 
 
-def outage_delay(tries: int, wait: float) -> float:
-    """Seconds before the next try, after `tries` failed ones (1 = the first failure)."""
-    return float(min(wait * FIRST_SHARE * 2 ** (tries - 1), wait * CAP_SHARE))
+def first_wait(wait: float, read_back: float = IN_FLIGHT_SECONDS) -> float:
+    """The first retry's delay: once nothing begun can still land, sooner only under a short wait."""
+    return min(read_back, wait * FIRST_SHARE)
+
+
+def outage_delay(tries: int, wait: float, read_back: float = IN_FLIGHT_SECONDS) -> float:
+    """Seconds before the next try of a write, after `tries` failed ones of it (1 = the first)."""
+    return float(min(first_wait(wait, read_back) * 2 ** (tries - 1), wait * CAP_SHARE))
+
+
+def write_of(error: GitHubError) -> str:
+    """Which call failed, so that its own failures double the wait and another's do not."""
+    return f"{error.method} {error.path}"
 
 
 def github_down(error: GitHubError) -> bool:
@@ -65,23 +80,28 @@ class OutageWait:
     journal: Journal
     run_id: str
     wait: float
+    read_back: float = IN_FLIGHT_SECONDS  # RunDeps.in_flight: how long a write may still land
 
     @property
     def key(self) -> str:
         return f"{self.run_id}:outage"
 
-    async def next_try(self) -> float | None:
-        """When to try again (epoch seconds) after one more failure, or None once the run has waited
-        `wait` seconds since its first one (then it fails: BEM-380)."""
+    async def next_try(self, write: str = "") -> float | None:
+        """When to try again (epoch seconds) after one more failure of `write` (`write_of`), or None
+        once the run has waited `wait` seconds since its first failure (then it fails: BEM-380)."""
         entry = await self.journal.lookup(self.key)
         now = self.journal.store.clock()
-        since = float(entry.result.get("since", now)) if entry is not None else now
-        tries = int(entry.result.get("tries", 0)) + 1 if entry is not None else 1
+        result = entry.result if entry is not None else {}
+        since = float(result.get("since", now))
+        tries = int(result.get("tries", 0)) + 1
+        by_write = {str(k): int(v) for k, v in dict(result.get("by_write") or {}).items()}
+        by_write[write] = by_write.get(write, 0) + 1
         if now - since >= self.wait:
             log.warning("run %s: GitHub has failed it for %.0f s; it stops waiting", self.run_id, now - since)
             return None
-        at = min(now + outage_delay(tries, self.wait), since + self.wait)
-        await self.journal.note(self.key, "outage", {"since": since, "tries": tries})
+        delay = outage_delay(by_write[write], self.wait, self.read_back)
+        at = min(now + delay, since + self.wait)
+        await self.journal.note(self.key, "outage", {"since": since, "tries": tries, "by_write": by_write})
         log.info("run %s: GitHub is down (try %d); trying again in %.0f s", self.run_id, tries, at - now)
         return at
 
@@ -111,7 +131,9 @@ async def run_job_waits(deps: RunDeps, job: Job, error: GitHubError) -> Exceptio
     if not github_down(error):
         return None
     run_id = run_id_for(job)
-    at = await OutageWait(Journal(deps.store), run_id, deps.outage_wait).next_try()
+    at = await OutageWait(Journal(deps.store), run_id, deps.outage_wait, deps.in_flight).next_try(
+        write_of(error)
+    )
     if at is not None:
         return Reschedule(at)
     reason = gave_up_reason(deps.outage_wait)
@@ -133,7 +155,7 @@ class WaitsForGitHub(TrackingComment):
         (`RetryableError`). Anything else is the run's failure: its reason and code, returned."""
         job = self.ctx.job
         if github_down(error):
-            at = await self._outage().next_try()
+            at = await self._outage().next_try(write_of(error))
             if at is None:
                 return gave_up_reason(self.deps.outage_wait), GAVE_UP_CODE
             await self._safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
@@ -186,7 +208,7 @@ class WaitsForGitHub(TrackingComment):
                 if not error.transient:  # refused for good (the comment is gone): a retry cannot mend it
                     log.warning("run %s: could not write its final state: %s", self.run_id, error)
                 else:
-                    at = await self._outage().next_try() if github_down(error) else None
+                    at = await self._outage().next_try(write_of(error)) if github_down(error) else None
                     if at is not None:
                         raise Reschedule(at) from error
                     raise RetryableError(
@@ -195,7 +217,7 @@ class WaitsForGitHub(TrackingComment):
         await self.deps.store.update_run(self.run_id, **values)
 
     def _outage(self) -> OutageWait:
-        return OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait)
+        return OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait, self.deps.in_flight)
 
     async def _not_now(self, error: GitHubError) -> None:
         """The run is queued again: its row says why, and what it used so far is counted."""
