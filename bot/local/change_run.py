@@ -26,6 +26,7 @@ from bot.app.github.models import PullFile
 from bot.app.limits.policy import Policy
 from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from bot.app.reviews.review_pass import BuildPrompts, PassPrompts, ReviewPass
+from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES
 from bot.app.runs.diff_context import cut_diff
@@ -33,7 +34,6 @@ from bot.app.runs.host_tools import RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.prompt import Coverage
 from bot.app.runs.review_context import ReviewContext
-from bot.app.runs.selection import select_findings
 from bot.app.runs.skill_agent import answered_in_text_note, run_prompts, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
@@ -149,6 +149,7 @@ class ChangeRun:
                 rules=self.config.review,
                 limits=self.policy.limits,
                 one_call=one_call,
+                sections=rules_sections(self.config.review, [f.filename for f in shown]),
             )
             built.append((coverage, context))
             return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
@@ -238,13 +239,8 @@ class ChangeRun:
         """Every skill but `review`: one call, retried once with half the diff (by whole hunks) when the
         model's context overflowed before any tool ran, as on GitHub (runs/run.py)."""
 
-        async def no_review(body: str, comments: list[dict[str, Any]]) -> int | None:
-            return None  # only the review skill has `review_change`
-
         built = await prompts(files, False)
-        tools = run_tools(
-            tree, ledger, files, post_review=no_review, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}"
-        )
+        tools = run_tools(tree, ledger, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
         hub = RiverBeam()
         hub.register_agent(skill_runner(self.skill.name, usage.meter, tools, should_stop=guard))
         for retry in (False, True):

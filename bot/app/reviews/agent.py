@@ -26,18 +26,18 @@ from bot.app.github.client import InlineComment, InstallationClient, PullFile, P
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
+from bot.app.reviews.drafts import draft_key
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
 from bot.app.reviews.prompt import build_review_prompts
 from bot.app.reviews.review_pass import PassEnd, PassPrompts, ReviewPass
 from bot.app.reviews.scope import Scope
+from bot.app.reviews.selection import select_findings
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
 from bot.app.runs.linters import lint_skipped
-from bot.app.runs.outage import draft_key
 from bot.app.runs.review_context import UntrustedSection, review_context
 from bot.app.runs.run import RunDeps
-from bot.app.runs.selection import select_findings
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.types import StreamChunk, StreamChunkType

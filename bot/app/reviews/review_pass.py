@@ -28,11 +28,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.app.github.models import PullFile
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
 from bot.app.runs import render
 from bot.app.runs.diff_context import DiffCut, cut_diff
-from bot.app.runs.host_tools import CheckedSuggestions, PostReview, RunLedger
+from bot.app.runs.host_tools import RunLedger
 from bot.app.runs.review_context import CallParts, call_session
-from bot.app.runs.skill_agent import prose, review_in_text, run_tools, skill_runner
+from bot.app.runs.skill_agent import prose, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, Stop
 from bot.beam.agent import FrameSink
 from bot.beam.completion import CompletionClient
@@ -211,16 +213,15 @@ class ReviewPass:
         unanswered: str | None = None
         for index, text in enumerate(prompts.calls):
             ledger = RunLedger()
-            tools = run_tools(
-                self.tree,
+            review = ReviewChangeTool(
+                DiffMap.from_files((f.filename, f.patch) for f in self.files),
                 ledger,
-                self.files,
-                post_review=post_part,
-                blob_url=self.blob_url,
-                checked=CheckedSuggestions(ruff=prompts.lint_ran),
-                extra=self.extra_tools,
+                post_part,
+                self.tree.sandbox,
                 fold_outside=self.fold_outside,
+                checked=CheckedSuggestions(ruff=prompts.lint_ran),
             )
+            tools = run_tools(self.tree, ledger, blob_url=self.blob_url, extra=[review, *self.extra_tools])
             hub = self.hub()
             one = not chunked and self._cut is None
             hub.register_agent(

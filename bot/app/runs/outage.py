@@ -16,28 +16,26 @@ every attempt, on any worker, counts from the same moment. A rate limit is not a
 says when to come back, and the run retries then as before (`RetryableError`).
 
 A review that the model finished but GitHub could not take is kept in the journal too
-(`<run id>:review-draft`): the retry posts it from there, without asking the model again.
+(reviews/drafts.py): the retry posts it from there, without asking the model again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import IN_FLIGHT_SECONDS, Written
+from bot.app.effects.writer import IN_FLIGHT_SECONDS
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InlineComment
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps, run_id_for
-from bot.app.runs.findings_hook import ReviewFindings
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage
 from bot.beam.errors import CATALOG
@@ -168,35 +166,6 @@ class WaitsForGitHub(TrackingComment):
             raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
         return render.github_refused(error.status, error.message), None
 
-    async def _post_review(self, draft: ReviewDraft) -> Written:
-        """Post the run's review, once; kept first, so no outage makes the model write it again. Its
-        findings are recorded after it, by whichever attempt posts it: a review posted from the
-        journal after an outage or a kill keeps its findings in the ledger, so their 👎 holds."""
-        await keep_draft(self.effects.journal, self.run_id, draft)
-        posted = await self.effects.review(
-            self.key("review"),
-            self.owner,
-            self.repo,
-            self.number,
-            commit_id=draft.commit_id,
-            body=draft.body,
-            comments=draft.comments,
-        )
-        ledger = await self._review_ledger() if draft.findings else None
-        if ledger is not None:
-            findings, login = ledger
-            await findings.record(draft.findings, draft.commit_id, login)
-        return posted
-
-    async def _review_ledger(self) -> tuple[ReviewFindings, str] | None:
-        """The findings ledger of this `/beam review` and the bot's login, when the app gave one."""
-        make = self.deps.review_findings
-        login = await self.deps.identity.login() if make is not None and self.skill == "review" else ""
-        if make is None or not login:
-            return None
-        repo, permission = self.ctx.event.repository.full_name, self.ctx.config.trigger_permission
-        return make(self.deps.store, self.ctx.gh, self.effects, repo, self.number, permission), login
-
     async def _write_final(self, body: str, values: dict[str, Any]) -> None:
         """Write the recorded final state (TrackingComment's), and with GitHub down wait for it as for
         any step, in the same wait: a review posted after an outage is not buried by the edit that
@@ -227,46 +196,3 @@ class WaitsForGitHub(TrackingComment):
 
 def _span(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
-
-
-# -- the review a run could not post yet ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReviewDraft:
-    """A finished review as it is to be posted: what the model wrote, after selection and usage."""
-
-    commit_id: str
-    body: str
-    comments: list[InlineComment]
-    # The inline comments as the findings ledger screened them (their markers), recorded once posted.
-    findings: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "commit_id": self.commit_id,
-            "body": self.body,
-            "comments": [c.model_dump(mode="json", exclude_none=True) for c in self.comments],
-            "findings": self.findings,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ReviewDraft:
-        comments = [InlineComment.model_validate(c) for c in data.get("comments") or []]
-        findings = [dict(f) for f in data.get("findings") or []]
-        return cls(str(data["commit_id"]), str(data["body"]), comments, findings)
-
-
-def draft_key(run_id: str) -> str:
-    """Where a review the model finished waits to be posted (an automatic review's too, reviews/agent.py)."""
-    return f"{run_id}:review-draft"
-
-
-async def keep_draft(journal: Journal, run_id: str, draft: ReviewDraft) -> None:
-    """Keep the review before it is posted, so no outage makes the model's work be done again."""
-    await journal.note(draft_key(run_id), "review_draft", draft.to_json())
-
-
-async def kept_draft(journal: Journal, run_id: str) -> ReviewDraft | None:
-    entry = await journal.lookup(draft_key(run_id))
-    return None if entry is None else ReviewDraft.from_json(entry.result)

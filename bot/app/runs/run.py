@@ -21,7 +21,6 @@ import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
 from bot.app.effects.conversation import RunConversation
-from bot.app.effects.writer import Written
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
 from bot.app.github.client import PullFile, PullRequest
@@ -39,11 +38,10 @@ from bot.app.runs.deps import (
     run_id_for,
 )
 from bot.app.runs.diff_context import cut_diff
-from bot.app.runs.findings_hook import RunFindings
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
+from bot.app.runs.host_tools import RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
-from bot.app.runs.outage import WaitsForGitHub, kept_draft
+from bot.app.runs.outage import WaitsForGitHub
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.skill_agent import run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
@@ -138,16 +136,16 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             if existing.get("cancelled_by"):  # `/beam cancel` came before the run started
                 await self._finish(Outcome("", cancelled_by=existing["cancelled_by"]), None)
                 return
-            recovered = await self.recover(self) if self.recover is not None else None
-            if recovered is not None:
-                log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
-                await self._finish(recovered, None)
-                return
             try:
                 if await self._resume_finished():
                     return
+                recovered = await self.recover(self) if self.recover is not None else None
             except GitHubError as error:  # the review it posts again, or looks for, with GitHub down
                 await self._finish(None, await self._github_failure(error))
+                return
+            if recovered is not None:
+                log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
+                await self._finish(recovered, None)
                 return
         await self._start(existing)
         outcome: Outcome | None = None
@@ -171,33 +169,13 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         await self._finish(outcome, failure)
 
     async def _resume_finished(self) -> bool:
-        """An earlier attempt got past its point of no return: write its end again, and stop.
-
-        A recorded final state is published again as it was; a posted review (found in the journal, or
-        on GitHub by its marker) means the run is complete, so the model is not asked again.
-        """
+        """An earlier attempt recorded its final state: write it again, as it was, and stop. (What
+        else an earlier attempt achieved is the `recover` hook's: a held push, a posted review.)"""
         final = await self.effects.journal.lookup(self.key("final"))
-        if final is not None:
-            log.info("run %s: its final state was recorded; writing it again", self.run_id)
-            await self._write_final(str(final.result.get("body", "")), dict(final.result.get("values") or {}))
-            return True
-        if self.skill != "review":
+        if final is None:
             return False
-        key = self.key("review")
-        draft = await kept_draft(self.effects.journal, self.run_id)
-        review: Written | None
-        if draft is not None:  # the model finished it: post it (once) without asking the model again
-            review = await self._post_review(draft)
-        else:
-            review = await self.effects.settle(
-                key,
-                "review",
-                lambda _since: self.effects.find_review(key, self.owner, self.repo, self.number),
-            )
-        if review is None:
-            return False
-        log.info("run %s: its review %s is already posted; the run is complete", self.run_id, review.id)
-        await self._finish(Outcome(answer=render.review_posted(review.html_url)), None)
+        log.info("run %s: its final state was recorded; writing it again", self.run_id)
+        await self._write_final(str(final.result.get("body", "")), dict(final.result.get("values") or {}))
         return True
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
@@ -273,14 +251,10 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         ledger = RunLedger()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
 
-        async def no_review(body: str, comments: list[dict[str, Any]]) -> int | None:
-            return None  # `review_change` is the review skill's; another skill never posts one
-
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
         coverage, context = await self._prompt(tree, pull, files, total)
-        checked = CheckedSuggestions(ruff=context.lint is not None)
         memory = RunMemory(self.deps.store, event.repository.full_name)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
@@ -289,9 +263,8 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             # `run_checks` (author): where the repository has checks and the jail can be built.
             *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
-        tools = run_tools(
-            tree, ledger, files, post_review=no_review, blob_url=blob_url, checked=checked, extra=extra
-        )
+        # No `review_change` here: a review is the review pass's (reviews/review_pass.py).
+        tools = run_tools(tree, ledger, blob_url=blob_url, extra=extra)
         hub = RiverBeam(memory=memory)
         checkpoint = None
         if self.skill in RESUMABLE_SKILLS:
@@ -345,13 +318,6 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
-
-    async def _findings(self, run_tree: RunTree, head: str, pull: PullRequest | None) -> RunFindings:
-        """The ledger's steps for a `/beam review` on a pull request, when the app gave one."""
-        ledger = await self._review_ledger() if pull is not None else None
-        if ledger is None:
-            return RunFindings(None, run_tree.path, head, "")
-        return RunFindings(ledger[0], run_tree.path, head, ledger[1])
 
 
 def list_paths(tree: WorkingTree) -> list[str]:

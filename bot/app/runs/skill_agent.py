@@ -1,5 +1,5 @@
-"""The agent of one skill run (its tools, its runner) and the end of a review, built the same way for
-a pull request on GitHub (`SkillRun`) and for a local change (`beam-bot run`).
+"""The agent of one skill run (its tools, its runner, its prompts), built the same way for a pull
+request on GitHub (`SkillRun`, and the review pass of reviews/) and for a local change (`beam-bot run`).
 
 Both paths call these functions and `runs.prompt.build_prompt` with the same typed objects (the pull
 request, its files), so trying the bot on a local checkout is trying what it will do on a pull request
@@ -12,20 +12,16 @@ import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from typing import Any
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, PostReview, ReviewChangeTool, RunLedger, host_tools
+from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
 from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
-from bot.app.runs.selection import rules_sections
-from bot.app.runs.text_review import review_args_from_text
 from bot.beam.completion import CompletionClient
 from bot.beam.runner import ANSWER_IN_TEXT, Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
@@ -37,30 +33,13 @@ from bot.beam.types import AgentResult
 def run_tools(
     tree: WorkingTree,
     ledger: RunLedger,
-    files: Sequence[PullFile],
     *,
-    post_review: PostReview,
     blob_url: Callable[[str, int, int], str],
-    checked: CheckedSuggestions | None = None,
     extra: Sequence[Tool] = (),
-    fold_outside: bool = True,
 ) -> list[Tool]:
-    """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`).
-
-    `review_change` comments inline only on lines of `files`' patches, as GitHub accepts them, and
-    offers a suggestion only when the file still parses with it (`checked`).
-    """
-    diff = DiffMap.from_files((f.filename, f.patch) for f in files)
-    host = host_tools(
-        tree.sandbox,
-        ledger,
-        diff=diff,
-        post_review=post_review,
-        blob_url=blob_url,
-        checked=checked or CheckedSuggestions(),
-        fold_outside=fold_outside,
-    )
-    return [*sandbox_tools(tree), *host, *extra]
+    """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`). A review
+    adds its own, `review_change` (reviews/review_tool.py), in `extra`."""
+    return [*sandbox_tools(tree), *host_tools(tree.sandbox, ledger, blob_url=blob_url), *extra]
 
 
 async def run_prompts(
@@ -82,17 +61,15 @@ async def run_prompts(
 ) -> tuple[Coverage, ReviewContext]:
     """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
-    `sections`: a review's extra data when the run has it from the findings ledger (the path
-    instructions and the findings already dismissed); None: the path instructions alone.
+    `sections`: a review's extra data (the path instructions and the findings already dismissed,
+    reviews/selection.py `rules_sections` and the findings ledger).
     `one_call`: the retry after the model's context overflowed (BEM-092), whose files were already
     cut to half the diff (runs/diff_context.py `cut_diff`): all of it in one call."""
     if one_call:
         limits = replace(limits, review_max_calls=1)
     review = skill == "review"
-    if not review:
+    if not review or sections is None:
         sections = ()
-    elif sections is None:
-        sections = rules_sections(rules, [f.filename for f in files])
     context = await review_context(sandbox, files, rules, limits, sections, lint=review)
     _, coverage = build_prompt(
         event,
@@ -131,19 +108,6 @@ def skill_runner(
         should_stop=should_stop,
         answer_in_text=skill == "review",
     )
-
-
-async def review_in_text(tools: Sequence[Tool], answer: str) -> dict[str, Any] | None:
-    """Post the review a model wrote into its answer as JSON instead of calling `review_change`
-    (runs/text_review.py), through the tool and its checks; the arguments read, None when the
-    answer held none (or the review was already posted). Give it the model's own text: links added
-    to the answer afterwards would change its paths."""
-    tool = next((t for t in tools if isinstance(t, ReviewChangeTool)), None)
-    args = review_args_from_text(answer) if tool is not None and not tool.ledger.reviewed else None
-    if tool is None or args is None:
-        return None
-    await tool.post_args(args)
-    return args
 
 
 def answered_in_text_note(result: AgentResult) -> list[str]:

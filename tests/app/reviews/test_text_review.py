@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import ReviewChangeTool, RunLedger
-from bot.app.runs.skill_agent import review_in_text
-from bot.app.runs.text_review import review_args_from_text
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import ReviewChangeTool, review_in_text
+from bot.app.reviews.text_review import review_args_from_text
+from bot.app.runs.host_tools import RunLedger
 from bot.beam.sandbox import SandboxRoot
 
 pytestmark = pytest.mark.anyio
