@@ -164,7 +164,9 @@ async def review_step(
     built: list[tuple[Coverage, ReviewContext]] = []
 
     async def prompts(shown: list[PullFile], one_call: bool) -> PassPrompts:
-        coverage, context = await run._prompt(tree, pull, shown, total, one_call=one_call, sections=sections)
+        coverage, context = await run.workspace.prompt(
+            tree, pull, shown, total, one_call=one_call, sections=sections
+        )
         built.append((coverage, context))
         return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
 

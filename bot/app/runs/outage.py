@@ -139,45 +139,58 @@ async def run_job_waits(deps: RunDeps, job: Job, error: GitHubError) -> Exceptio
     return PermanentError(f"{GAVE_UP_CODE}: {error}")
 
 
-class WaitsForGitHub(TrackingComment):
-    """How a run meets a GitHub failure; a mixin of `SkillRun` (run.py), which sets the attributes."""
+class GitHubWaits:
+    """How one run meets a GitHub failure (`SkillRun`'s): it waits, retries or fails, and says so on
+    its tracking comment."""
 
-    ctx: JobContext
-    progress: render.Progress
-    usage: RunUsage
-    skill: str
+    def __init__(
+        self,
+        deps: RunDeps,
+        ctx: JobContext,
+        tracking: TrackingComment,
+        progress: render.Progress,
+        usage: RunUsage,
+    ) -> None:
+        self.deps = deps
+        self.ctx = ctx
+        self.tracking = tracking
+        self.progress = progress
+        self.usage = usage
+        self.run_id = tracking.run_id
 
-    async def _github_failure(self, error: GitHubError) -> tuple[str, str | None]:
+    async def failure(self, error: GitHubError) -> tuple[str, str | None]:
         """GitHub down: the run waits (raises `Reschedule`) until the wait is over (its failure, BEM-380).
         A rate limit or another transient answer: a retry, as the job's attempts allow
         (`RetryableError`). Anything else is the run's failure: its reason and code, returned."""
         job = self.ctx.job
         if github_down(error):
-            at = await self._outage().next_try(write_of(error))
+            at = await self.outage().next_try(write_of(error))
             if at is None:
                 return gave_up_reason(self.deps.outage_wait), GAVE_UP_CODE
-            await self._safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
+            await self.tracking.safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
             await self._not_now(error)
             raise Reschedule(at) from error
         if error.transient and job.attempts < job.max_attempts:
             trouble = render.github_trouble(error.status)
-            await self._safe_publish(render.retrying(self.progress, trouble, job.attempts, job.max_attempts))
+            await self.tracking.safe_publish(
+                render.retrying(self.progress, trouble, job.attempts, job.max_attempts)
+            )
             await self._not_now(error)
             raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
         return render.github_refused(error.status, error.message), None
 
-    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
-        """Write the recorded final state (TrackingComment's), and with GitHub down wait for it as for
+    async def write_final(self, body: str, values: dict[str, Any]) -> None:
+        """Write the recorded final state on the tracking comment, and with GitHub down wait for it as for
         any step, in the same wait: a review posted after an outage is not buried by the edit that
         says so. Past the wait, and on a rate limit, the job's retries write it (`RetryableError`)."""
         with anyio.CancelScope(shield=True):
             try:
-                await self.publish(body, kind="final")
+                await self.tracking.publish(body, kind="final")
             except GitHubError as error:
                 if not error.transient:  # refused for good (the comment is gone): a retry cannot mend it
                     log.warning("run %s: could not write its final state: %s", self.run_id, error)
                 else:
-                    at = await self._outage().next_try(write_of(error)) if github_down(error) else None
+                    at = await self.outage().next_try(write_of(error)) if github_down(error) else None
                     if at is not None:
                         raise Reschedule(at) from error
                     raise RetryableError(
@@ -185,8 +198,9 @@ class WaitsForGitHub(TrackingComment):
                     ) from error
         await self.deps.store.update_run(self.run_id, **values)
 
-    def _outage(self) -> OutageWait:
-        return OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait, self.deps.in_flight)
+    def outage(self) -> OutageWait:
+        journal = self.tracking.effects.journal
+        return OutageWait(journal, self.run_id, self.deps.outage_wait, self.deps.in_flight)
 
     async def _not_now(self, error: GitHubError) -> None:
         """The run is queued again: its row says why, and what it used so far is counted."""

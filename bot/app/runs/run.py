@@ -41,10 +41,11 @@ from bot.app.runs.diff_context import cut_diff
 from bot.app.runs.host_tools import RunLedger
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
-from bot.app.runs.outage import WaitsForGitHub
+from bot.app.runs.outage import GitHubWaits
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.skill_agent import run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
+from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
@@ -69,7 +70,10 @@ Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
 FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
 
 
-class SkillRun(RunWorkspace, WaitsForGitHub):
+class SkillRun:
+    """One command's run; its checkout, its tracking comment and its waits for GitHub are collaborators
+    it holds (`workspace`, `tracking`, `waits`)."""
+
     def __init__(
         self,
         deps: RunDeps,
@@ -85,7 +89,6 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         self.on_interrupt = on_interrupt
         self.recover = recover
         self.plan = plan or RunPlan()
-        self.follow_up: FollowUp | None = None  # set once the pull request is known
         event = ctx.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
@@ -94,10 +97,30 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         bind_log_context(run_id=self.run_id)  # every later line of this job's task carries it
         self.skill = ctx.command.skill or ctx.command.name
         self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
-        self.comment_id: int | None = None
         self.started = time.monotonic()
         self.usage = RunUsage.for_run(deps, self.run_id, ctx.installation_id, self.started)
         self.effects = deps.effects(ctx.gh)
+        self.tracking = TrackingComment(
+            deps.store, self.effects, self.run_id, self.owner, self.repo, self.number
+        )
+        self.workspace = RunWorkspace(deps, ctx, self.plan, self.run_id, self.skill)
+        self.waits = GitHubWaits(deps, ctx, self.tracking, self.progress, self.usage)
+
+    @property
+    def follow_up(self) -> FollowUp | None:
+        """The bot's own branch this run continues, once the pull request is known (approvals/)."""
+        return self.workspace.follow_up
+
+    def key(self, step: str) -> str:
+        """The effects-journal key of one of this run's writes."""
+        return self.tracking.key(step)
+
+    async def publish(self, body: str, *, kind: str = "edit") -> None:
+        """Write the tracking comment (created once, then edited)."""
+        await self.tracking.publish(body, kind=kind)
+
+    def protected_refs(self, pull: PullRequest | None) -> list[str]:
+        return self.workspace.protected_refs(pull)
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.ctx.event
@@ -129,7 +152,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         existing = await self.deps.store.get_run(self.run_id)
         if existing is not None:
             await self.effects.settle_run(self.run_id)
-            self.comment_id = existing.get("tracking_comment_id")
+            self.tracking.comment_id = existing.get("tracking_comment_id")
             if existing.get("status") in FINAL_STATUSES:
                 log.info("run %s already ended (%s); nothing to redo", self.run_id, existing["status"])
                 return
@@ -141,7 +164,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                     return
                 recovered = await self.recover(self) if self.recover is not None else None
             except GitHubError as error:  # the review it posts again, or looks for, with GitHub down
-                await self._finish(None, await self._github_failure(error))
+                await self._finish(None, await self.waits.failure(error))
                 return
             if recovered is not None:
                 log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
@@ -160,7 +183,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         except CheckoutError as error:
             failure = (render.checkout_failed(error), None)
         except GitHubError as error:
-            failure = await self._github_failure(error)  # or a wait for GitHub (runs/outage.py)
+            failure = await self.waits.failure(error)  # or a wait for GitHub (runs/outage.py)
         except Reschedule:
             raise  # a write of an earlier attempt may still land: the job runs again when it cannot
         except Exception:
@@ -175,7 +198,9 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         if final is None:
             return False
         log.info("run %s: its final state was recorded; writing it again", self.run_id)
-        await self._write_final(str(final.result.get("body", "")), dict(final.result.get("values") or {}))
+        await self.waits.write_final(
+            str(final.result.get("body", "")), dict(final.result.get("values") or {})
+        )
         return True
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
@@ -203,7 +228,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             values.update(status="failed", error_code=code, error_message=reason)
         with anyio.CancelScope(shield=True):
             await self.effects.journal.record(self.key("final"), "final", {"body": body, "values": values})
-        await self._write_final(body, values)
+        await self.waits.write_final(body, values)
         await self.usage.record()
         if self.deps.observe is not None:
             usage = values.get("usage") or {}
@@ -226,8 +251,8 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             total = max(len(files), pull.changed_files or 0)
             files = files[:MAX_PULL_FILES]
             if self.plan.follow_up is not None:
-                self.follow_up = await self.plan.follow_up(pull)
-        tree, run_tree, head_sha = await self._checkout(pull)
+                self.workspace.follow_up = await self.plan.follow_up(pull)
+        tree, run_tree, head_sha = await self.workspace.checkout(pull)
         try:
             if self.review is not None and self.skill == "review" and pull is not None:
                 return await self.review(self, tree, run_tree, head_sha, pull, files, total)
@@ -254,7 +279,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        coverage, context = await self._prompt(tree, pull, files, total)
+        coverage, context = await self.workspace.prompt(tree, pull, files, total)
         memory = RunMemory(self.deps.store, event.repository.full_name)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
@@ -304,7 +329,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
                 memory.forget_turns()
                 cut = cut_diff(files, coverage.call_files[0] if coverage.call_files else [])
                 notes.append(cut.named())
-                coverage, _ = await self._prompt(tree, pull, cut.files, total, one_call=True)
+                coverage, _ = await self.workspace.prompt(tree, pull, cut.files, total, one_call=True)
                 coverage.calls = [f"{cut.named()}\n\n{text}" for text in coverage.calls]
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why

@@ -17,7 +17,6 @@ from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
 from bot.app.runs.host_tools import RunLedger, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
@@ -28,6 +27,28 @@ from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import Tool
 from bot.beam.types import AgentResult
+
+# Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
+# ending the run; jail escapes, protected refs and blocked paths still end it.
+# A path the jail refuses (absolute, `..`, outside the tree) goes back to the model as the tool's
+# result, as a missing file does: small models often write `/repo/file`, and a refused path is
+# feedback to correct, not a reason to end the run. The jail refused it either way. So is a call
+# without a required argument (BEM-108): small models write `{"name": "read_file"}` and mend it.
+RECOVERABLE_TOOL_ERRORS = frozenset(
+    {
+        "BEM-108",
+        "BEM-300",
+        "BEM-301",
+        "BEM-302",
+        "BEM-303",
+        "BEM-304",
+        "BEM-305",
+        "BEM-306",
+        "BEM-307",
+        "BEM-308",
+        "BEM-319",
+    }
+)
 
 
 def run_tools(
