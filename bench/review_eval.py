@@ -62,7 +62,7 @@ from bot.app.reviews.prompt import TASK, build_review_prompts
 from bot.app.reviews.review_tool import CheckedSuggestions, ReviewChangeTool, review_in_text
 from bot.app.reviews.scope import Scope
 from bot.app.runs.diff_context import added_lines
-from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.host_tools import ToolReport, host_tools
 from bot.app.runs.linters import run_linters
 from bot.app.runs.prompt import MAX_BODY_CHARS
 from bot.app.runs.review_context import ReviewContext, merge_parts, read_gitattributes
@@ -191,17 +191,17 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ite
             posting = any(c.name == "review_change" for c in last or ())
             return "rounds" if client.calls - start >= MAX_ROUNDS and not posting else None
 
-        ledger = RunLedger()
+        report = ToolReport()
         review = ReviewChangeTool(
             DiffMap.from_files((f.filename, f.patch) for f in scope.files),
-            ledger,
+            report,
             collect,
             tree.sandbox,
             fold_outside=False,
             checked=CheckedSuggestions(ruff=items_on),
         )
         blob_url = lambda p, a, b: f"https://example.invalid/{p}#L{a}-L{b}"  # noqa: E731
-        tools = [*sandbox_tools(tree), *host_tools(tree.sandbox, ledger, blob_url=blob_url), review]
+        tools = [*sandbox_tools(tree), *host_tools(tree.sandbox, report, blob_url=blob_url), review]
         hub = RiverBeam()
         hub.register_agent(skill_runner("review", client, tools, should_stop=guard))  # as reviews/agent.py
         request = InvokeRequest(

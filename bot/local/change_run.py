@@ -30,7 +30,7 @@ from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES
 from bot.app.runs.diff_context import cut_diff
-from bot.app.runs.host_tools import RunLedger
+from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.prompt import Coverage
 from bot.app.runs.review_context import ReviewContext
@@ -157,7 +157,7 @@ class ChangeRun:
         def overflowed() -> None:
             err.write(f"beam-bot run: {OVERFLOW_RETRY}\n")
 
-        ledger = RunLedger()
+        report = ToolReport()
         notes: list[str] = []
         try:
             with anyio.fail_after(self.run_timeout):
@@ -181,7 +181,7 @@ class ChangeRun:
                 else:
                     end = None
                     result = await self._one_call(
-                        tree, files, prompts, ledger, usage, guard, printer, overflowed, notes
+                        tree, files, prompts, report, usage, guard, printer, overflowed, notes
                     )
         except TimeoutError:
             err.write(f"✗ failed: {render.timed_out(self.run_timeout)}\n")
@@ -207,7 +207,7 @@ class ChangeRun:
                 notes.append(end.reason)
             if end.posted_with != "review_change":
                 notes += answered_in_text_note(result)
-        truncated = ledger.truncated + (end.truncated if end is not None else [])
+        truncated = report.truncated + (end.truncated if end is not None else [])
         notes += render.not_read_note(
             coverage.skipped, coverage.cut + truncated, len(change.files), len(files)
         )
@@ -229,7 +229,7 @@ class ChangeRun:
         tree: WorkingTree,
         files: list[PullFile],
         prompts: BuildPrompts,
-        ledger: RunLedger,
+        report: ToolReport,
         usage: RunUsage,
         guard: RunGuard,
         printer: FramePrinter,
@@ -240,7 +240,7 @@ class ChangeRun:
         model's context overflowed before any tool ran, as on GitHub (runs/run.py)."""
 
         built = await prompts(files, False)
-        tools = run_tools(tree, ledger, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
+        tools = run_tools(tree, report, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
         hub = RiverBeam()
         hub.register_agent(skill_runner(self.skill.name, usage.meter, tools, should_stop=guard))
         for retry in (False, True):

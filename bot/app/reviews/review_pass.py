@@ -32,7 +32,7 @@ from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
 from bot.app.runs import render
 from bot.app.runs.diff_context import DiffCut, cut_diff
-from bot.app.runs.host_tools import RunLedger
+from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.skill_agent import prose, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, Stop
@@ -212,16 +212,16 @@ class ReviewPass:
         answered = 0
         unanswered: str | None = None
         for index, text in enumerate(prompts.calls):
-            ledger = RunLedger()
+            report = ToolReport()
             review = ReviewChangeTool(
                 DiffMap.from_files((f.filename, f.patch) for f in self.files),
-                ledger,
+                report,
                 post_part,
                 self.tree.sandbox,
                 fold_outside=self.fold_outside,
                 checked=CheckedSuggestions(ruff=prompts.lint_ran),
             )
-            tools = run_tools(self.tree, ledger, blob_url=self.blob_url, extra=[review, *self.extra_tools])
+            tools = run_tools(self.tree, report, blob_url=self.blob_url, extra=[review, *self.extra_tools])
             hub = self.hub()
             one = not chunked and self._cut is None
             hub.register_agent(
@@ -244,12 +244,12 @@ class ReviewPass:
             )
             result = (await hub.invoke(request, on_frame=self._frame)).result
             end.result = result
-            end.truncated += ledger.truncated
+            end.truncated += report.truncated
             metadata = result.metadata if isinstance(result.metadata, dict) else {}
             why = metadata.get("answered_in_text")
             if isinstance(why, str):
                 end.answered_in_text = why
-            with_ = await self._answer(tools, ledger, result, post_part)
+            with_ = await self._answer(tools, report, result, post_part)
             if with_ is not None:
                 answered += 1
                 end.posted_with = with_
@@ -279,10 +279,10 @@ class ReviewPass:
         return end
 
     async def _answer(
-        self, tools: Sequence[Tool], ledger: RunLedger, result: AgentResult, post: PostReview
+        self, tools: Sequence[Tool], report: ToolReport, result: AgentResult, post: PostReview
     ) -> PostedWith | None:
         """How this call answered, posting (or collecting) what it said; None when it said nothing."""
-        if ledger.reviewed:
+        if report.reviewed:
             return "review_change"
         if self.guard.stop is not None or result.interrupted:
             return None
@@ -291,7 +291,7 @@ class ReviewPass:
         body = prose(result.text)
         if not body:
             return None
-        ledger.reviewed = True
+        report.reviewed = True
         await post(body, [])
         return "text"
 

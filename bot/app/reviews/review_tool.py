@@ -20,7 +20,7 @@ from bot.app.reviews.suggestion_check import breaks_parse
 from bot.app.reviews.suggestions import SuggestionCheck, apply_suggestion, check_suggestion
 from bot.app.reviews.text_review import review_args_from_text
 from bot.app.runs import render
-from bot.app.runs.host_tools import RunLedger, is_git_path
+from bot.app.runs.host_tools import ToolReport, is_git_path
 from bot.app.runs.linters import ruff_syntax_errors
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
@@ -54,7 +54,7 @@ class ReviewChangeTool(Tool):
     def __init__(
         self,
         diff: DiffMap,
-        ledger: RunLedger,
+        report: ToolReport,
         post: PostReview,
         root: SandboxRoot,
         *,
@@ -62,7 +62,7 @@ class ReviewChangeTool(Tool):
         checked: CheckedSuggestions = CheckedSuggestions(),
     ) -> None:
         self.diff = diff
-        self.ledger = ledger
+        self.report = report
         self.post = post
         self.root = root
         self.fold_outside = fold_outside
@@ -114,7 +114,7 @@ class ReviewChangeTool(Tool):
         """The call's work, also for arguments a model wrote in its answer without calling the tool
         (runs/text_review.py): the same checks of lines and suggestions either way."""
         body = string_arg(args, "body")
-        if self.ledger.reviewed:
+        if self.report.reviewed:
             return {"posted": False, "reason": "the review was already posted in this run"}
         raw = args.get("comments") if isinstance(args.get("comments"), list) else []
         inline: list[dict[str, Any]] = []
@@ -135,9 +135,9 @@ class ReviewChangeTool(Tool):
             inline.append(await self._comment(path, line, text, item))
         if folded:
             body = f"{body}\n\n**Comments on lines outside the diff**\n" + "\n".join(folded)
-        self.ledger.reviewed = True
-        self.ledger.review_id = await self.post(body, inline)
-        result = {"posted": self.ledger.review_id is not None, "inline_comments": len(inline)}
+        self.report.reviewed = True
+        self.report.review_id = await self.post(body, inline)
+        result = {"posted": self.report.review_id is not None, "inline_comments": len(inline)}
         if not self.fold_outside:
             return {**result, "dropped_comments": dropped}
         return {**result, "folded_comments": len(folded)}
@@ -208,7 +208,7 @@ async def review_in_text(tools: Sequence[Tool], answer: str) -> dict[str, Any] |
     none (or the review was already posted). Give it the model's own text: links added to the answer
     afterwards would change its paths."""
     tool = next((t for t in tools if isinstance(t, ReviewChangeTool)), None)
-    args = review_args_from_text(answer) if tool is not None and not tool.ledger.reviewed else None
+    args = review_args_from_text(answer) if tool is not None and not tool.report.reviewed else None
     if tool is None or args is None:
         return None
     await tool.post_args(args)

@@ -28,8 +28,9 @@ MAX_LINE_CHARS = 500
 
 
 @dataclass
-class RunLedger:
-    """What the host tools did that the run reports: files read only in part, the posted review."""
+class ToolReport:
+    """What the tools of one call did that the run reports: files read only in part, the posted review.
+    (Not a "ledger": that word is the findings ledger's, reviews/ledger.py, and the limits' one.)"""
 
     truncated: list[str] = field(default_factory=list)
     review_id: int | None = None
@@ -48,9 +49,9 @@ def is_git_path(rel: str) -> bool:
 class SearchTool(Tool):
     """Case-insensitive text search over the checkout, capped so a big repository stays cheap."""
 
-    def __init__(self, root: SandboxRoot, ledger: RunLedger) -> None:
+    def __init__(self, root: SandboxRoot, report: ToolReport) -> None:
         self.root = root
-        self.ledger = ledger
+        self.report = report
 
     def spec(self) -> ToolSpec:
         return ToolSpec(
@@ -111,10 +112,10 @@ class GetPageTool(Tool):
     """A file or a range of its lines at the PR head, with a link the answer can cite."""
 
     def __init__(
-        self, root: SandboxRoot, ledger: RunLedger, blob_url: Callable[[str, int, int], str]
+        self, root: SandboxRoot, report: ToolReport, blob_url: Callable[[str, int, int], str]
     ) -> None:
         self.root = root
-        self.ledger = ledger
+        self.report = report
         self.blob_url = blob_url
 
     def spec(self) -> ToolSpec:
@@ -151,7 +152,7 @@ class GetPageTool(Tool):
         truncated = end < len(lines) and end - start + 1 >= MAX_PAGE_LINES
         body = "\n".join(f"{n}: {lines[n - 1][:MAX_LINE_CHARS]}" for n in range(start, end + 1))
         if truncated:
-            self.ledger.truncated.append(rel)
+            self.report.truncated.append(rel)
         return {
             "path": rel,
             "start": start,
@@ -164,6 +165,6 @@ class GetPageTool(Tool):
 
 
 def host_tools(
-    root: SandboxRoot, ledger: RunLedger, *, blob_url: Callable[[str, int, int], str]
+    root: SandboxRoot, report: ToolReport, *, blob_url: Callable[[str, int, int], str]
 ) -> list[Tool]:
-    return [SearchTool(root, ledger), GetPageTool(root, ledger, blob_url)]
+    return [SearchTool(root, report), GetPageTool(root, report, blob_url)]

@@ -38,7 +38,7 @@ from bot.app.runs.deps import (
     run_id_for,
 )
 from bot.app.runs.diff_context import cut_diff
-from bot.app.runs.host_tools import RunLedger
+from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.outage import GitHubWaits
@@ -273,7 +273,7 @@ class SkillRun:
         """Every skill but a review on a pull request (that is `self.review`'s): one call, retried once
         with half the diff (by whole hunks) when the model's context overflowed before any tool ran."""
         event = self.ctx.event
-        ledger = RunLedger()
+        report = ToolReport()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
 
         def blob_url(path: str, start: int, end: int) -> str:
@@ -289,7 +289,7 @@ class SkillRun:
             *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
         # No `review_change` here: a review is the review pass's (reviews/review_pass.py).
-        tools = run_tools(tree, ledger, blob_url=blob_url, extra=extra)
+        tools = run_tools(tree, report, blob_url=blob_url, extra=extra)
         hub = RiverBeam(memory=memory)
         checkpoint = None
         if self.skill in RESUMABLE_SKILLS:
@@ -340,7 +340,7 @@ class SkillRun:
             return await self.on_interrupt(self, result, tree, run_tree, pull)
         known = set(await anyio.to_thread.run_sync(list_paths, tree))
         answer = render.link_citations(result.text, known, blob_base)
-        notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        notes += render.not_read_note(coverage.skipped, coverage.cut + report.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
 

@@ -17,7 +17,7 @@ from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs.host_tools import RunLedger, host_tools
+from bot.app.runs.host_tools import ToolReport, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
 from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
@@ -53,14 +53,14 @@ RECOVERABLE_TOOL_ERRORS = frozenset(
 
 def run_tools(
     tree: WorkingTree,
-    ledger: RunLedger,
+    report: ToolReport,
     *,
     blob_url: Callable[[str, int, int], str],
     extra: Sequence[Tool] = (),
 ) -> list[Tool]:
     """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`). A review
     adds its own, `review_change` (reviews/review_tool.py), in `extra`."""
-    return [*sandbox_tools(tree), *host_tools(tree.sandbox, ledger, blob_url=blob_url), *extra]
+    return [*sandbox_tools(tree), *host_tools(tree.sandbox, report, blob_url=blob_url), *extra]
 
 
 async def run_prompts(

@@ -12,7 +12,7 @@ import pytest
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import ReviewChangeTool
 from bot.app.reviews.suggestions import apply_suggestion
-from bot.app.runs.host_tools import RunLedger
+from bot.app.runs.host_tools import ToolReport
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool
 from bot.beam.types import AgentInput
@@ -31,7 +31,7 @@ def review_tool(tmp_path: Path, posted: list[list[dict[str, Any]]], *, fold: boo
         return 7 if comments else None
 
     diff = DiffMap.from_files([("calc.py", PATCH)])
-    return ReviewChangeTool(diff, RunLedger(), post, SandboxRoot(tmp_path), fold_outside=fold)
+    return ReviewChangeTool(diff, ToolReport(), post, SandboxRoot(tmp_path), fold_outside=fold)
 
 
 async def test_a_multi_line_suggestion_that_applies_is_a_committable_block(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import pytest
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import CheckedSuggestions, ReviewChangeTool
 from bot.app.reviews.suggestion_check import breaks_parse, parser_for
-from bot.app.runs.host_tools import RunLedger
+from bot.app.runs.host_tools import ToolReport
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.types import AgentInput
 
@@ -74,7 +74,7 @@ async def suggest(tmp_path: Path, suggestion: str, checked: CheckedSuggestions, 
         return 1
 
     diff = DiffMap.from_files([(name, PATCH)])
-    tool = ReviewChangeTool(diff, RunLedger(), post, SandboxRoot(tmp_path), checked=checked)
+    tool = ReviewChangeTool(diff, ToolReport(), post, SandboxRoot(tmp_path), checked=checked)
     item = {"path": name, "start_line": start, "line": 2, "body": "Adds.", "suggestion": suggestion}
     await tool.invoke({"body": "R", "comments": [item]}, INPUT)
     [[comment]] = posted

@@ -12,7 +12,7 @@ import pytest
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import ReviewChangeTool, review_in_text
 from bot.app.reviews.text_review import review_args_from_text
-from bot.app.runs.host_tools import RunLedger
+from bot.app.runs.host_tools import ToolReport
 from bot.beam.sandbox import SandboxRoot
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +81,7 @@ def tool(tmp_path: Path, posted: list[tuple[str, list[dict[str, Any]]]], fold: b
         return 1
 
     diff = DiffMap.from_files([("m.py", PATCH)])
-    return ReviewChangeTool(diff, RunLedger(), post, SandboxRoot(tmp_path), fold_outside=fold)
+    return ReviewChangeTool(diff, ToolReport(), post, SandboxRoot(tmp_path), fold_outside=fold)
 
 
 async def test_findings_in_the_text_go_through_the_tool_and_its_line_checks(tmp_path: Path) -> None:
@@ -103,7 +103,7 @@ async def test_json_findings_off_the_diff_are_folded_and_prose_is_left_to_the_bo
     assert posted[-1][1] == [] and "`m.py` line 9: far" in posted[-1][0]
     other = tool(tmp_path, posted, fold=True)
     assert await review_in_text([other], "Line 2 subtracts.") is None
-    assert not other.ledger.reviewed  # the pass posts the prose as the body (reviews/review_pass.py)
+    assert not other.report.reviewed  # the pass posts the prose as the body (reviews/review_pass.py)
 
 
 def test_an_answer_that_is_only_json_or_an_echo_is_no_review() -> None:
