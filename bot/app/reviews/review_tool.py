@@ -36,7 +36,7 @@ PostReview = Callable[[str, list[dict[str, Any]]], Awaitable[int | None]]
 @dataclass(frozen=True)
 class CheckedSuggestions:
     """How a suggestion is checked before it is offered: the file parsed with it applied
-    (runs/suggestion_check.py), and ruff's syntax errors counted when the review's linters are on."""
+    (suggestion_check.py), and ruff's syntax errors counted when the review's linters are on."""
 
     parse: bool = True
     ruff: bool = False
@@ -48,7 +48,7 @@ class ReviewChangeTool(Tool):
     Inline comments go only on lines GitHub accepts (in the diff); the others are folded into the
     body, so one bad line number never loses the whole review (or dropped, with `fold_outside=False`,
     as automatic reviews comment only on lines that changed). A `suggestion` becomes a committable
-    block only when it applies to lines `start_line..line` of the head (runs/suggestions.py).
+    block only when it applies to lines `start_line..line` of the head (suggestions.py).
     """
 
     def __init__(
@@ -112,7 +112,7 @@ class ReviewChangeTool(Tool):
 
     async def post_args(self, args: Any) -> dict[str, Any]:
         """The call's work, also for arguments a model wrote in its answer without calling the tool
-        (runs/text_review.py): the same checks of lines and suggestions either way."""
+        (text_review.py): the same checks of lines and suggestions either way."""
         body = string_arg(args, "body")
         if self.report.reviewed:
             return {"posted": False, "reason": "the review was already posted in this run"}

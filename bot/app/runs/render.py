@@ -117,7 +117,7 @@ def with_usage(body: str, usage: Usage) -> str:
     return f"{body}\n\n<sub>{usage_line(usage)}</sub>"
 
 
-NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (runs/suggestion_check.py)
+NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (reviews/suggestion_check.py)
 NOT_PARSING_RUFF = "ruff finds a syntax error in the file with it applied"
 
 
