@@ -67,7 +67,13 @@ _ENTRIES = [
     _e(85, 422, "LLM response has no choices."),
     _e(86, 422, "Stream ended without a terminal done frame."),
     _e(87, 422, "Stream reported an error frame."),
-    _e(88, 422, "Tool loop exceeded the maximum number of rounds."),
+    _e(
+        88,
+        422,
+        "Tool loop exceeded the maximum number of rounds.",
+        "The model kept calling tools and never answered: use a model that is better at tool calls, or "
+        "ask about a smaller change.",
+    ),
     _e(89, 422, "Unknown tool during the tool loop."),
     _e(90, 422, "Unknown tool while resuming."),
     # beam-bot: how a real model server's answer can end a run (docs/models.md says what to do).
@@ -100,6 +106,21 @@ _ENTRIES = [
         "The model kept answering with tool calls that could not be used, after being told what was wrong.",
         "Use a model that is better at tool calls (a larger one, or an instruction-tuned one with a tool "
         "template), or set BEAM_MODEL_TOOLS=text if its native tool calls are the ones that fail.",
+    ),
+    # beam-bot: a review that did not happen is said, never posted as "No comments." (issue 29).
+    _e(
+        95,
+        422,
+        "The model gave no review: its answers held no findings and no text, so nothing was posted.",
+        "Try again; if it keeps happening, use a model that is better at tool calls or at following "
+        "instructions (a larger one, or an instruction-tuned one), or check the model server's logs.",
+    ),
+    _e(
+        96,
+        429,
+        "A per-run cap stopped the review before the model gave any finding, so nothing was posted.",
+        "Raise the cap that stopped it (`limits:` in .github/beam.yml, or the server's "
+        "BEAM_MAX_TOKENS_PER_RUN and BEAM_MAX_MINUTES_PER_RUN), or ask about a smaller change.",
     ),
     _e(107, 422, "Sandbox tools need metadata.sandbox_root."),
     _e(108, 422, "A required sandbox tool argument is missing."),

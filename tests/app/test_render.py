@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bot.app.reviews.diffmap import DiffMap, commentable_lines
 from bot.app.runs import render
-from bot.app.runs.diffmap import DiffMap, commentable_lines
 
 PATCH = """@@ -1,4 +1,5 @@
  line one

@@ -61,6 +61,10 @@ def entry_line(entry: Entry) -> str:
         line = f"- {span}: cancelled; {entry.note}"
     elif entry.kind == "failed":
         line = f"- {span}: the review failed ({entry.note}); the next push tries again"
+    elif entry.kind == "not_reviewed":  # the model never gave a review: nothing was posted
+        line = (
+            f"- {span} ({scope}): not reviewed, nothing was posted: {entry.note} The next push tries again."
+        )
     elif entry.kind == "invalid_config":
         code = run_render.CONFIG_ERROR_CODE
         line = (
@@ -183,6 +187,7 @@ def check_output(entry: Entry) -> dict[str, str]:
         "superseded": "Superseded by a newer push",
         "cancelled": "Cancelled",
         "failed": "The review failed",
+        "not_reviewed": "Not reviewed: the model gave no review",
         "skipped": "Skipped",
         "invalid_config": "Skipped: invalid configuration",
     }

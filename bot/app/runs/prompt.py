@@ -54,6 +54,7 @@ class Coverage:
     listed_files: int = 0
     left_out: list[str] = field(default_factory=list)  # lock, generated, vendored, past the budget: why
     calls: list[str] = field(default_factory=list)  # the prompt of every call (the first is returned)
+    call_files: list[list[str]] = field(default_factory=list)  # the files each call reads
 
 
 def build_prompt(
@@ -113,6 +114,7 @@ def build_prompt(
         plan = plan_diff(files, context, overhead)
         chunks = [[*chunk.lines, *left_out_lines(plan, i)] for i, chunk in enumerate(plan.chunks)]
         coverage.cut = plan.budget.cut
+        coverage.call_files = [chunk.files for chunk in plan.chunks]
         coverage.left_out = plan.left_out_names()
     elif event.issue is not None:
         data += [

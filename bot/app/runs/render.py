@@ -119,7 +119,7 @@ def with_usage(body: str, usage: Usage) -> str:
     return f"{body}\n\n<sub>{usage_line(usage)}</sub>"
 
 
-NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (runs/suggestion_check.py)
+NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (reviews/suggestion_check.py)
 NOT_PARSING_RUFF = "ruff finds a syntax error in the file with it applied"
 
 
@@ -320,7 +320,6 @@ def github_trouble(status: int) -> str:
 INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot can look it up"
 NO_ANSWER = "the run ended without an answer"
 CANNOT_PUSH = "this skill cannot push"
-EMPTY_REVIEW = "No comments."
 # A review run whose model answered in plain text instead of calling review_change (issue 20).
 PLAIN_TEXT_REVIEW = (
     "The model answered in plain text instead of calling `review_change`: its answer is the review's "

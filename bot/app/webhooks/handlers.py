@@ -30,6 +30,8 @@ from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
 from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import CONFIG_PATH, ConfigResult, load_repo_config
+from bot.app.reviews.command import recover as recover_review
+from bot.app.reviews.command import review_step
 from bot.app.reviews.dismissals import Dismissals, ThreadResolved, is_dismissing_reply
 from bot.app.reviews.threads import ThreadReplies, is_thread_question
 from bot.app.reviews.trigger import ReviewTrigger
@@ -88,7 +90,12 @@ class Webhooks:
             }
         )
         self.commands: Mapping[str, CommandHandler] = MappingProxyType(
-            {"author": approvals.author, "docs": approvals.author, "update": Updates(approvals).update}
+            {
+                "author": approvals.author,
+                "docs": approvals.author,
+                "update": Updates(approvals).update,
+                "review": self.run_review,  # the review pass, in reviews/ (reviews/command.py)
+            }
         )
 
     async def handle(self, job: Job, event: str, data: dict[str, Any]) -> None:
@@ -250,6 +257,9 @@ class Webhooks:
 
     async def run_skill(self, ctx: JobContext) -> None:
         await SkillRun(self.deps, ctx).run()
+
+    async def run_review(self, ctx: JobContext) -> None:
+        await SkillRun(self.deps, ctx, recover=recover_review, review=review_step).run()
 
 
 # How long after GitHub confirmed it the config read at admission may serve the run job: the command
