@@ -7,10 +7,13 @@ FROM python:3.11-slim
 
 # git: mirror upkeep uses the git command line where it is much faster than libgit2.
 # bubblewrap: the checks jail (docs/checks.md); it also needs setpriv and prlimit (util-linux) and
-# bash, which the base image has. Without it checks are off, never unjailed.
+# bash, which the base image has, and libseccomp2 for its syscall filter. Without them checks are
+# off, never unjailed. As USER 10001 below, checks run in an unprivileged user namespace; with no
+# memory cgroup delegated to the container (Docker's default), `/` and `/dev` are read-only, the
+# tmpfs mounts are capped and memfd is refused instead (docs/checks.md, "Memory").
 # hadolint ignore=DL3008
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git bubblewrap \
+    && apt-get install -y --no-install-recommends git bubblewrap libseccomp2 \
     && rm -rf /var/lib/apt/lists/*
 
 RUN groupadd --gid 10001 beam \

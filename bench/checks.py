@@ -2,6 +2,10 @@
 
 - start-up: `true` in the jail (a fresh copy of a 3-file tree included) against `sh -c true` bare.
   Target: under 50 ms of overhead.
+- what the jail's bounds cost (issue 27): `true` in the jail as shipped (seccomp filter, memory cgroup
+  where the bot has one, read-only `/` and `/dev`, bwrap's options from a descriptor) against the same
+  jail without the filter and the cgroup, and both against a bare `bwrap --ro-bind / / true`.
+  Target: the filter and the cgroup add at most 50 ms per check.
 - a small pytest suite (40 files, 200 tests) in the jail against the same suite run bare with the
   same interpreter and the same pytest. Target: at most 1.1x.
 - the tree's copy: a check of `true` on a tree of 2,000 and 20,000 files (jail start + `cp -a` into
@@ -30,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bot.app.checks.bwrap import interpreter_prefix
-from bot.app.checks.jail import CheckSpec, JailLimits, jail_status, run_checks
+from bot.app.checks.jail import CheckSpec, JailLimits, _run_checks, jail_status, run_checks
 
 LIMITS = JailLimits(timeout_s=300)
 PYTEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py.py")
@@ -52,8 +56,11 @@ async def _timed(fn: Callable[[], Awaitable[object]]) -> float:
     return time.perf_counter() - start
 
 
-async def _jail(tree: Path, command: str, scratch: Path, cache: Path | None = None) -> None:
-    (outcome,) = await run_checks(
+async def _jail(
+    tree: Path, command: str, scratch: Path, cache: Path | None = None, weaken: frozenset[str] = frozenset()
+) -> None:
+    run = run_checks if not weaken else functools.partial(_run_checks, weaken=weaken)
+    (outcome,) = await run(
         tree, [CheckSpec("bench", command)], limits=LIMITS, scratch=scratch, cache_dir=cache
     )
     if outcome.status != "passed":
@@ -125,6 +132,7 @@ async def main() -> None:
 
 
 async def _run(root: Path, repeat: int) -> None:
+    state = jail_status()
     scratch = root / "scratch"
     python = str(interpreter_prefix() / "bin" / "python3")
     tiny = root / "tiny"
@@ -141,6 +149,23 @@ async def _run(root: Path, repeat: int) -> None:
     print(
         f"start-up: bare {_median(bare_true) * 1000:.1f} ms, jailed {_median(jail_true) * 1000:.1f} ms;"
         f" overhead {overhead_ms:.1f} ms (target < 50 ms)"
+    )
+
+    # The bounds of issue 27: the filter and the cgroup, against the jail without them and bare bwrap.
+    bare_bwrap, shipped, unbounded = [], [], []
+    no_bounds = frozenset({"seccomp", "cgroup"})
+    for _ in range(repeat * 3):
+        bare_bwrap.append(
+            _timed_sync(lambda: subprocess.run(["bwrap", "--ro-bind", "/", "/", "true"], check=True))
+        )
+        shipped.append(await _timed(lambda: _jail(tiny, "true", scratch)))
+        unbounded.append(await _timed(lambda: _jail(tiny, "true", scratch, weaken=no_bounds)))
+    added_ms = (_median(shipped) - _median(unbounded)) * 1000
+    print(
+        f"bounds: bare bwrap {_median(bare_bwrap) * 1000:.1f} ms, jail without filter and cgroup"
+        f" {_median(unbounded) * 1000:.1f} ms, as shipped {_median(shipped) * 1000:.1f} ms"
+        f" ({state.reason}); the filter and the cgroup add {added_ms:.1f} ms"
+        f" ({_median(shipped) / _median(bare_bwrap):.2f}x bare bwrap; target < 50 ms added)"
     )
 
     suite = _suite(root)

@@ -67,15 +67,16 @@ from review_eval_cases import (
 from review_judge import praises, states_bug
 
 from bot.app.github.models import PullFile, PullRequest
+from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.prompt import TASK, build_review_prompts
+from bot.app.reviews.review_tool import CheckedSuggestions, ReviewChangeTool, review_in_text
 from bot.app.reviews.scope import Scope
 from bot.app.runs.diff_context import added_lines
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
+from bot.app.runs.host_tools import ToolReport, host_tools
 from bot.app.runs.linters import run_linters
 from bot.app.runs.prompt import MAX_BODY_CHARS
 from bot.app.runs.review_context import ReviewContext, merge_parts, read_gitattributes
-from bot.app.runs.skill_agent import review_in_text, skill_runner
+from bot.app.runs.skill_agent import skill_runner
 from bot.beam.completion import Completion, CompletionClientBase
 from bot.beam.hub import RiverBeam
 from bot.beam.openai_client import OpenAiCompatible
@@ -199,15 +200,17 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ite
             posting = any(c.name == "review_change" for c in last or ())
             return "rounds" if client.calls - start >= MAX_ROUNDS and not posting else None
 
-        tools = sandbox_tools(tree) + host_tools(
+        report = ToolReport()
+        review = ReviewChangeTool(
+            DiffMap.from_files((f.filename, f.patch) for f in scope.files),
+            report,
+            collect,
             tree.sandbox,
-            RunLedger(),
-            diff=DiffMap.from_files((f.filename, f.patch) for f in scope.files),
-            post_review=collect,
-            blob_url=lambda p, a, b: f"https://example.invalid/{p}#L{a}-L{b}",
             fold_outside=False,
             checked=CheckedSuggestions(ruff=items_on),
         )
+        blob_url = lambda p, a, b: f"https://example.invalid/{p}#L{a}-L{b}"  # noqa: E731
+        tools = [*sandbox_tools(tree), *host_tools(tree.sandbox, report, blob_url=blob_url), review]
         hub = RiverBeam()
         hub.register_agent(skill_runner("review", client, tools, should_stop=guard))  # as reviews/agent.py
         request = InvokeRequest(

@@ -23,9 +23,11 @@ if TYPE_CHECKING:
 # What `beam-bot --help` opens with: whole sentences, every subcommand named (tests/test_cli_help.py).
 DESCRIPTION = (
     "beam-bot brings the Riverbeam agent framework to GitHub pull requests. `serve` runs the GitHub "
-    "App (webhooks and workers) and `worker` runs more workers beside it; `run` tries a skill on a "
-    "local git checkout, without GitHub; `pending` lists held pushes, `prune` removes old records and "
-    "`usage` reports runs, tokens and cost; `secret-key` prints a new key for BEAM_SECRET_KEY."
+    "App (webhooks and workers) and `worker` runs more workers beside it; `action` answers one event "
+    "inside a GitHub Actions job; `review`, `summarize` and `ask` work on a pull request's URL from a "
+    "terminal; `run` tries a skill on a local git checkout, without GitHub; `pending` lists held "
+    "pushes, `prune` removes old records and `usage` reports runs, tokens and cost; `secret-key` "
+    "prints a new key for BEAM_SECRET_KEY."
 )
 EPILOG = "A wrong setting, database or port is one line on stderr and exit code 2, before anything runs."
 
@@ -34,7 +36,7 @@ RUN_HELP = "run a skill on a local git checkout, without GitHub"
 
 
 def _run_arguments(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author)")
+    run.add_argument("skill", help="a command name (review, summarize, commit-notes, ask, author, docs)")
     run.add_argument(
         "instructions", nargs="?", default="", help="what to do (default: the GitHub command's own task)"
     )
@@ -45,7 +47,14 @@ def _run_arguments(run: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="review, summarize, commit-notes, ask: the change is BASE...ref (default: the merge base "
         "with the default branch, or HEAD~1 on that branch)",
     )
-    run.add_argument("--branch", help="create this branch at --ref for the run's commits")
+    run.add_argument(
+        "--branch", help="author, docs: the new branch for the run's commits (default beam/<skill>-<id>)"
+    )
+    run.add_argument(
+        "--working-tree",
+        action="store_true",
+        help="include the checkout's uncommitted changes (a snapshot; the checkout is not touched)",
+    )
     run.add_argument(
         "--json", action="store_true", help="print frames as JSON lines (review: the review object)"
     )
@@ -65,8 +74,23 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to bind (default BEAM_PORT, else 8080)")
 
     sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
+    sub.add_parser(
+        "action",
+        help="answer one GitHub Actions event (a /beam comment, a pull request), then exit",
+    )
 
     _run_arguments(sub.add_parser("run", help=RUN_HELP))
+    for name, what in (
+        ("review", "review a pull request by its URL and print the review"),
+        ("summarize", "summarize a pull request by its URL"),
+        ("ask", "answer a question about a pull request by its URL"),
+    ):
+        pull = sub.add_parser(name, help=what)
+        pull.add_argument("url", help="https://github.com/OWNER/REPO/pull/N (or your GitHub Enterprise host)")
+        if name == "ask":
+            pull.add_argument("question", nargs="?", default="", help="what to ask")
+        pull.add_argument("--post", action="store_true", help="post it on the pull request, as the App would")
+        pull.add_argument("--json", action="store_true", help="print JSON (review: the review object)")
 
     sub.add_parser("pending", help="list held pushes with their state and age")
     prune = sub.add_parser("prune", help="remove old deliveries, jobs and runs now (held pushes stay)")
@@ -84,6 +108,15 @@ def _parser() -> argparse.ArgumentParser:
         "(a key rotation's middle step)",
     )
     return parser
+
+
+def _pipe_closed() -> None:
+    """The reader of stdout went away (`| head`): no traceback, and no second error when Python
+    flushes stdout at exit (https://docs.python.org/3/library/signal.html#note-on-sigpipe)."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
 
 
 def _fail(message: str) -> int:
@@ -113,9 +146,35 @@ def main(argv: Sequence[str] | None = None) -> int:
             approve=approve,
             ref=args.ref,
             base=args.base,
+            working_tree=args.working_tree,
         )
-        code: int = anyio.run(run_local, options)
+        try:
+            code: int = anyio.run(run_local, options)
+        except BrokenPipeError:
+            code = 141
+        if code == 141:
+            _pipe_closed()
         return code
+    if args.command in ("review", "summarize", "ask"):
+        from bot.local.pull_request import PullOptions, run_pull
+
+        pull_options = PullOptions(
+            skill=args.command,
+            url=args.url,
+            instructions=getattr(args, "question", ""),
+            post=args.post,
+            as_json=args.json,
+        )
+        pulled: int = anyio.run(run_pull, pull_options)
+        return pulled
+    if args.command == "action":
+        import os
+
+        from bot.app.action.run import run_action
+
+        env = dict(os.environ)
+        os.environ.pop("GITHUB_TOKEN", None)  # the token lives in memory: no child process inherits it
+        return anyio.run(run_action, env, sys.stdout, sys.stderr)
     if args.command == "secret-key" and not args.reseal:
         from bot.app.secret_key import generate_key
 

@@ -76,7 +76,7 @@ def test_unknown_skill_lists_what_this_host_can_run(checkout: tuple[Path, Path])
     result = run_cli(["deploy", "--repo", str(work), "go"], None)
     assert result.returncode == 2
     assert result.stderr.strip() == (
-        "beam-bot run: unknown skill 'deploy'; choose from review, summarize, commit-notes, ask, author"
+        "beam-bot run: unknown skill 'deploy'; choose from review, summarize, commit-notes, ask, author, docs"
     )
     # No host here provides publish_docset, so gfs-publish is neither offered nor accepted.
     publish = run_cli(["gfs-publish", "--repo", str(work), "go"], None)

@@ -20,7 +20,19 @@ def test_the_description_is_whole_sentences_naming_every_command() -> None:
     parser = _parser()
     description = parser.description or ""
     commands = _commands(parser)
-    assert commands == ["serve", "worker", "run", "pending", "prune", "usage", "secret-key"]
+    assert commands == [
+        "serve",
+        "worker",
+        "action",
+        "run",
+        "review",
+        "summarize",
+        "ask",
+        "pending",
+        "prune",
+        "usage",
+        "secret-key",
+    ]
     assert description.endswith(".") and description[0].isalpha()
     for command in commands:  # a command added later fails here until the help says what it does
         assert f"`{command}`" in description, command

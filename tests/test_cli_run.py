@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pygit2
 import pytest
 
-from tests.support.openai_server import FakeOpenAI, usage
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message, usage
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -71,6 +74,9 @@ def test_echo_client_without_a_key(checkout: tuple[Path, Path]) -> None:
     result = run_cli(["review", "--repo", str(work), "look at the last commit"], None)
     assert result.returncode == 0, result.stderr
     assert "using the echo client" in result.stdout
+    # One line says the answer is the prompt, and how to get a real model.
+    first = result.stdout.splitlines()[0]
+    assert "the prompt a real model would get" in first and "BEAM_API_KEY" in first
     # The echo client echoes the prompt, which carries the request and the change, as on GitHub.
     assert "Echo: Request from @maintainer: look at the last commit" in result.stdout
     assert "+Helo world" in result.stdout
@@ -135,8 +141,15 @@ def test_author_push_waits_for_approval_and_then_pushes(checkout: tuple[Path, Pa
         author_script(llm, "fix-typo")
         result = run_cli(["author", "--repo", str(work), "--branch", "fix-typo", "fix the typo"], llm, "y\n")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert 'The agent wants to run git_push {"ref": "fix-typo"}. Allow? [y/N]' in result.stdout
+    # The question names the remote, the branch, the commit and its diff stat.
+    work_refs = refs(work / ".git")
+    commit = work_refs["refs/heads/fix-typo"]
+    assert f"Push {commit[:12]} to branch fix-typo on origin ({origin})" in result.stdout
+    assert "README.md | 2 +-" in result.stdout and "Allow? [y/N]" in result.stdout
     assert "⏸ waiting for approval" in result.stdout
+    assert (
+        result.stdout.splitlines()[-1] == f"→ 1 commit on branch fix-typo ({commit[:12]}), pushed to origin"
+    )
     after = refs(origin)
     assert after["refs/heads/main"] == before["refs/heads/main"]
     pushed = pygit2.Repository(str(origin))[after["refs/heads/fix-typo"]]
@@ -177,3 +190,158 @@ def test_unknown_skill_is_a_usage_error(checkout: tuple[Path, Path]) -> None:
     assert result.returncode == 2
     assert "unknown skill 'deploy'" in result.stderr
     assert result.stdout == ""
+
+
+def test_author_without_branch_keeps_its_commits_on_a_named_branch(checkout: tuple[Path, Path]) -> None:
+    work, origin = checkout
+    before = refs(origin)
+    with FakeOpenAI() as llm:
+        author_script(llm, "ignored")
+        result = run_cli(["author", "--repo", str(work), "--deny", "fix the typo"], llm)
+    assert result.returncode == 0, result.stderr
+    made = {k: v for k, v in refs(work / ".git").items() if k.startswith("refs/heads/beam/author-")}
+    assert len(made) == 1, refs(work / ".git")
+    [(branch, tip)] = made.items()
+    assert pygit2.Repository(str(work))[tip].message.strip() == "Fix the typo"
+    name = branch.removeprefix("refs/heads/")
+    assert result.stdout.splitlines()[-1].startswith(
+        f"→ 1 commit on local branch {name} ({tip[:12]}), not pushed"
+    )
+    assert refs(origin) == before
+
+
+def test_without_origin_the_branch_stays_local_and_nothing_is_asked(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    git(work, "remote", "remove", "origin")
+    with FakeOpenAI() as llm:
+        author_script(llm, "fix-typo")
+        result = run_cli(["author", "--repo", str(work), "--branch", "fix-typo", "fix it"], llm, "y\n")
+    assert result.returncode == 0, result.stderr
+    assert "Allow?" not in result.stdout
+    assert "no `origin`; the commits stay on branch fix-typo" in result.stdout
+    assert "refs/heads/fix-typo" in refs(work / ".git")
+    assert result.stdout.splitlines()[-1].startswith("→ 1 commit on local branch fix-typo")
+
+
+def test_done_counts_the_whole_run_across_the_approval(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(
+            ("write_file", {"path": "README.md", "body": "Hello world\n"}), usage=usage(100, 10)
+        )
+        llm.reply_tool_calls(
+            ("git_add", {"path": "README.md"}), ("git_commit", {"message": "Fix"}), usage=usage(200, 20)
+        )
+        llm.reply_tool_calls(("git_push", {}), usage=usage(300, 30))  # resumed without the model
+        result = run_cli(["author", "--repo", str(work), "--approve", "fix it"], llm)
+    assert result.returncode == 0, result.stderr
+    [done] = [line for line in result.stdout.splitlines() if line.startswith("✓ done")]
+    assert done.startswith("✓ done (4 tool calls, 660 tokens"), done
+
+
+def test_uncommitted_changes_are_named_or_reviewed_with_working_tree(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    git(work, "checkout", "-qb", "feature")
+    (work / "README.md").write_text("Hello world\n", encoding="utf-8")
+    (work / "NEW.md").write_text("new\n", encoding="utf-8")
+    status = git(work, "status", "--porcelain")
+    result = run_cli(["review", "--repo", str(work), "--base", "main"], None)
+    assert result.returncode == 2  # the committed change is empty: nothing to review
+    assert "note: 2 uncommitted changes" in result.stderr and "--working-tree" in result.stderr
+
+    result = run_cli(["review", "--repo", str(work), "--base", "main", "--working-tree"], None)
+    assert result.returncode == 0, result.stderr
+    assert "+Hello world" in result.stdout and "+new" in result.stdout  # the echo client shows the prompt
+    assert git(work, "status", "--porcelain") == status  # the checkout and its index are as they were
+
+
+def test_nothing_to_do_stops_before_any_model_call(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    with FakeOpenAI() as llm:
+        empty = run_cli(["review", "--repo", str(work), "--base", "HEAD"], llm)
+        ask = run_cli(["ask", "--repo", str(work)], llm)
+        author = run_cli(["author", "--repo", str(work), "  "], llm)
+        assert llm.requests == []
+    assert empty.returncode == 2 and "is empty: nothing to review" in empty.stderr
+    assert ask.returncode == 2 and "ask needs a question" in ask.stderr
+    assert author.returncode == 2 and "author needs instructions" in author.stderr
+    assert "refs/heads/beam" not in " ".join(refs(work / ".git"))
+
+
+def test_run_docs_writes_only_documentation(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(("write_file", {"path": "docs/guide.md", "body": "# Guide\n"}))
+        llm.reply_tool_calls(
+            ("git_add", {"path": "docs/guide.md"}), ("git_commit", {"message": "Add a guide"})
+        )
+        llm.reply_text("Documented.")
+        done = run_cli(["docs", "--repo", str(work), "--deny", "write a guide"], llm)
+        assert "You write documentation only" in llm.requests[0]["messages"][-1]["content"]
+        llm.reply_tool_calls(("write_file", {"path": "src/app.py", "body": "print(1)\n"}))
+        llm.reply_text("Done.")
+        refused = run_cli(["docs", "--repo", str(work), "--deny", "change the code"], llm)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("→ 1 commit on local branch beam/docs-")
+    assert "BEM-338" in refused.stdout + refused.stderr
+    assert not (work / "src").exists()
+
+
+def worktrees(work: Path) -> int:
+    return git(work, "worktree", "list", "--porcelain").count("worktree ")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_removes_the_worktree_and_prints_one_line(
+    checkout: tuple[Path, Path], sig: signal.Signals
+) -> None:
+    work, _ = checkout
+    with FakeOpenAI() as llm:
+        llm.enqueue(chat_response(text_message("late")), delay=30)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+        env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "run", "review", "--repo", str(work), "look"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not llm.requests and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert llm.requests, "the run never called the model"
+        assert worktrees(work) == 2  # the temporary worktree exists while the model thinks
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 128 + sig.value, stderr
+    assert "Traceback" not in stderr
+    assert stderr.strip().splitlines() == [
+        f"✗ stopped by {sig.name}: nothing was pushed, and the temporary worktree is removed"
+    ]
+    assert worktrees(work) == 1
+
+
+def test_a_closed_pipe_prints_one_line_and_no_traceback(checkout: tuple[Path, Path]) -> None:
+    work, _ = checkout
+    with FakeOpenAI() as llm:
+        llm.enqueue(chat_response(text_message("x" * 200 + "\n" * 0 + "\n".join(["line"] * 50_000))), delay=1)
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+        env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
+        command = (
+            f"{shlex.quote(sys.executable)} -m bot.cli run ask --repo {shlex.quote(str(work))} why | head -1"
+        )
+        done = subprocess.run(
+            ["bash", "-c", command + "; exit ${PIPESTATUS[0]}"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert "Traceback" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "✗ stopped: the output pipe was closed, and the temporary worktree is removed"
+    ]
+    assert done.returncode == 141
+    assert worktrees(work) == 1

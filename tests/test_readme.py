@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from bot.app.repo_config import parse_repo_config
 
@@ -53,3 +55,73 @@ def test_beam_yml_examples_parse_without_a_problem(name: str) -> None:
         assert config.approvals_required == 2 and config.expiry == "3d"
     else:
         assert result.config.limits.max_minutes_per_run == 10
+
+
+ROOT = DOCS.parent
+
+
+def workflow_example() -> dict[str, Any]:
+    (block,) = re.findall(
+        r"```yaml\n(name: beam\n.*?)```", (DOCS / "action.md").read_text(encoding="utf-8"), re.S
+    )
+    loaded: dict[str, Any] = yaml.safe_load(block)
+    return loaded
+
+
+def test_the_action_installs_this_repository_and_runs_beam_bot_action() -> None:
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    assert action["runs"]["using"] == "composite"
+    steps = action["runs"]["steps"]
+    assert steps[0]["uses"].startswith("actions/setup-python@")
+    install, answer = steps[1]["run"], steps[2]["run"]
+    assert '"$ACTION_PATH"' in install and "requirements.lock" in install
+    assert answer.strip().strip("'").endswith('beam-bot" action')
+    assert set(action["inputs"]) >= {"api-key", "api-base-url", "model", "github-token"}
+    assert action["inputs"]["api-key"]["required"] is True
+    # No expression is spliced into a script: values reach the shell as environment variables.
+    for step in steps[1:]:
+        assert "${{" not in step["run"], step["run"]
+    assert steps[2]["env"]["BEAM_API_KEY"] == "${{ inputs.api-key }}"
+
+
+def test_the_documented_workflow_avoids_the_known_threats() -> None:
+    workflow = workflow_example()
+    events = workflow[True]  # YAML 1.1 reads the key `on` as true
+    assert "pull_request_target" not in events and "workflow_run" not in events
+    assert set(events) == {"issue_comment", "pull_request_review_comment", "pull_request"}
+    assert events["pull_request"]["types"] == ["opened", "synchronize", "ready_for_review"]
+    assert workflow["permissions"] == {}
+    for name, job in workflow["jobs"].items():
+        assert job["permissions"], name  # a minimum per job
+        assert "contents" in job["permissions"], name
+        steps = job["steps"]
+        # One step: the Action. Nothing checks out or runs the pull request's code beside the key.
+        assert [s.get("uses", "").split("@")[0] for s in steps] == ["OWNER/beam-bot"], name
+        assert steps[0]["with"]["api-key"] == "${{ secrets.BEAM_API_KEY }}"
+    assert workflow["jobs"]["review"]["permissions"]["contents"] == "read"  # reviews never push
+    assert "head.repo.full_name == github.repository" in workflow["jobs"]["review"]["if"]
+    text = (DOCS / "action.md").read_text(encoding="utf-8")
+    for threat in ("pull_request_target", "permissions: {}", "secret", "Clinejection", "/beam approve"):
+        assert threat in text, threat
+
+
+def test_the_readme_quick_start_shows_three_ways_in() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    # The Action: a workflow to copy that keeps the documented workflow's safeguards.
+    (block,) = re.findall(r"```yaml\n(.*?)```", quick, re.S)
+    workflow = yaml.safe_load(block)
+    assert "pull_request_target" not in workflow[True] and workflow["permissions"] == {}
+    [job] = workflow["jobs"].values()
+    assert job["permissions"] and [s["uses"].split("@")[0] for s in job["steps"]] == ["OWNER/beam-bot"]
+    assert job["steps"][0]["with"]["api-key"] == "${{ secrets.BEAM_API_KEY }}"
+    assert "(docs/action.md)" in quick
+    # The terminal, and the App with exactly its two set-up commands.
+    assert ".venv/bin/beam-bot review https://github.com/OWNER/REPO/pull/123" in quick
+    commands = [line for line in quick.splitlines() if line.startswith("python3 -m venv")]
+    assert commands == [
+        "python3 -m venv .venv && .venv/bin/pip install -e .",
+        "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/beam-bot serve",
+        "python3 -m venv .venv && .venv/bin/pip install -c requirements-test.lock "
+        '-e ".[test]" && .venv/bin/pytest',
+    ]

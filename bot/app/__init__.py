@@ -1,6 +1,7 @@
 """The GitHub App on top of the `bot.beam` framework; its packages are layered, top to bottom.
 
-web (HTTP) · assembly (wires the parts; cli hands it to web) · webhooks · approvals · runs ·
+action (`beam-bot action`: one Actions event, over web's intake) · web (HTTP) · assembly (wires
+the parts; cli hands it to web) · webhooks · approvals · runs ·
 effects (the journal of GitHub writes) · stored_credentials (where a process finds the App's
 credentials) · {github, git, jobs, limits} (adapters, the queue, what runs may use) · root modules
 usable by all: commands, repo_config, permissions, settings, secret_key. An import

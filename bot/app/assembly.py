@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from typing import Protocol
 
 import httpx
@@ -22,7 +23,6 @@ from bot.app.github.identity import BotIdentity
 from bot.app.github.timeouts import in_flight_seconds
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.store import Store
-from bot.app.jobs.workers import Handler
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
 from bot.app.reviews.abandoned import AbandonedReviews
@@ -41,6 +41,9 @@ from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.openai_client import OpenAiCompatible
 
 log = logging.getLogger("beam.checks")
+
+# How a way in other than the App authenticates its client (github/auth.py's `TokenAuth`).
+AuthFactory = Callable[[GitHubApi], GitHubApp]
 
 # A run stops this long before the worker's hard job timeout, so it can still write its final comment.
 FINAL_COMMENT_MARGIN = 60.0
@@ -87,17 +90,26 @@ def checker(settings: Settings, checkouts: Checkouts) -> Checker:
             "namespaces to run the repositories' checks (docs/checks.md)",
             state.reason,
         )
+    else:  # which memory bound applies here (a cgroup, or the fallback) is said once, at start
+        log.info("%s", state.reason)
     cache = settings.checks_cache_dir or settings.work_dir / "check-cache"
     return Checker(settings, cache_root=cache, scratch_root=checkouts.runs_dir / ".checks")
 
 
-def build_dispatcher(runtime: Resources) -> JobDispatcher:
-    """Every part built once, in order (each from the ones before it), and never changed after."""
+def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> JobDispatcher:
+    """Every part built once, in order (each from the ones before it), and never changed after.
+
+    `auth` is the one seam between the ways in (ARCHITECTURE section 14): the App (default) signs
+    with its JWT; `beam-bot action` and `beam-bot review --post` pass a token's client instead."""
     settings, credentials = runtime.settings, runtime.credentials
-    if runtime.github is None or runtime.store is None or credentials is None:
+    if runtime.github is None or runtime.store is None or (credentials is None and auth is None):
         raise RuntimeError("the job handler is built only once the app has its store and credentials")
     api = GitHubApi(runtime.github, base_url=settings.github_api_url, stats=runtime.metrics.github_stats)
-    github = GitHubApp(api, credentials.app_id, credentials.private_key)
+    if auth is not None:
+        github = auth(api)
+    else:
+        assert credentials is not None
+        github = GitHubApp(api, credentials.app_id, credentials.private_key)
 
     async def installation_token(installation_id: int) -> str:
         return (await github.installation_token(installation_id)).get_secret_value()
@@ -127,7 +139,14 @@ def build_dispatcher(runtime: Resources) -> JobDispatcher:
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval
     )
     queue = JobQueue(runtime.store)
-    approvals = Approvals(github, deps, queue, timing=timing, max_held_bytes=settings.max_held_push_bytes)
+    approvals = Approvals(
+        github,
+        deps,
+        queue,
+        timing=timing,
+        max_held_bytes=settings.max_held_push_bytes,
+        by_reaction=settings.approve_by_reaction,
+    )
     states = ReviewStates(runtime.store)
     trigger = ReviewTrigger(
         github,
@@ -170,6 +189,6 @@ class JobHandlers:
         await self.reviews.finish()
 
 
-def build_handler(runtime: Resources) -> Handler:
-    dispatcher = build_dispatcher(runtime)
+def build_handler(runtime: Resources, auth: AuthFactory | None = None) -> JobHandlers:
+    dispatcher = build_dispatcher(runtime, auth)
     return JobHandlers(dispatcher, dispatcher.webhooks.deps, dispatcher.webhooks.github)

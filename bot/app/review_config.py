@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator
 
+from bot.beam.globs import glob_problem
+
 ReviewEvent = Literal["opened", "reopened", "ready_for_review", "synchronize"]
 REVIEW_EVENTS: tuple[ReviewEvent, ...] = get_args(ReviewEvent)
 
@@ -90,6 +92,15 @@ class AutoReviewConfig(BaseModel):
         for item in value:
             if not item.strip() or "\x00" in item:
                 raise ValueError(f"{item[:40]!r} is empty or not text")
+        return value
+
+    @field_validator("paths", "ignore_paths", mode="after")
+    @classmethod
+    def _globs(cls, value: list[str]) -> list[str]:
+        for item in value:
+            problem = glob_problem(item)
+            if problem is not None:
+                raise ValueError(f"{item[:40]!r} is not a path glob ({problem})")
         return value
 
     @field_validator("debounce", mode="before")

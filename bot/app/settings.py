@@ -52,6 +52,15 @@ def _http_url(value: str, name: str) -> str:
     return value.rstrip("/")
 
 
+def split_listen(value: str) -> tuple[str, int]:
+    """`host:port` (`[::1]:9090` for IPv6) as (host, port); ValueError naming BEAM_METRICS_LISTEN."""
+    host, sep, port = value.strip().rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"BEAM_METRICS_LISTEN must be host:port (e.g. 127.0.0.1:9090), got {value!r}")
+    return host, int(port)
+
+
 class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings):
     """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
 
@@ -73,6 +82,12 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
       (60 s between sweeps that finish tracking comments left open by jobs that gave up),
       MAX_UNVERIFIED_BYTES (64 MiB of webhook bodies not yet verified, all requests together),
       HEADER_TIMEOUT (10 s), BODY_TIMEOUT (30 s), MAX_CONNECTIONS (1000; more get 503),
+      PEER_SHARE (0.25 of those bytes and connections for one client address), IDLE_TIMEOUT (3 s
+      for a connection to send its first request),
+      REDELIVERY_INTERVAL (300 s; 0: off) and REDELIVERY_LOOKBACK (3 days, the most GitHub keeps):
+      missed deliveries asked again of GitHub (web/redelivery.py),
+      METRICS_TOKEN (bearer token for /metrics; unset: /metrics is not served on the public port),
+      METRICS_LISTEN (host:port serving /metrics without a token),
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
@@ -126,6 +141,19 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
     header_timeout: float = Field(default=10.0, gt=0)
     body_timeout: float = Field(default=30.0, gt=0)
     max_connections: int = Field(default=1000, ge=1)
+    # Issue 32: the share of the unverified-bytes budget and of the connections one peer (client
+    # address) may hold, and how long a connection may stay open without sending a request.
+    peer_share: float = Field(default=0.25, gt=0, le=1)
+    idle_timeout: float = Field(default=3.0, gt=0)
+    # Issue 32: deliveries GitHub could not hand over (the bot down, a 503) are asked again at start
+    # and every REDELIVERY_INTERVAL seconds (0: never), looking back REDELIVERY_LOOKBACK seconds at
+    # most (GitHub keeps deliveries three days).
+    redelivery_interval: float = Field(default=300.0, ge=0)
+    redelivery_lookback: float = Field(default=3 * 86400.0, gt=0, le=3 * 86400.0)
+    # Issue 32: /metrics on the public port needs this bearer token (unset: not served there);
+    # METRICS_LISTEN (host:port) serves it without a token on an address of its own.
+    metrics_token: SecretStr | None = None
+    metrics_listen: str | None = None
     # Issue 9: a delivery that cannot lead to work (most comments) is kept as id, event, action and
     # time only; true keeps its whole body too (an audit that needs every comment's text).
     keep_ignored_payloads: bool = False
@@ -133,6 +161,9 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
     poll_interval: float = Field(default=30.0, gt=0)
     # Approval polling starts this often and backs off to `poll_interval` as a held push ages.
     poll_min_interval: float = Field(default=5.0, gt=0)
+    # The approval comment offers a 👍/👎 reaction as an answer; `beam-bot action` turns it off, since a
+    # reaction starts no workflow there and only `/beam approve <id>` is seen.
+    approve_by_reaction: bool = True
     bot_login: str | None = None
     # Automatic reviews of pull requests where `.github/beam.yml` does not say (auto_review.enabled).
     auto_review: bool = False
@@ -197,6 +228,25 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("BEAM_SETUP_TOKEN is too short: use at least 16 random characters")
         return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("BEAM_METRICS_TOKEN is too short: use at least 16 random characters")
+        return value
+
+    @field_validator("metrics_listen")
+    @classmethod
+    def _metrics_listen(cls, value: str | None) -> str | None:
+        if value is not None:
+            split_listen(value)
+        return value
+
+    @property
+    def metrics_address(self) -> tuple[str, int] | None:
+        """BEAM_METRICS_LISTEN as (host, port), when set."""
+        return None if self.metrics_listen is None else split_listen(self.metrics_listen)
 
     @field_validator("private_key")
     @classmethod

@@ -67,7 +67,13 @@ _ENTRIES = [
     _e(85, 422, "LLM response has no choices."),
     _e(86, 422, "Stream ended without a terminal done frame."),
     _e(87, 422, "Stream reported an error frame."),
-    _e(88, 422, "Tool loop exceeded the maximum number of rounds."),
+    _e(
+        88,
+        422,
+        "Tool loop exceeded the maximum number of rounds.",
+        "The model kept calling tools and never answered: use a model that is better at tool calls, or "
+        "ask about a smaller change.",
+    ),
     _e(89, 422, "Unknown tool during the tool loop."),
     _e(90, 422, "Unknown tool while resuming."),
     # beam-bot: how a real model server's answer can end a run (docs/models.md says what to do).
@@ -100,6 +106,21 @@ _ENTRIES = [
         "The model kept answering with tool calls that could not be used, after being told what was wrong.",
         "Use a model that is better at tool calls (a larger one, or an instruction-tuned one with a tool "
         "template), or set BEAM_MODEL_TOOLS=text if its native tool calls are the ones that fail.",
+    ),
+    # beam-bot: a review that did not happen is said, never posted as "No comments." (issue 29).
+    _e(
+        95,
+        422,
+        "The model gave no review: its answers held no findings and no text, so nothing was posted.",
+        "Try again; if it keeps happening, use a model that is better at tool calls or at following "
+        "instructions (a larger one, or an instruction-tuned one), or check the model server's logs.",
+    ),
+    _e(
+        96,
+        429,
+        "A per-run cap stopped the review before the model gave any finding, so nothing was posted.",
+        "Raise the cap that stopped it (`limits:` in .github/beam.yml, or the server's "
+        "BEAM_MAX_TOKENS_PER_RUN and BEAM_MAX_MINUTES_PER_RUN), or ask about a smaller change.",
     ),
     _e(107, 422, "Sandbox tools need metadata.sandbox_root."),
     _e(108, 422, "A required sandbox tool argument is missing."),
@@ -152,6 +173,33 @@ _ENTRIES = [
     _e(340, 500, "The job failed and will not be retried."),
     # beam-bot: a repository's settings file that does not validate (said on the pull request).
     _e(341, 422, "The repository configuration is invalid."),
+    # beam-bot: what a maintainer approves is everything that lands (issue 28, docs/held-pushes.md).
+    _e(
+        346,
+        400,
+        "The path contains a control character or a bidirectional-text character.",
+        "Choose a file name without newlines, carriage returns, NUL, other control characters or "
+        "Unicode direction marks (U+200E, U+200F, U+202A-U+202E, U+2066-U+2069).",
+    ),
+    _e(
+        347,
+        403,
+        "The pull request comes from a fork: this repository does not let the bot push its commits.",
+        "A maintainer can allow it with `fork_pushes: allow` in .github/beam.yml on the default branch; "
+        "the approval comment then lists every commit that would land.",
+    ),
+    _e(
+        348,
+        409,
+        "The commits that would land are not the ones the approval comment listed: nothing was pushed.",
+        "A branch the listing relied on moved or was deleted; run the command again for a fresh listing.",
+    ),
+    _e(
+        349,
+        413,
+        "More commits would land than an approval comment can list: nothing was held.",
+        "Ask on a pull request with fewer commits, or merge the base branch into it first.",
+    ),
     # beam-bot: the checks jail (bot/app/checks, docs/checks.md).
     _e(350, 503, "Checks are off: bubblewrap cannot build the jail on this host."),
     _e(351, 500, "The jail could not be built for this check."),
@@ -208,6 +256,33 @@ _ENTRIES = [
         503,
         "GitHub was down for longer than this run waits for it (BEAM_GITHUB_OUTAGE_WAIT).",
         "Try the command again once GitHub answers again; the server's log names each failed call.",
+    ),
+    # beam-bot: the ways in without a server, `beam-bot action` and `beam-bot review <URL>` (issue 31).
+    _e(
+        390,
+        400,
+        "The GitHub Actions environment is incomplete.",
+        "`beam-bot action` runs as a step of a GitHub Actions job (docs/action.md): it reads "
+        "GITHUB_EVENT_NAME, GITHUB_EVENT_PATH, GITHUB_TOKEN, GITHUB_REPOSITORY and GITHUB_RUN_ID.",
+    ),
+    _e(
+        391,
+        400,
+        "This is not the URL of a pull request.",
+        "Give it as https://github.com/OWNER/REPO/pull/NUMBER (or https://HOST/OWNER/REPO/pull/NUMBER "
+        "on GitHub Enterprise Server).",
+    ),
+    _e(
+        392,
+        401,
+        "No GitHub token.",
+        "Set GITHUB_TOKEN, or log in with the GitHub CLI (`gh auth login`): its token is used then.",
+    ),
+    _e(
+        393,
+        500,
+        "The Action's work did not finish.",
+        "The job log names the failed step; the pull request's tracking comment says what happened there.",
     ),
 ]
 

@@ -93,13 +93,13 @@ class RiverBeam:
     async def memory_forget(self, item_id: str) -> bool:
         return await self.memory.forget(item_id)
 
-    def remember_tool(self) -> Tool:
-        """A working `remember` tool that stores through this hub.
+    def remember_tool(self, scope: MemoryScope) -> Tool:
+        """A working `remember` tool that stores through this hub, always at `scope`.
 
-        The model chooses the scope, so give it only to skills whose memory the host is willing to
-        let the model write.
+        The host chooses the scope, never the model (issue 28): give each task its own, and list it
+        in `memory_scopes` only for invokes of that task.
         """
-        return BoundRememberTool(self.memory_remember)
+        return BoundRememberTool(self.memory_remember, scope)
 
     @staticmethod
     def to_agent_input(request: InvokeRequest) -> AgentInput:

@@ -6,9 +6,10 @@ app's approval code) asks the same question the same way, and so they can be tes
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from fnmatch import fnmatchcase
+
+from bot.beam.globs import PathGlobs
 
 _HEADS = "refs/heads/"
 _GLOB_CHARS = frozenset("*?[")
@@ -70,72 +71,25 @@ def is_protected(ref: str, protected_refs: Iterable[str]) -> bool:
     return False
 
 
-def _glob_to_regex(pattern: str) -> str:
-    """Translate a path glob: `*` and `?` stay within one directory, `**` spans directories."""
-    pat = pattern.strip().strip("/")
-    while pat.endswith("/**"):
-        pat = pat[:-3]  # `dir/**` blocks `dir` itself too: the suffix below covers what is under it
-    out: list[str] = []
-    i, n = 0, len(pat)
-    while i < n:
-        char = pat[i]
-        if char == "*":
-            j = i
-            while j < n and pat[j] == "*":
-                j += 1
-            if j - i >= 2:
-                if j < n and pat[j] == "/":
-                    out.append("(?:.*/)?")
-                    j += 1
-                else:
-                    out.append(".*")
-            else:
-                out.append("[^/]*")
-            i = j
-            continue
-        if char == "?":
-            out.append("[^/]")
-        elif char == "[":
-            end = pat.find("]", i + 2 if pat[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if end == -1:
-                out.append(re.escape(char))
-            else:
-                body = pat[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end
-        else:
-            out.append(re.escape(char))
-        i += 1
-    return "".join(out)
-
-
 class BlockedPaths:
     """Repository-configured globs (for example `.github/workflows/**`) that tools may not change.
 
-    A pattern matches the whole path relative to the root, or any directory above it, so
-    `.github/workflows` and `.github/workflows/**` both block every file under that directory.
-    Matching ignores case: over-blocking a path is safe, missing one because of its case is not.
+    Read as a rule by the one path matcher (bot/beam/globs.py): a pattern matches the whole path
+    relative to the root, or any directory above it, so `.github/workflows` and `.github/workflows/**`
+    both block every file under that directory. Matching ignores case: over-blocking a path is safe,
+    missing one because of its case is not.
     """
 
     def __init__(self, patterns: Iterable[str] = ()) -> None:
-        self.patterns = tuple(p for p in patterns if p.strip().strip("/"))
-        if self.patterns:
-            body = "|".join(f"(?:{_glob_to_regex(p)})" for p in self.patterns)
-            self._regex: re.Pattern[str] | None = re.compile(f"(?:{body})(?:/.*)?", re.IGNORECASE | re.DOTALL)
-        else:
-            self._regex = None
+        self._globs = PathGlobs(patterns)
+        self.patterns = self._globs.patterns
 
     def __bool__(self) -> bool:
-        return self._regex is not None
+        return bool(self._globs)
 
     def matches(self, rel_path: str) -> bool:
         """Whether a root-relative path with `/` separators is blocked."""
-        if self._regex is None:
-            return False
-        parts = [p for p in rel_path.split("/") if p not in ("", ".")]
-        return bool(parts) and self._regex.fullmatch("/".join(parts)) is not None
+        return self._globs.matches(rel_path)
 
     def first_match(self, rel_paths: Iterable[str]) -> str | None:
         """The first blocked path among several, or None."""
@@ -154,23 +108,15 @@ class AllowedPaths:
     """
 
     def __init__(self, patterns: Iterable[str] | None = None) -> None:
-        self.patterns = tuple(p for p in (patterns or ()) if p.strip().strip("/"))
-        parts = []
-        for pattern in self.patterns:
-            text = pattern.strip()
-            below = text.endswith("/**") or text.endswith("/")
-            parts.append(f"(?:{_glob_to_regex(text)}{'/.+' if below else ''})")
-        self._regex = re.compile("|".join(parts), re.IGNORECASE | re.DOTALL) if parts else None
+        self._globs = PathGlobs(patterns or (), below=False)
+        self.patterns = self._globs.patterns
 
     def __bool__(self) -> bool:
-        return self._regex is not None
+        return bool(self._globs)
 
     def permits(self, rel_path: str) -> bool:
         """Whether a root-relative path with `/` separators may be changed."""
-        if self._regex is None:
-            return True
-        parts = [p for p in rel_path.split("/") if p not in ("", ".")]
-        return bool(parts) and self._regex.fullmatch("/".join(parts)) is not None
+        return not self._globs or self._globs.matches_all_readings(rel_path)
 
     def first_refused(self, rel_paths: Iterable[str]) -> str | None:
         """The first path among several that may not be changed, or None."""

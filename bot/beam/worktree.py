@@ -20,6 +20,7 @@ from bot.beam.errors import BeamError
 from bot.beam.jail import DEFAULT_MAX_FILE_BYTES, DEFAULT_MAX_LIST_ENTRIES, SandboxRoot
 from bot.beam.push_callbacks import Credentials, PushCallbacks, has_userinfo
 from bot.beam.sandbox_policy import AllowedPaths, BlockedPaths, is_protected, push_branch_name, strip_heads
+from bot.beam.unsafe_text import escape_char, first_unsafe
 
 DEFAULT_IDENTITY = ("beam-agent", "beam@localhost")
 ORIGIN = "origin"
@@ -69,7 +70,8 @@ class WorkingTree:
 
     def write_file(self, rel: str, body: str) -> None:
         """Write inside the jail, unless the path, or where a symlink leads, is blocked (BEM-334) or
-        outside the allowed paths (BEM-338)."""
+        outside the allowed paths (BEM-338), or its name holds a control or bidi character (BEM-346)."""
+        _refuse_unsafe(rel)
         self._refuse_blocked(rel)
         self.sandbox.write_text(rel, body, max_bytes=self.max_file_bytes, guard=self._refuse_blocked)
 
@@ -214,6 +216,7 @@ class WorkingTree:
         """Stage one file, or everything for `""`/`"."`; returns the path staged."""
         everything = path in ("", ".")
         if not everything:
+            _refuse_unsafe(path)
             self.sandbox.resolve_str(path)  # jail codes and BEM-337 before git sees the path
             rel = "/".join(p for p in path.split("/") if p not in ("", "."))
             self._refuse_blocked(rel)
@@ -224,8 +227,11 @@ class WorkingTree:
             except _GIT_ERRORS as exc:
                 raise BeamError("BEM-325", _text(exc)) from None
             if everything:
+                status = repo.status(untracked_files="all", ignored=False)
+                for changed in status:
+                    _refuse_unsafe(changed)
                 if self.blocked or self.allowed:
-                    self._refuse_any(repo.status(untracked_files="all", ignored=False))
+                    self._refuse_any(status)
                 try:
                     index.add_all(["*"])
                     index.write()
@@ -248,8 +254,11 @@ class WorkingTree:
             try:
                 index = repo.index
                 index.read(False)
+                changes = _index_changes(repo, index)
+                for changed in changes:
+                    _refuse_unsafe(changed)
                 if self.blocked or self.allowed:
-                    self._refuse_any(_index_changes(repo, index))
+                    self._refuse_any(changes)
                 tree_id = index.write_tree()
                 parents = [] if repo.head_is_unborn else [repo.head.target]
                 author = pygit2.Signature(*self.author)
@@ -339,6 +348,15 @@ def _summary(message: str) -> str:
             break
         lines.append(line.strip())
     return " ".join(lines)
+
+
+def _refuse_unsafe(rel: str) -> None:
+    """A path with a control or bidi character is never written or committed (BEM-346): shown in a
+    comment it could draw lines that are not there (bot/beam/unsafe_text.py)."""
+    char = first_unsafe(rel)
+    if char is not None:
+        shown = "".join(escape_char(c) if first_unsafe(c) else c for c in rel)
+        raise BeamError("BEM-346", f"{shown[:200]} contains {escape_char(char)}; choose another name")
 
 
 def _blocked(rel: str) -> BeamError:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -21,37 +22,36 @@ from typing import Any, TextIO
 import anyio
 
 from bot.app.assembly import FINAL_COMMENT_MARGIN
+from bot.app.github.models import PullFile
 from bot.app.limits.policy import Policy
 from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
+from bot.app.reviews.review_pass import BuildPrompts, PassPrompts, ReviewPass
+from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
+from bot.app.runs.diff_context import cut_diff
+from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.prompt import Coverage
-from bot.app.runs.review_context import CallParts, ReviewContext, call_session
-from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import (
-    answered_in_text_note,
-    review_from_text,
-    review_in_text,
-    run_prompts,
-    run_tools,
-    skill_runner,
-)
-from bot.app.runs.usage import RunUsage, stopped_outcome
+from bot.app.runs.review_context import ReviewContext
+from bot.app.runs.skill_agent import answered_in_text_note, run_prompts, run_tools, skill_runner
+from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.skills import Skill
-from bot.beam.types import ContentPart, InvokeRequest
+from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 from bot.local.change import LocalChange
 from bot.local.git import UsageError, change_base, default_branch, head_label, protected_refs, try_git
 from bot.local.options import RunOptions
 from bot.local.output import FramePrinter, LocalReview, PrintMode, review_report
 
 OVERFLOW_RETRY = "the prompt overflowed the model's context; trying once more with half the diff"
+# How `beam-bot run review` ended (docs/commands.md): 0 reviewed, 1 failed, 2 bad usage, and these.
+EXIT_PARTIAL = 3  # a cap or a call that never answered stopped it; what was found is printed
+EXIT_NOT_REVIEWED = 4  # the model never gave a review: nothing is printed as one
 
 
 @dataclass
@@ -66,6 +66,9 @@ class ChangeRun:
     config_errors: list[str]
     policy: Policy
     run_timeout: float
+    # What the run produced, for a caller that posts it (`beam-bot review <URL> --post`).
+    review: LocalReview | None = None
+    answer: str = ""
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -101,6 +104,7 @@ class ChangeRun:
         )
 
     async def run(self, path: Path, client: CompletionClient, out: TextIO, err: TextIO) -> int:
+        """Run the skill and print what it gave; the exit code (EXIT_*) says how a review ended."""
         change, skill, as_json = self.change, self.skill, self.options.as_json
         is_review = skill.name == "review"
         protected = sorted({*protected_refs(self.repo), change.base.label, change.head_ref})
@@ -114,7 +118,7 @@ class ChangeRun:
         run_id = str(uuid.uuid4())
         usage = RunUsage(client, None, run_id, 0, self.policy, started)
         guard = await usage.arm(self.config.limits)
-        review = LocalReview(change.head_sha)
+        review = self.review = LocalReview(change.head_sha)
         for problem in self.config_errors:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
@@ -122,7 +126,7 @@ class ChangeRun:
         printer = FramePrinter(out, mode, self.activity(), show_answer=not is_review)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-            # `review.severity` and `max_comments` apply as on GitHub (runs/run.py).
+            # `review.severity` and `max_comments` apply as on GitHub (reviews/command.py).
             rules = self.config.review
             chosen = select_findings(comments, rules)
             held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
@@ -132,66 +136,56 @@ class ChangeRun:
         def blob_url(rel: str, start: int, end: int) -> str:
             return f"{rel}#L{start}-L{end}"
 
-        ledger = RunLedger()
         files = change.files[:MAX_PULL_FILES]
         event, pull = change.event(self.options.instructions), change.pull_request()
+        built: list[tuple[Coverage, ReviewContext]] = []
 
-        async def prompts(halved: bool) -> tuple[Coverage, ReviewContext]:
-            return await run_prompts(
+        async def prompts(shown: list[PullFile], one_call: bool) -> PassPrompts:
+            coverage, context = await run_prompts(
                 tree.sandbox,
                 event,
                 skill.name,
                 self.options.instructions,
                 pull,
-                files,
+                shown,
                 len(change.files),
                 rules=self.config.review,
                 limits=self.policy.limits,
-                halved=halved,
+                one_call=one_call,
+                sections=rules_sections(self.config.review, [f.filename for f in shown]),
             )
+            built.append((coverage, context))
+            return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
 
-        coverage, context = await prompts(False)
-        parts = CallParts() if len(coverage.calls) > 1 else None
+        def overflowed() -> None:
+            err.write(f"beam-bot run: {OVERFLOW_RETRY}\n")
 
-        async def post_part(body: str, comments: list[dict[str, Any]]) -> int | None:
-            """As on GitHub: one call posts from its tool call; a chunked review posts its parts once."""
-            return await (parts.collect if parts is not None else post_review)(body, comments)
-
-        checked = CheckedSuggestions(ruff=context.lint is not None)
-        tools = run_tools(tree, ledger, files, post_review=post_part, blob_url=blob_url, checked=checked)
-        hub = RiverBeam()
-        hub.register_agent(skill_runner(skill.name, usage.meter, tools, should_stop=guard))
+        report = ToolReport()
+        notes: list[str] = []
         try:
             with anyio.fail_after(self.run_timeout):
-                calls, index, retried = coverage.calls, 0, False
-                while index < len(calls):
-                    ledger.reviewed = False  # each call of a chunked review posts its part
-                    request = InvokeRequest(
-                        agent_name=skill.name,
-                        content=[ContentPart.text_part(calls[index])],
-                        session_id=uuid.uuid4(),
-                        request_id=uuid.UUID(run_id) if index == 0 else call_session(run_id, index),
-                        metadata={"repository": change.repository, "number": 0},
+                if is_review:
+                    end = await ReviewPass(
+                        tree=tree,
+                        files=files,
+                        prompts=prompts,
+                        meter=usage.meter,
+                        guard=guard,
+                        post=post_review,
+                        blob_url=blob_url,
+                        run_id=run_id,
+                        repository=change.repository,
+                        number=0,
+                        on_frame=printer,
+                        session=uuid.uuid4(),
+                        on_overflow=overflowed,
+                    ).run()
+                    result = end.result
+                else:
+                    end = None
+                    result = await self._one_call(
+                        tree, files, prompts, report, usage, guard, printer, overflowed, notes
                     )
-                    try:
-                        outcome = await hub.invoke(request, on_frame=printer)
-                    except BeamError as error:
-                        # Once more with half the diff if the first prompt overflows, as on GitHub.
-                        if error.code != "BEM-092" or index > 0 or retried or printer.tool_steps > 0:
-                            raise
-                        err.write(f"beam-bot run: {OVERFLOW_RETRY}\n")
-                        retried = True
-                        coverage, context = await prompts(True)
-                        calls = coverage.calls
-                        parts = CallParts() if len(calls) > 1 else None
-                        continue
-                    index += 1
-                    if guard.stop is not None or outcome.result.interrupted:
-                        break
-                merged = parts.merged() if parts is not None and guard.stop is None else None
-                if merged is not None:
-                    ledger.review_id = await post_review(*merged)
-                    ledger.reviewed = True
         except TimeoutError:
             err.write(f"✗ failed: {render.timed_out(self.run_timeout)}\n")
             return 1
@@ -199,20 +193,28 @@ class ChangeRun:
             out.flush()
             err.write(f"✗ failed: {error}\n")
             return 1
-        result = outcome.result
-        notes: list[str] = []
-        if guard.stop is not None:
-            notes += stopped_outcome(guard.stop, result.text).get("notes", [])
-        if is_review:
-            if await review_in_text(tools, result.text):  # findings written as JSON, as on GitHub
-                review.posted_with = "review_change"
-            elif await review_from_text(ledger, result.text, post_review):
-                review.posted_with = "text"
+        coverage, context = built[-1]
+        if end is not None and end.kind == "not_reviewed":  # nothing was posted: said, and exit 4
+            out.flush()
+            err.write(f"✗ not reviewed ({end.code}): {end.reason}\n")
+            if as_json:
+                out.write(json.dumps({"review": None, "not_reviewed": end.code, "reason": end.reason}) + "\n")
+            return EXIT_NOT_REVIEWED
+        assert result is not None
+        self.answer = result.text
+        stop = end.stop if end is not None else guard.stop
+        if stop is not None:
+            notes += stopped_outcome(stop, result.text).get("notes", [])
+        if end is not None:
+            review.posted_with = "text" if end.posted_with == "text" else "review_change"
+            if end.kind == "partial":
+                notes.append(end.reason)
+            if end.posted_with != "review_change":
                 notes += answered_in_text_note(result)
-            else:
-                review.posted_with = "review_change"
-        skipped, cut = coverage.skipped, coverage.cut + ledger.truncated
-        notes += render.not_read_note(skipped, cut, len(change.files), len(files))
+        truncated = report.truncated + (end.truncated if end is not None else [])
+        notes += render.not_read_note(
+            coverage.skipped, coverage.cut + truncated, len(change.files), len(files)
+        )
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         if is_review and as_json:
             out.write(json.dumps(review_report(review, result, notes), ensure_ascii=False) + "\n")
@@ -224,4 +226,44 @@ class ChangeRun:
             for note in notes:
                 out.write(f"note: {note}\n")
         out.flush()
-        return 0
+        return EXIT_PARTIAL if end is not None and end.kind == "partial" else 0
+
+    async def _one_call(
+        self,
+        tree: WorkingTree,
+        files: list[PullFile],
+        prompts: BuildPrompts,
+        report: ToolReport,
+        usage: RunUsage,
+        guard: RunGuard,
+        printer: FramePrinter,
+        overflowed: Callable[[], None],
+        notes: list[str],
+    ) -> AgentResult:
+        """Every skill but `review`: one call, retried once with half the diff (by whole hunks) when the
+        model's context overflowed before any tool ran, as on GitHub (runs/run.py)."""
+
+        built = await prompts(files, False)
+        tools = run_tools(tree, report, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
+        hub = RiverBeam()
+        hub.register_agent(skill_runner(self.skill.name, usage.meter, tools, should_stop=guard))
+        for retry in (False, True):
+            request = InvokeRequest(
+                agent_name=self.skill.name,
+                content=[ContentPart.text_part(built.calls[0])],
+                session_id=uuid.uuid4(),
+                request_id=uuid.uuid4(),
+                metadata={"repository": self.change.repository, "number": 0},
+            )
+            try:
+                return (await hub.invoke(request, on_frame=printer)).result
+            except BeamError as error:
+                if error.code != "BEM-092" or retry or printer.tool_steps > 0:
+                    raise
+                overflowed()
+                sent = built.call_files[0] if built.call_files else []  # the files the prompt showed
+                cut = cut_diff(files, sent)
+                built = await prompts(cut.files, True)
+                built.calls = [f"{cut.named()}\n\n{text}" for text in built.calls]
+                notes.append(cut.named())
+        raise AssertionError("unreachable: the retry returns or raises")

@@ -3,6 +3,7 @@ change, and a temporary worktree the run works in (the user's own checkout is le
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -104,6 +105,42 @@ def change_base(repo: Path, head: str, base: str | None) -> Base:
     if parent:
         return Base(f"{head[:12]}~1", parent)
     return Base("(nothing: the first commit)", EMPTY_TREE)
+
+
+def uncommitted(repo: Path) -> list[str]:
+    """`git status --porcelain` lines: changes and untracked files a run at a commit leaves out."""
+    return [line for line in (try_git(repo, "status", "--porcelain") or "").splitlines() if line.strip()]
+
+
+def working_tree_commit(repo: Path) -> str:
+    """A commit of the working tree as it is (untracked files too, ignored ones not) on HEAD, made
+    with a temporary index: the user's index, branch and files are not touched. Nothing points at
+    it, so git collects it later."""
+    with tempfile.TemporaryDirectory(prefix="beam-index-") as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        for who in ("AUTHOR", "COMMITTER"):  # a throwaway commit: no identity of the user's needed
+            env.setdefault(f"GIT_{who}_NAME", "beam-bot run")
+            env.setdefault(f"GIT_{who}_EMAIL", "beam-bot@localhost")
+
+        def run(*args: str) -> str:
+            done = subprocess.run(
+                ["git", "-C", str(repo), *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+                check=False,
+            )
+            if done.returncode != 0:
+                raise UsageError(
+                    done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed"
+                )
+            return done.stdout.strip()
+
+        run("read-tree", "HEAD")
+        run("add", "-A")
+        tree = run("write-tree")
+        return run("commit-tree", tree, "-p", "HEAD", "-m", "beam-bot run: the uncommitted changes")
 
 
 def head_label(repo: Path, ref: str) -> str:

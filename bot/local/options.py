@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bot.beam.skills import Skill, builtin_skills
@@ -16,6 +16,7 @@ COMMAND_SKILLS = {
     "commit-notes": "commit-notes",
     "ask": "consume",
     "author": "author",
+    "docs": "author",  # /beam docs's policy: the author skill, writing only `docs.paths`
 }
 # The skills that work on a change (`--base`..`--ref`) as their GitHub commands do on a pull request.
 CHANGE_SKILLS = frozenset({"review", "summarize", "commit-notes", "consume"})
@@ -33,6 +34,10 @@ class RunOptions:
     approve: bool | None = None  # None: ask on the terminal
     ref: str = "HEAD"
     base: str | None = None  # None: the merge base with the default branch (change skills)
+    working_tree: bool = False  # include the uncommitted changes (a snapshot commit on HEAD)
+
+    def with_ref(self, ref: str) -> RunOptions:
+        return replace(self, ref=ref)
 
 
 def local_skills(sandbox_names: set[str]) -> dict[str, Skill]:

@@ -39,6 +39,11 @@ class FramePrinter:
         self.activity = activity
         self.show_answer = show_answer
         self.tool_steps = 0
+        # The whole run's counts: a run resumed after an approval ends in a second `done` frame
+        # that counts only its own half.
+        self.tool_calls = 0
+        self.tokens = 0
+        self.rounds = 0
 
     async def __call__(self, frame: StreamChunk) -> None:
         self.tool_steps += frame.type is StreamChunkType.TOOL
@@ -61,7 +66,13 @@ class FramePrinter:
         if kind is StreamChunkType.CHUNK:
             return frame.text if self.show_answer else None
         if kind is StreamChunkType.DONE and frame.result is not None:
-            return done_line(frame.result)
+            result = frame.result
+            self.rounds += 1
+            self.tool_calls += len(result.tool_calls)
+            self.tokens += result.token_usage.total_tokens if result.token_usage else 0
+            if result.interrupted:
+                return "⏸ waiting for approval"
+            return done_line(result, self.tool_calls, self.tokens if self.rounds > 1 else None)
         if kind is StreamChunkType.ERROR:
             return f"✗ {frame.error}"
         if kind is StreamChunkType.THINKING:
@@ -71,13 +82,15 @@ class FramePrinter:
         return f"… {frame.text}"
 
 
-def done_line(result: AgentResult) -> str:
-    if result.interrupted:
-        return "⏸ waiting for approval"
+def done_line(result: AgentResult, tool_calls: int, tokens: int | None = None) -> str:
+    """The final line: the whole run's tool calls and tokens (`tokens` when they were summed over
+    its halves), and the model."""
     usage = result.token_usage
-    tokens = f"{usage.total_tokens} tokens" if usage else "no usage"
+    counted = (
+        f"{tokens} tokens" if tokens is not None else f"{usage.total_tokens} tokens" if usage else "no usage"
+    )
     model = f", {result.model_used}" if result.model_used else ""
-    return f"✓ done ({len(result.tool_calls)} tool calls, {tokens}{model})"
+    return f"✓ done ({tool_calls} tool calls, {counted}{model})"
 
 
 def ask_terminal(action: dict[str, object], stdin: TextIO, out: TextIO) -> bool:

@@ -2,39 +2,58 @@
 
 It uses the framework exactly as an outside host would (hub, runner, bound sandbox tools), so it is
 also the smallest end-to-end check that the framework works. The run works in a temporary git
-worktree at `HEAD` (or `--ref`), never in the user's own checkout, which it leaves exactly as it was.
-`review`, `summarize`, `commit-notes` and `ask` go through `change_run.py`, the GitHub path's own
-builders; `author` runs here with the sandbox tools and asks on the terminal before a push. Errors
-and the final line of a failed run go to stderr.
+worktree at `HEAD` (or `--ref`, or `--working-tree`: a snapshot commit of the uncommitted changes),
+never in the user's own checkout, which it leaves exactly as it was. `review`, `summarize`,
+`commit-notes` and `ask` go through `change_run.py`, the GitHub path's own builders; `author` and
+`docs` through `author_run.py`, which keeps their commits on a named branch and asks on the
+terminal before a push. Errors and the final line of a failed run go to stderr.
+
+A run stops with a clear message, before any model call, when there is nothing to do (an empty
+change, `ask` or `author` without text). SIGINT, SIGTERM and SIGHUP cancel the run: the temporary
+worktree is removed and one line says so (exit 128 + the signal's number).
 """
 
 from __future__ import annotations
 
+import signal
 import sys
-import uuid
-from pathlib import Path
 from typing import TextIO
+
+import anyio
 
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.errors import BeamError
-from bot.beam.hub import RiverBeam
 from bot.beam.openai_client import OpenAiCompatible
-from bot.beam.runner import RigAgentRunner
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
-from bot.beam.skills import Skill
-from bot.beam.types import ActionResponseEnvelope, ActionResponseStatus, ContentPart, InvokeRequest
+from bot.local.author_run import AuthorRun, run_author, run_branch
 from bot.local.change_run import ChangeRun
-from bot.local.git import TemporaryWorktree, UsageError, check_repository, commit_of, protected_refs
+from bot.local.git import (
+    TemporaryWorktree,
+    UsageError,
+    check_repository,
+    commit_of,
+    uncommitted,
+    working_tree_commit,
+)
 from bot.local.options import CHANGE_SKILLS, RunOptions, resolve_skill
-from bot.local.output import FramePrinter, ask_terminal
+
+ECHO = (
+    "echo client (no BEAM_API_KEY): the text below is the prompt a real model would get; set "
+    "BEAM_API_KEY (and BEAM_API_BASE_URL, BEAM_MODEL for another server: docs/models.md) to use one"
+)
+# The commands whose text is the whole request: without it there is nothing to ask.
+NEEDS_TEXT = {"ask": 'ask needs a question: beam-bot run ask "what does this change do?"'}
+NEEDS_TEXT["author"] = 'author needs instructions: beam-bot run author "fix the typo in README"'
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+PIPE_CLOSED = 128 + signal.SIGPIPE.value  # the exit code of a process killed by SIGPIPE, as shells expect
 
 
 def pick_client() -> tuple[CompletionClient, str]:
     """A live model when an API key is set (the seed's variables), the echo client otherwise."""
     client = OpenAiCompatible.from_env()
     if client is None:
-        return EchoClient(), "echo client (no BEAM_API_KEY)"
+        return EchoClient(), ECHO
     return client, f"model {client.model} at {client.base_url}"
 
 
@@ -46,16 +65,66 @@ async def run_local(
     stdin: TextIO = sys.stdin,
     err: TextIO = sys.stderr,
 ) -> int:
-    """Run the skill; returns a process exit code (0 done, 1 a BEM error, 2 bad usage)."""
+    """Run the skill; returns a process exit code (0 done, 1 a BEM error, 2 bad usage, 128+N a signal)."""
+    stopped: list[signal.Signals] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+                async for signum in signals:
+                    stopped.append(signal.Signals(signum))
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        code = 1
+        try:
+            code = await _run_local(options, client, out, stdin, err)
+        except BrokenPipeError:
+            # `beam-bot run ... | head`: the reader is gone; the worktree was removed on the way out.
+            code = PIPE_CLOSED
+        tg.cancel_scope.cancel()
+    if code == PIPE_CLOSED:
+        err.write("✗ stopped: the output pipe was closed, and the temporary worktree is removed\n")
+        return code
+    if stopped:
+        name = stopped[0].name
+        err.write(f"✗ stopped by {name}: nothing was pushed, and the temporary worktree is removed\n")
+        return 128 + stopped[0].value
+    return code
+
+
+async def _run_local(
+    options: RunOptions, client: CompletionClient | None, out: TextIO, stdin: TextIO, err: TextIO
+) -> int:
     try:
         repo = check_repository(options.repo)
         probe = WorkingTree(SandboxRoot(repo), [])
         skill = resolve_skill(options.skill, {tool.spec().name for tool in sandbox_tools(probe)})
         if options.base is not None and skill.name not in CHANGE_SKILLS:
             raise UsageError(f"--base is for review, summarize, commit-notes and ask, not {options.skill}")
+        if options.skill in NEEDS_TEXT and not options.instructions.strip():
+            raise UsageError(NEEDS_TEXT[options.skill])
+        dirty = uncommitted(repo)
+        if options.working_tree:
+            if options.ref != "HEAD":
+                raise UsageError("--working-tree reviews the uncommitted changes on HEAD: leave out --ref")
+            options = options.with_ref(working_tree_commit(repo) if dirty else "HEAD")
+        elif dirty:
+            err.write(
+                f"note: {len(dirty)} uncommitted change{'s' if len(dirty) != 1 else ''} in {repo} "
+                f"{'are' if len(dirty) != 1 else 'is'} not part of this run (the run works on "
+                f"{options.ref}); commit them, or pass --working-tree to include them\n"
+            )
         change = None
+        start = commit_of(repo, options.ref, "--ref")
         if skill.name in CHANGE_SKILLS:
-            change = ChangeRun.prepare(repo, skill, options, commit_of(repo, options.ref, "--ref"))
+            change = ChangeRun.prepare(repo, skill, options, start)
+            if not change.change.files:
+                raise UsageError(
+                    f"the change {change.change.base.label}...{options.ref} is empty: nothing to "
+                    f"{options.skill}; pass --base with an older commit, or commit the change first"
+                )
         worktree = TemporaryWorktree(repo, options.ref)
     except UsageError as error:
         err.write(f"beam-bot run: {error}\n")
@@ -68,6 +137,8 @@ async def run_local(
             return 2
         if not options.as_json:
             out.write(f"using the {described}\n")
+    author = AuthorRun(repo, run_branch(options), start, created=options.branch is None)
+    code = 1
     try:
         with worktree:
             if not options.as_json:
@@ -75,68 +146,20 @@ async def run_local(
                 out.flush()
             if change is not None:
                 return await change.run(worktree.path, client, out, err)
-            return await _run_in(worktree.path, repo, skill, options, client, out, stdin, err)
+            code = await run_author(worktree.path, author, skill, options, client, out, stdin, err)
     except UsageError as error:
         err.write(f"beam-bot run: {error}\n")
         return 2
     finally:
         aclose = getattr(client, "aclose", None)
         if aclose is not None:
-            await aclose()
-
-
-async def _run_in(
-    path: Path,
-    repo: Path,
-    skill: Skill,
-    options: RunOptions,
-    client: CompletionClient,
-    out: TextIO,
-    stdin: TextIO,
-    err: TextIO,
-) -> int:
-    tree = WorkingTree(SandboxRoot(path), protected_refs(repo))
-    try:
-        if options.branch:
-            tree.checkout_branch(options.branch, True)
-        hub = RiverBeam()
-        tools = [tool for tool in sandbox_tools(tree) if tool.spec().name in set(skill.tools)]
-        hub.register_agent(RigAgentRunner(skill.name, client, tools, skill))
-        printer = FramePrinter(out, "json" if options.as_json else "human")
-        request = InvokeRequest(
-            agent_name=skill.name,
-            content=[ContentPart.text_part(options.instructions)],
-            session_id=uuid.uuid4(),
-            request_id=uuid.uuid4(),
-        )
-        outcome = await hub.invoke(request, on_frame=printer)
-        while outcome.result.interrupted and outcome.result.action_required:
-            envelopes = []
-            for action in outcome.result.action_required:
-                allowed = options.approve if options.approve is not None else ask_terminal(action, stdin, out)
-                status = ActionResponseStatus.SUBMITTED if allowed else ActionResponseStatus.CANCELLED
-                envelopes.append(
-                    ActionResponseEnvelope(
-                        action_id=str(action["action_id"]),
-                        kind=str(action.get("kind", "confirmation")),
-                        request_id=str(request.request_id),
-                        status=status,
-                        responder_id="terminal",
-                    )
-                )
-                if not allowed and not options.as_json:
-                    out.write(f"  ✗ {action.get('tool')} denied: nothing was run\n")
-            resume = request.model_copy(
-                update={
-                    "content": [],
-                    "interaction_id": outcome.result.interaction_id,
-                    "request_id": uuid.uuid4(),
-                    "actions": envelopes,
-                }
-            )
-            outcome = await hub.invoke(resume, on_frame=printer)
-    except BeamError as error:
+            with anyio.CancelScope(shield=True):
+                await aclose()
+    # After the worktree is gone: the run's branch is no longer checked out anywhere.
+    where = author.where()
+    if code == 0 and not options.as_json:
+        out.write(where + "\n")
+    elif code != 0:
+        out.write(where + "\n")
         out.flush()
-        err.write(f"✗ failed: {error}\n")
-        return 1
-    return 0
+    return code

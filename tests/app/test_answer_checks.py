@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import ReviewChangeTool
+from bot.app.reviews.text_review import review_args_from_text
 from bot.app.runs.answer_checks import (
     change_path,
     not_a_review,
@@ -20,11 +23,8 @@ from bot.app.runs.answer_checks import (
     structured_review_args,
     usable_suggestion,
 )
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import ReviewChangeTool, RunLedger
-from bot.app.runs.render import EMPTY_REVIEW
-from bot.app.runs.skill_agent import review_from_text
-from bot.app.runs.text_review import review_args_from_text
+from bot.app.runs.host_tools import ToolReport
+from bot.app.runs.skill_agent import prose
 from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.sandbox import SandboxRoot
 from tests.support.openai_server import FakeOpenAI
@@ -42,19 +42,8 @@ def review_tool(tmp_path: Path, posted: Posted, *, fold: bool = False) -> Review
         return len(posted)
 
     return ReviewChangeTool(
-        DiffMap.from_files([("m.py", PATCH)]), RunLedger(), post, SandboxRoot(tmp_path), fold_outside=fold
+        DiffMap.from_files([("m.py", PATCH)]), ToolReport(), post, SandboxRoot(tmp_path), fold_outside=fold
     )
-
-
-async def body_of(answer: str) -> str:
-    bodies: list[str] = []
-
-    async def post(body: str, comments: list[Any]) -> int:
-        bodies.append(body)
-        return 1
-
-    assert await review_from_text(RunLedger(), answer, post)
-    return bodies[0]
 
 
 # -- every finding is read ------------------------------------------------------------------------
@@ -95,8 +84,8 @@ RESTATED = (
 @pytest.mark.parametrize(
     "answer", [CUT, "<tools></tools>", MALFORMED, AFTER_PROSE, REFUSAL, THANKS, RESTATED]
 )
-async def test_an_answer_that_is_no_review_is_not_posted_as_the_body(answer: str) -> None:
-    assert await body_of(answer) == EMPTY_REVIEW
+def test_an_answer_that_is_no_review_is_not_posted_as_the_body(answer: str) -> None:
+    assert prose(answer) == ""  # no body: the review pass posts no review from it
 
 
 @pytest.mark.parametrize(
@@ -110,19 +99,21 @@ async def test_an_answer_that_is_no_review_is_not_posted_as_the_body(answer: str
         'In package.json the "path": entry points at the source, not the build output.',
     ],
 )
-async def test_real_reviews_are_still_posted(answer: str) -> None:
+def test_real_reviews_are_still_posted(answer: str) -> None:
     assert not_a_review(answer, review_instructions()) is None
-    assert await body_of(answer) == answer
+    assert prose(answer) == answer
 
 
 async def test_a_review_change_body_that_is_a_refusal_or_a_thank_you_is_not_posted(tmp_path: Path) -> None:
     posted: Posted = []
     comment = {"path": "m.py", "line": 3, "body": "returns x - 1", "severity": "major"}
     await review_tool(tmp_path, posted).post_args({"body": THANKS, "comments": [comment]})
-    await review_tool(tmp_path, posted).post_args({"body": REFUSAL, "comments": []})
-    (with_comment, comments), (alone, _) = posted
-    assert with_comment == "" and len(comments) == 1
-    assert alone == EMPTY_REVIEW
+    [(with_comment, comments)] = posted
+    assert with_comment == "" and len(comments) == 1  # the comments stand alone
+    alone = review_tool(tmp_path, posted)
+    answer = await alone.post_args({"body": REFUSAL, "comments": []})
+    assert answer["posted"] is False and "a refusal" in answer["reason"]
+    assert len(posted) == 1 and not alone.report.reviewed  # nothing posted: the model may try again
 
 
 # -- an empty suggestion ------------------------------------------------------------------------------

@@ -15,8 +15,8 @@ from bot.app.reviews import render
 from bot.app.reviews.findings import finding_key, fresh_findings, known_keys, marker, normalise
 from bot.app.reviews.scope import added_lines, diff_digest, scope_of, skip_reason, touches_paths
 from bot.app.reviews.state import Entry
+from bot.app.reviews.suggestions import apply_suggestion, check_suggestion
 from bot.app.runs.render import suggestion_as_text, suggestion_block
-from bot.app.runs.suggestions import apply_suggestion, check_suggestion
 from bot.app.webhooks.handlers import REVIEW_ACTIONS
 
 

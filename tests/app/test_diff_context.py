@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from bot.app.github.models import PullFile
+from bot.app.reviews.diffmap import commentable_lines
 from bot.app.runs.diff_context import added_lines, format_file, parse_hunks
-from bot.app.runs.diffmap import commentable_lines
 
 CALC = "".join(f"def f{n}(x):\n    return x + {n}\n\n" for n in range(1, 7))
 

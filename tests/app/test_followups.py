@@ -10,6 +10,7 @@ import pytest
 from bot.app.approvals.followup import addressed
 from bot.app.approvals.update import Conflicts, Merged, UpToDate, merge_base
 from bot.app.github.payloads import CommentEvent
+from bot.app.repo_config import RepoConfig
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import build_prompt
 from bot.beam.errors import BeamError
@@ -114,4 +115,27 @@ def test_merge_base_refuses_a_new_version_of_a_blocked_file(tmp_path: Path) -> N
     with pytest.raises(BeamError) as err:
         merge_base(str(tmp_path / "r"), tip, base, "m", ("b", "b@e"), blocked)
     assert err.value.code == "BEM-334"
+    assert str(repo.head.target) == tip
+
+
+def test_merge_base_reads_blocked_paths_with_the_one_path_matcher(tmp_path: Path) -> None:
+    """Issue 28: `/beam update` checks the merge with the config's `blocked` alone, which missed
+    `secret[12].txt` (a character class) while the worktree blocked it. A merge that makes a new
+    version of `secret1.txt` is now refused as the worktree would refuse the write."""
+    repo, shas = _repo(tmp_path)
+    sig = pygit2.Signature("t", "t@example.com")
+
+    def commit(parent: str, body: bytes, ref: str | None) -> str:
+        index = pygit2.Index()
+        index.read_tree(repo[parent].peel(pygit2.Tree))
+        index.add(pygit2.IndexEntry("secret1.txt", repo.create_blob(body), pygit2.enums.FileMode.BLOB))
+        return str(repo.create_commit(ref, sig, sig, "c", index.write_tree(repo), [parent]))
+
+    common = commit(shas["tip"], b"one\ntwo\nthree\n", "refs/heads/beam/x")
+    tip = commit(common, b"ONE\ntwo\nthree\n", "refs/heads/beam/x")
+    base = commit(common, b"one\ntwo\nTHREE\n", None)  # the merge makes a third version
+    config = RepoConfig(blocked_paths=["secret[12].txt"])
+    with pytest.raises(BeamError) as err:
+        merge_base(str(tmp_path / "r"), tip, base, "m", ("b", "b@e"), config.blocked)
+    assert err.value.code == "BEM-334" and "secret1.txt" in str(err.value.data)
     assert str(repo.head.target) == tip

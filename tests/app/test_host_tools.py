@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import MAX_PAGE_LINES, MAX_SEARCH_MATCHES, RunLedger, host_tools
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import ReviewChangeTool
+from bot.app.runs.host_tools import MAX_PAGE_LINES, MAX_SEARCH_MATCHES, ToolReport, host_tools
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.types import AgentInput
@@ -43,13 +44,11 @@ def tools(root: Path, posted: list[tuple[str, list[dict[str, Any]]]] | None = No
     diff = DiffMap.from_files(
         [("src/app.py", "@@ -1,2 +1,3 @@\n def handler():\n-    pass\n+    return TODO\n+# x\n")]
     )
+    report = ToolReport()
     found = host_tools(
-        SandboxRoot(root),
-        RunLedger(),
-        diff=diff,
-        post_review=post,
-        blob_url=lambda p, a, b: f"https://gh/o/r/blob/sha/{p}#L{a}-L{b}",
+        SandboxRoot(root), report, blob_url=lambda p, a, b: f"https://gh/o/r/blob/sha/{p}#L{a}-L{b}"
     )
+    found.append(ReviewChangeTool(diff, report, post, SandboxRoot(root)))  # the review pass adds it
     return {t.spec().name: t for t in found}
 
 

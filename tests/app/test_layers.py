@@ -16,6 +16,7 @@ ROOT = Path(bot.app.__file__).parent
 
 # Higher imports lower; equal ranks never import each other, except the edges in SIDEWAYS.
 RANK = {
+    "action": 7,  # issue 31: `beam-bot action`, one event through the assembled app, over web's intake
     "web": 6,
     "assembly": 5,
     "preflight": 5,
@@ -42,6 +43,7 @@ RANK = {
     "credential_settings": 0,  # BEAM_SECRET_KEY, a base of `settings.Settings`
     "github_settings": 0,  # BEAM_GITHUB_TIMEOUT and BEAM_GITHUB_OUTAGE_WAIT, a base of `settings.Settings`
     "secret_key": 0,  # the keyring BEAM_SECRET_KEY names
+    "markdown": 0,  # issue 28: the one escaping of untrusted text in comments
 }
 SIDEWAYS = {
     ("repo_config", "permissions"),

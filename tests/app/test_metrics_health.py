@@ -222,3 +222,42 @@ async def test_setup_mode_is_ready_to_serve_the_setup_page(tmp_path: Path) -> No
     assert response.status_code == 200
     assert response.json()["mode"] == "setup"
     assert response.json()["checks"]["credentials"] == "not registered (setup mode)"
+
+
+@pytest.mark.anyio
+async def test_metrics_are_not_served_on_the_public_port_without_a_token(tmp_path: Path) -> None:
+    """Issue 32: /metrics tells who uses the App and how; with no BEAM_METRICS_TOKEN, nobody sees it
+    on the public port (BEAM_METRICS_LISTEN serves it elsewhere)."""
+    settings = settings_for(tmp_path, metrics_token=None)
+    async with running_app(settings, github_transport=FakeGitHub().transport()) as (app, client):
+        assert (await client.get("/metrics")).status_code == 404
+        # The app BEAM_METRICS_LISTEN serves answers without one.
+        transport = httpx.ASGITransport(app=app.state.metrics_app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://metrics.test") as private:
+            response = await private.get("/metrics")
+            assert response.status_code == 200 and "beam_mode" in response.text
+            assert (await private.post("/webhooks")).status_code in (404, 405)  # nothing else there
+
+
+@pytest.mark.anyio
+async def test_metrics_on_the_public_port_need_the_bearer_token(tmp_path: Path) -> None:
+    settings = settings_for(tmp_path, metrics_token="a-long-metrics-token-42")
+    async with running_app(settings, github_transport=FakeGitHub().transport()) as (_, client):
+        for auth in (None, "Bearer wrong-token", "Basic a-long-metrics-token-42", "Bearer "):
+            headers = {"Authorization": auth} if auth is not None else {}
+            client.headers.pop("Authorization", None)
+            refused = await client.get("/metrics", headers=headers)
+            assert refused.status_code == 401, auth
+            assert refused.headers["www-authenticate"].startswith("Bearer")
+            assert "beam_" not in refused.text
+        ok = await client.get("/metrics", headers={"Authorization": "Bearer a-long-metrics-token-42"})
+        assert ok.status_code == 200 and "beam_mode" in ok.text
+
+
+def test_metrics_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="BEAM_METRICS_TOKEN is too short"):
+        Settings(_env_file=None, metrics_token="short")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="BEAM_METRICS_LISTEN must be host:port"):
+        Settings(_env_file=None, metrics_listen="9090")  # type: ignore[call-arg]
+    listen = Settings(_env_file=None, metrics_listen="[::1]:9090")  # type: ignore[call-arg]
+    assert listen.metrics_address == ("::1", 9090)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from bot.app.reviews.diffmap import DiffMap, commentable_lines
 from bot.app.runs import render
-from bot.app.runs.diffmap import DiffMap, commentable_lines
 
 PATCH = """@@ -1,4 +1,5 @@
  line one
@@ -37,7 +37,7 @@ def test_tracking_comment_states_carry_the_run_marker() -> None:
     working = render.working(progress)
     assert "run `01234567`" in working
     assert "- [x] read_file `src/app.py`" in working
-    assert "`a 'tricky' query`" in working
+    assert "`\"a 'tricky'\\nquery\"`" in working  # issue 28: the newline shown, not hidden
     for body in (
         working,
         render.finished(progress, "All good."),
@@ -63,6 +63,8 @@ def test_not_read_note_names_what_was_skipped() -> None:
     assert notes[0] == "This pull request changes 500 files; I looked at the first 300 only."
     assert "`big.bin`" in notes[1] and "`huge.py`" in notes[2]
     assert render.not_read_note([], [], 3, 3) == []
+    evil = render.not_read_note(["a\n# Approved <img src=x>.bin"], [], 1, 1)[0]
+    assert "\n#" not in evil and '`"a\\n# Approved <img src=x>.bin"`' in evil  # issue 28: one code span
 
 
 def test_link_citations_links_known_files_at_the_head_commit() -> None:

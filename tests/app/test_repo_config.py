@@ -26,6 +26,7 @@ from bot.app.repo_config import (
 )
 from bot.app.repo_config.__main__ import main
 from bot.app.runs.render import render_config_errors
+from bot.beam.sandbox_policy import BlockedPaths
 
 SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"
 
@@ -108,6 +109,13 @@ def test_partial_file_keeps_other_defaults_and_dedupes_skills() -> None:
     assert parse_repo_config("skills: []\n").config.skills == []
 
 
+def test_fork_pushes_are_refused_unless_allowed() -> None:
+    """Issue 28: a fork's commits reach the base repository only where the default branch says so."""
+    assert parse_repo_config(None).config.fork_pushes_allowed is False
+    assert parse_repo_config("fork_pushes: refuse\n").config.fork_pushes_allowed is False
+    assert parse_repo_config("fork_pushes: allow\n").config.fork_pushes_allowed is True
+
+
 def test_config_skills_are_the_command_names() -> None:
     assert tuple(SKILL_COMMANDS) == SKILLS
 
@@ -140,6 +148,8 @@ def test_config_skills_are_the_command_names() -> None:
         ("approvals_required: true\n", "approvals_required: expected a whole number, got true"),
         ("blocked_paths: ['']\n", "blocked_paths: '' is not a path glob"),
         ("blocked_paths: [docs, 3]\n", "blocked_paths[1]: expected a string, got 3"),
+        ("fork_pushes: yes\n", "fork_pushes: true is not a choice; use allow or refuse"),
+        ("fork_pushes: always\n", "fork_pushes: 'always' is not a choice; use allow or refuse"),
         ("expiry: 5m\n", "expiry: '5m' is shorter than the minimum of 10 minutes"),
         ("expiry: 91d\n", "expiry: '91d' is longer than the maximum of 90 days"),
         ("expiry: soon\n", "expiry: 'soon' is not a duration"),
@@ -175,8 +185,9 @@ def test_unknown_key_is_reported_with_a_suggestion() -> None:
     result = parse_repo_config("skils: [review]\nself_approval: false\n")
     assert result.errors == [
         "skils: unknown setting; did you mean 'skills'? valid settings are version, skills, "
-        "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, expiry, "
-        "limits, docs, auto_review, checks, checks_timeout, checks_required, checks_setup, review"
+        "trigger_permission, approve_permission, self_approval, approvals_required, blocked_paths, "
+        "fork_pushes, expiry, limits, docs, auto_review, checks, checks_timeout, checks_required, "
+        "checks_setup, review"
     ]
     assert result.config == defaults()  # the valid key does not half-apply either
     assert parse_repo_config("colour: blue\n").errors[0].startswith("colour: unknown setting; valid settings")
@@ -296,6 +307,29 @@ def test_blocked_paths_globs() -> None:
     assert star.blocked("poetry.lock") and not star.blocked("sub/poetry.lock")
     assert star.blocked("docs/a.md") and not star.blocked("docs/ab.md")
     assert star.blocked("vendor/lib/x.c") and not star.blocked("vendored/x.c")
+
+
+def test_a_character_class_blocks_in_the_config_check_as_in_the_worktree() -> None:
+    """Issue 28: `secret[12].txt` blocked `secret1.txt` in the worktree but not here, and `/beam update`
+    relies on this check alone. Both now read the glob with one translator (bot/beam/globs.py)."""
+    patterns = ["secret[12].txt", "keys/[!p]*.pem", "**/.env*"]
+    config = RepoConfig(blocked_paths=patterns)
+    sandbox = BlockedPaths(patterns)
+    for path, blocked in [
+        ("secret1.txt", True),
+        ("secret2.txt", True),
+        ("secret3.txt", False),
+        ("keys/deploy.pem", True),
+        ("keys/public.pem", False),
+        ("app/.env.local", True),
+    ]:
+        assert config.blocked(path) is blocked, path
+        assert sandbox.matches(path) is blocked, path
+
+
+def test_a_glob_git_refuses_is_a_config_error() -> None:
+    result = parse_repo_config("blocked_paths: ['secret[12.txt']\n")
+    assert result.errors and "unclosed" in " ".join(str(e) for e in result.errors)
 
 
 # --- loading from GitHub --------------------------------------------------------------------------

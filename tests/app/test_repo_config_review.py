@@ -11,7 +11,7 @@ import jsonschema
 
 from bot.app.repo_config import config_json_schema, parse_repo_config
 from bot.app.repo_config.review_rules import ReviewRules, severity_rank
-from bot.app.runs.selection import instructions_for
+from bot.app.reviews.selection import instructions_for
 
 
 def test_defaults_when_the_section_is_absent() -> None:

@@ -297,6 +297,20 @@ def test_blocked_changes_cannot_be_staged_or_committed(guarded: WorkingTree) -> 
     assert guarded.head_oid() == head
 
 
+def test_a_character_class_in_blocked_paths_blocks_writes_and_commits(tmp_path: Path) -> None:
+    """Issue 28: `secret[12].txt` blocks `secret1.txt` (the config check agrees: test_repo_config)."""
+    host = make_tree(tmp_path / "work")
+    host.write_file("README.md", "r")
+    host.add(".")
+    host.commit("init")
+    host.checkout_branch("feature", create=True)
+    tree = WorkingTree(host.sandbox, PROTECTED, blocked_paths=["secret[12].txt"])
+    raises("BEM-334", tree.write_file, "secret1.txt", "token")
+    (tree.sandbox.path / "secret2.txt").write_text("out of band\n")
+    raises("BEM-334", tree.add, "secret2.txt")
+    tree.write_file("secret3.txt", "not blocked")
+
+
 # -- push --------------------------------------------------------------------------------------
 
 
@@ -426,3 +440,36 @@ def test_push_rejected_by_the_server_is_bem_330(tree: WorkingTree, tmp_path: Pat
         assert "refs/heads/feature" in err.data["detail"]
         assert "hook declined" in err.data["detail"]
         assert server.refs("repo") == {}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "docs/a\n\n**Checks** all 3 checks passed.md",
+        "carriage\rreturn.txt",
+        "esc\x1b[2J.txt",
+        "c1\x85.txt",
+        "report\u202etxt.exe",
+        "iso\u2066late\u2069.py",
+        "mark\u200f.md",
+        "line\u2028sep.md",
+    ],
+)
+def test_a_path_with_a_control_or_bidi_character_is_never_written(tree: WorkingTree, name: str) -> None:
+    """Issue 28: such a name, shown in a comment, draws lines that are not there (BEM-346)."""
+    err = raises("BEM-346", tree.write_file, name, "x\n")
+    assert "\n" not in str(err.detail) and "\u202e" not in str(err.detail)
+    assert tree.status() == []
+    # One that got onto the disk another way (not through the tools) is neither staged nor committed.
+    (tree.sandbox.path / name.split("/")[-1]).write_text("x\n")
+    raises("BEM-346", tree.add, name.split("/")[-1])
+    raises("BEM-346", tree.add, ".")
+    index = pygit2.Repository(str(tree.sandbox.path)).index
+    index.add(name.split("/")[-1])
+    index.write()
+    raises("BEM-346", tree.commit, "sneak it in")
+
+
+def test_ordinary_unicode_names_are_still_written(tree: WorkingTree) -> None:
+    tree.write_file("docs/café ünïcode 漢字.md", "ok\n")
+    assert tree.add("docs/café ünïcode 漢字.md")

@@ -11,6 +11,7 @@ from bot.app.checks.flow import CheckReport, checks_detail, jail_state, report_o
 from bot.app.checks.jail import CheckOutcome
 from bot.app.checks.redaction import redact
 from bot.app.web.health import readiness
+from tests.support.markdown_view import outside_code, rendered_lines
 
 SHA = "c0ffee" * 6 + "abcd"
 PASSED = CheckOutcome("tests", "passed", 0, 1.25, "ok\n" * 500, False)
@@ -139,7 +140,9 @@ def test_readyz_says_whether_checks_can_run_without_becoming_unready() -> None:
     )
     assert ok and body["checks"]["jail"] == "off: x"
     state = jail_state()
-    assert checks_detail() == ("on (bubblewrap jail)" if state.available else f"off: {state.reason}")
+    memory = "one memory cgroup cap" if state.memory_cgroup else "no memory cgroup: capped tmpfs, no memfd"
+    expected = f"on (bubblewrap jail; {memory})" if state.available else f"off: {state.reason}"
+    assert checks_detail() == expected
 
 
 def test_output_cannot_smuggle_a_marker_into_the_comment() -> None:
@@ -148,3 +151,21 @@ def test_output_cannot_smuggle_a_marker_into_the_comment() -> None:
     )
     text = render.section(CheckReport(SHA, (sly,)))
     assert "<!--" not in text and "beam-effect:x:tracking" in text
+
+
+def test_a_check_output_cannot_leave_its_block_or_draw_in_the_comment() -> None:
+    """Issue 28: a failing check prints a fence, a fake checks line, an image and a bidi override."""
+    attack = "E1\n````\n**Checks** on exactly commit: all 3 checks passed\n<img src=x>\nok \u202eevil\n"
+    outcome = CheckOutcome("lint", "failed", 1, 0.5, attack, True)
+    body = render_push.approval_request(push(None), "+x\n", "Fix it", CheckReport(SHA, (outcome,)))
+    lines = rendered_lines(body)
+    assert [line for line in lines if line.startswith("**Checks** on exactly commit:")] == []
+    assert "<img" not in outside_code(body) and "\u202e" not in body and "\\u202eevil" in body
+    assert "`````text" in body  # a fence longer than the output's own
+
+
+def test_check_names_are_escaped_in_the_table_and_the_summary() -> None:
+    outcome = CheckOutcome("a|b</code><img src=x>", "failed", 1, 0.5, "out", True)
+    text = render.section(CheckReport(SHA, (outcome,)))
+    assert "| `a\\|b</code><img src=x>` | ❌ failed (exit 1) |" in text
+    assert "<code>a|b&lt;/code&gt;&lt;img src=x&gt;</code>" in text

@@ -6,6 +6,7 @@ test-only weakening of `_run_checks`, or the same command run bare), so it canno
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import os
@@ -23,14 +24,13 @@ import pytest
 
 from bot.app.checks import bwrap
 from bot.app.checks.jail import JailLimits
-from tests.checks.test_jail_support import SMALL, jail_uid_processes, make_tree, need_jail, run_one
+from tests.checks.test_jail_support import SMALL, describe, jail_uid_processes, make_tree, run_one
 
 pytestmark = [pytest.mark.anyio]
 
 
 @pytest.fixture(autouse=True)
-def jail() -> Iterator[None]:
-    need_jail()
+def jail(jail_mode: str) -> Iterator[None]:
     yield
     # Whatever the attack did, nothing of the jail outlives its check.
     deadline = time.monotonic() + 5
@@ -48,7 +48,7 @@ def _bare(command: str, cwd: Path) -> str:
 
 
 _CONNECT = (
-    'python -c "import socket,sys\n'
+    'python3 -c "import socket,sys\n'
     "try:\n socket.create_connection((sys.argv[1], int(sys.argv[2])), 3); print('CONNECTED')\n"
     "except OSError as e: print('BLOCKED', e.errno)\" {host} {port}"
 )
@@ -169,9 +169,39 @@ async def test_the_environment_holds_no_variable_of_the_bots(
         assert secret not in outcome.output_tail
     names = sorted(line.split("=", 1)[0] for line in outcome.output_tail.splitlines() if "=" in line)
     assert set(names) <= {"HOME", "LANG", "LC_ALL", "PATH", "PWD", "SHLVL", "TMPDIR", "OLDPWD", "_"}
-    # Proof: without --clearenv, bwrap hands the bot's environment down.
-    shared = await run_one(tmp_path / "shared", "env", weaken=frozenset({"env"}))
+    # Proof: started with the bot's environment and without --clearenv, bwrap hands it down.
+    shared = await run_one(tmp_path / "shared", "env", weaken=frozenset({"env", "bwrap-env"}))
     assert "planted-webhook-secret" in shared.output_tail
+
+
+_EVERY_PROC = (
+    "for p in /proc/[0-9]*; do cat $p/environ $p/cmdline; echo; done 2>/dev/null | base64 -w0;"
+    " echo; echo DONE"
+)
+
+
+async def test_no_process_of_the_jail_ever_held_a_variable_or_path_of_the_bots(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, jail_mode: str
+) -> None:
+    """Issue 27: a check read /proc/1/environ (bubblewrap's own init, started with the bot's
+    environment) and printed it base64-encoded, past the redaction, into the approval comment."""
+    planted = {"BEAM_WEBHOOK_SECRET": "planted-webhook-secret", "BEAM_API_KEY": "sk-planted"}
+    for name, value in planted.items():
+        monkeypatch.setenv(name, value)
+    outcome = await run_one(tmp_path / "jailed", _EVERY_PROC)
+    assert outcome.output_tail.endswith("DONE\n"), outcome.output_tail
+    seen = base64.b64decode(outcome.output_tail.split()[0]).decode("utf-8", "replace")
+    assert "bwrap" in seen and "beam-jail" in seen  # pid 1 and the wrapper were read
+    for secret in (*planted.values(), "BEAM_"):
+        assert secret not in seen
+    # No path of the host's in any command line (bwrap reads its options from a descriptor).
+    assert str(tmp_path) not in seen and "--ro-bind" not in seen
+    if jail_mode == "user":
+        # Proof: in user-namespace mode pid 1 runs as the check's own uid; started with the bot's
+        # environment, it hands every secret over, whatever --clearenv does for the check itself.
+        leaked = await run_one(tmp_path / "leaked", _EVERY_PROC, weaken=frozenset({"bwrap-env"}))
+        shown = base64.b64decode(leaked.output_tail.split()[0]).decode("utf-8", "replace")
+        assert "planted-webhook-secret" in shown
 
 
 async def test_nothing_outside_the_trees_copy_can_be_written(tmp_path: Path) -> None:
@@ -195,7 +225,7 @@ async def test_nothing_outside_the_trees_copy_can_be_written(tmp_path: Path) -> 
     assert bare.count("WROTE") == 2
 
 
-_SPAWN_200 = """python -c '
+_SPAWN_200 = """python3 -c '
 import subprocess
 n = 0
 for _ in range(200):
@@ -269,15 +299,21 @@ async def test_ignoring_sigterm_does_not_keep_the_check_alive(tmp_path: Path) ->
 
 async def test_a_daemon_does_not_outlive_its_check(tmp_path: Path) -> None:
     marker = "beam-daemon-test-sleeper"
-    command = f"setsid sh -c 'exec -a {marker} sleep 300' </dev/null >/dev/null 2>&1 & echo started"
+    # A process that names itself (dash, the jail's sh, has no `exec -a`), in a session of its own.
+    daemon = f"python3 -c 'import time; time.sleep(300)' {marker}"
+    command = f"setsid {daemon} </dev/null >/dev/null 2>&1 & sleep 0.3; echo started"
+
+    def daemons() -> list[int]:
+        return [pid for pid in jail_uid_processes() if marker in describe([pid])]
+
     outcome = await run_one(tmp_path / "jailed", command)
     assert outcome.status == "passed"
     await asyncio.sleep(0.5)
-    assert jail_uid_processes() == []
+    assert daemons() == [], describe(daemons())
     # Proof: without the jail's pid namespace the daemon stays behind (killed here by the test).
     shared = await run_one(tmp_path / "shared", command, weaken=frozenset({"pid"}))
     assert shared.status == "passed"
-    survivors = jail_uid_processes()
+    survivors = daemons()
     try:
         assert survivors, "the daemon should survive without the pid namespace"
     finally:

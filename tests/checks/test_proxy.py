@@ -8,6 +8,7 @@ import base64
 import functools
 import hashlib
 import http.server
+import os
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 
 from bot.app.checks.jail import CheckSpec, JailLimits, run_checks
 from bot.app.checks.proxy import AllowlistProxy, allowed
-from tests.checks.test_jail_support import make_tree, need_jail
+from tests.checks.test_jail_support import MODE, make_tree, need_jail, run_checks_as
 
 pytestmark = pytest.mark.anyio
 
@@ -180,3 +181,38 @@ async def test_setup_without_allowed_hosts_has_no_network_at_all(tmp_path: Path,
     )
     assert [(o.name, o.status) for o in outcomes] == [("setup", "failed")]
     assert "NO-NETWORK" in outcomes[0].output_tail
+
+
+# Four processes of the setup open 150 connections each straight to the proxy's socket and hold them.
+_FLOOD = (
+    'python3 -c "\nimport os, socket, time\nheld = []\nfor _ in range(3):\n    if os.fork() == 0: break\n'
+    "for _ in range(150):\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('/beam/proxy.sock')\n"
+    "    held.append(s)\ntime.sleep(2)\nprint('HELD', len(held))\""
+)
+
+
+async def test_a_setup_cannot_flood_the_proxy_into_the_bots_descriptors(
+    tmp_path: Path, index: int, jail_mode: str
+) -> None:
+    """Issue 27: setup code opened connections until the bot ran out of file descriptors (then it
+    could not open files or sockets or spawn git). The proxy holds 64 and refuses the rest."""
+    before = len(os.listdir("/proc/self/fd"))
+
+    async def flood(name: str, weaken: frozenset[str]) -> int:
+        outcomes = await run_checks_as(
+            make_tree(tmp_path / name),
+            [],
+            limits=JailLimits(timeout_s=60, open_files=256),
+            setup=_FLOOD,
+            allowed_hosts=[f"127.0.0.1:{index}"],
+            scratch=tmp_path / name / "scratch",
+            weaken=weaken,
+        )
+        assert outcomes[0].output_tail.count("HELD 150") == 4, outcomes[0].output_tail
+        return MODE.peak_fds
+
+    capped = await flood("capped", frozenset())
+    uncapped = await flood("uncapped", frozenset({"proxy-cap"}))  # proof: every connection is held
+    baseline = before if jail_mode == "root" else 0
+    assert capped - baseline < 64 * 2 + 40, (capped, baseline)
+    assert uncapped - baseline > 500, (uncapped, baseline)

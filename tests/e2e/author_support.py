@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+import shutil
 import sqlite3
+import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,17 +16,22 @@ import pygit2
 
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
 from tests.support.fake_github_state import Pull, PullFile
+from tests.support.git_http import isolated_git_env
 from tests.support.webhooks import delivery, issue_comment_payload
 
 REPO = "octo/demo"
 NUMBER = 7
+FORK = "mallory/demo"  # issue 28: a fork of REPO, whose pull request is FORK_NUMBER
+FORK_NUMBER = 8
+FORK_AUTHOR = ("Mallory", "mallory@evil.example")
 BOT = "beam-bot[bot]"
 FILES = {"README.md": "Helo world\n", ".github/workflows/ci.yml": "on: push\n", "src/app.py": "print(0)\n"}
 
 
 @contextmanager
-def author_stack(tmp_path: Path, **extra_env: str) -> Iterator[BotProcess]:
+def author_stack(tmp_path: Path, *, as_image_user: bool = False, **extra_env: str) -> Iterator[BotProcess]:
     with bot_stack(tmp_path, BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2", **extra_env) as bot:
+        bot.as_image_user = as_image_user
         main = bot.git.seed(REPO, FILES)
         head = bot.git.commit(REPO, {"src/app.py": "print(1)\n"}, branch="feature", message="Change app")
         add_symlink(bot, "feature", "docs/workflows", "../.github/workflows")
@@ -61,13 +68,76 @@ def add_symlink(bot: BotProcess, branch: str, path: str, target: str) -> None:
     repo.references.create(f"refs/heads/{branch}", oid, force=True)
 
 
-def send_command(bot: BotProcess, body: str, user: str = "maintainer", number: int = NUMBER) -> int:
+def fork_pull(
+    bot: BotProcess,
+    commits: list[tuple[dict[str, str | None], str]],
+    *,
+    author: tuple[str, str] = FORK_AUTHOR,
+    number: int = FORK_NUMBER,
+) -> list[str]:
+    """A pull request into REPO from the fork FORK (`head.repo` is not `base.repo`); returns its
+    commits' shas, oldest first.
+
+    The fork is a copy of REPO on the git server with `commits` (files, message; None deletes) by
+    `author` on its `fork-feature` branch. As GitHub does, REPO serves the fork's head only as
+    `refs/pull/<number>/head`: the fork's commits are on no branch of REPO.
+    """
+    shutil.copytree(bot.git.bare_path(REPO), bot.git.bare_path(FORK))
+    fork = bot.git.repository(FORK)
+    main = str(fork.references["refs/heads/main"].target)
+    tip, made = main, []
+    for files, message in commits:
+        index = pygit2.Index()
+        index.read_tree(fork[tip].peel(pygit2.Tree))
+        for path, content in files.items():
+            if content is None:
+                index.remove(path)
+            else:
+                blob = fork.create_blob(content.encode())
+                index.add(pygit2.IndexEntry(path, blob, pygit2.enums.FileMode.BLOB))
+        sig = pygit2.Signature(*author)
+        tip = str(fork.create_commit(None, sig, sig, message, index.write_tree(fork), [tip]))
+        made.append(tip)
+    fork.references.create("refs/heads/fork-feature", tip, force=True)
+    subprocess.run(
+        [
+            "git",
+            "fetch",
+            "--quiet",
+            str(bot.git.bare_path(FORK)),
+            f"refs/heads/fork-feature:refs/pull/{number}/head",
+        ],
+        cwd=bot.git.bare_path(REPO),
+        env=isolated_git_env(),
+        check=True,
+    )
+    bot.fake.add_repo(FORK)
+    changed = sorted({path for files, _ in commits for path in files})
+    bot.fake.add_pull(
+        REPO,
+        number=number,
+        title="Improve the tests",
+        user="mallory",
+        head_ref="fork-feature",
+        head_sha=tip,
+        head_repo=FORK,
+        base_sha=main,
+        files=[PullFile(path) for path in changed],
+    )
+    return made
+
+
+def send_command(
+    bot: BotProcess, body: str, user: str = "maintainer", number: int = NUMBER, html_url: str | None = None
+) -> int:
     comment = bot.fake.add_comment(REPO, number, body, user=user)
     is_pull = isinstance(bot.fake.repo(REPO).issues.get(number), Pull)
     payload = issue_comment_payload(
         body, repo=REPO, number=number, commenter=user, comment_id=comment.id, on_pull_request=is_pull
     )
     payload["repository"]["default_branch"] = "main"  # as the fake repository says
+    if html_url is not None:  # a GitHub Enterprise Server's web address, as its payloads carry it
+        payload["repository"]["html_url"] = html_url
     response = bot.send(delivery("issue_comment", comment_payload(bot, payload, REPO), SECRET))
     assert response.status_code == 202, response.text
     return comment.id

@@ -247,11 +247,16 @@ class Story:
 
 @contextmanager
 def review_stack(
-    tmp_path: Path, config: str | None = CONFIG, *, draft: bool = False, **env: str
+    tmp_path: Path,
+    config: str | None = CONFIG,
+    *,
+    draft: bool = False,
+    files: dict[str, str] | None = None,
+    **env: str,
 ) -> Iterator[Story]:
     with bot_stack(tmp_path, **env) as bot:
         story = Story(bot)
-        story.seed(config, draft=draft)
+        story.seed(config, draft=draft, files=files)
         bot.start()
         yield story
 

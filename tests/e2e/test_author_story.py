@@ -103,6 +103,7 @@ def test_author_on_an_issue_opens_a_draft_into_the_default_branch(bot: BotProces
 
 
 def test_a_pull_request_from_a_fork_gets_a_compare_link(bot: BotProcess) -> None:
+    bot.fake.set_file(REPO, "main", ".github/beam.yml", "version: 1\nfork_pushes: allow\n")  # issue 28
     head = bot.git.commit(REPO, {"src/app.py": "print(2)\n"}, branch="fork-work", message="Fork change")
     bot.git.create_pull_ref(REPO, 8, head)
     bot.fake.add_repo("someone/demo-fork")
@@ -146,6 +147,7 @@ def held_push_after_author(bot: BotProcess) -> tuple[str, str, int]:
 
 
 def test_a_remembered_fact_lands_in_the_database(bot: BotProcess) -> None:
+    # The model names a scope; the server keeps the fact in this pull request's thread (issue 28).
     fact = {"scope_name": "conventions", "scope_id": "style", "kind": "rule", "text": "Indent with tabs."}
     bot.llm.reply_tool_calls(("remember", fact))
     bot.llm.reply_text("Noted: indent with tabs.")
@@ -155,12 +157,12 @@ def test_a_remembered_fact_lands_in_the_database(bot: BotProcess) -> None:
 
     with sqlite3.connect(bot.work_dir / "beam.db") as db:
         stored = db.execute("SELECT id, scope_key, kind, text FROM memory").fetchall()
-    assert [row[1:] for row in stored] == [("octo/demo/conventions:style", "rule", "Indent with tabs.")]
+    assert [row[1:] for row in stored] == [(f"thread:{REPO}#{NUMBER}", "rule", "Indent with tabs.")]
     # The model was offered the tool, and its result names the stored row.
     first, second = bot.llm.requests[:2]
     assert "remember" in [t["function"]["name"] for t in first["tools"]]
     assert second["messages"][-1] == {
         "role": "tool",
         "tool_call_id": second["messages"][-2]["tool_calls"][0]["id"],
-        "content": f'{{"id":"{stored[0][0]}","scope":"conventions:style"}}',
+        "content": f'{{"id":"{stored[0][0]}","scope":"thread:{REPO}#{NUMBER}"}}',
     }

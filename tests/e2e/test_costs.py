@@ -11,8 +11,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
-
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
 from tests.support.fake_github_state import PullFile
 from tests.support.openai_server import chat_response, tool_call, tool_calls_message, usage
@@ -96,7 +94,7 @@ def test_the_footer_metrics_and_usage_report_show_what_runs_used(tmp_path: Path)
         wait_for(lambda: sum("Posted a review" in b for b in bot_comments(bot)) == 1, what="the review's end")
 
         def scraped() -> str | None:
-            text = httpx.get(f"{bot.url}/metrics", timeout=5).text
+            text = bot.scrape()
             return text if 'skill="review",direction="input"} 400' in text else None
 
         metrics = wait_for(scraped, what="the review's tokens in /metrics")

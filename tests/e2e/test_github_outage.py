@@ -9,6 +9,7 @@ again, and the job's attempts are not spent on the wait.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -196,3 +197,25 @@ def test_a_422_still_fails_at_once(fleet: Fleet) -> None:
     assert not edits_said(fleet, WAITING)
     assert review_posts(fleet) == 1 and fleet.bot.fake.reviews_on(REPO, 7) == []
     assert len(fleet.bot.llm.requests) == 1
+
+
+def test_502_500_502_on_the_first_three_writes_cost_seconds_and_post_once(fleet: Fleet) -> None:
+    """Issue 29: each write's first retry comes once nothing it began can still land (the read-back
+    time: here BEAM_GITHUB_TIMEOUT 5 s + 2 s), not a minute, then two: the whole run, with the
+    default 30-minute outage wait, is scheduled well within a minute of the command."""
+    fake = fleet.bot.fake
+    for status in (502, 500, 502):
+        fake.inject("POST", rf"^/repos/{REPO}/", status=status, times=1)
+    review_command(fleet, wait=1800)
+    body = final(fleet)
+    assert "Posted a review" in body and "failed" not in body, body
+    assert len(fake.reviews_on(REPO, 7)) == 1 and review_posts(fleet) == 1  # exactly once
+    assert len(fleet.bot.llm.requests) == 2  # its two scripted answers: the model was not asked again
+    failed = [c for c in fake.calls if c.method == "POST" and c.status in (500, 502)]
+    assert [c.status for c in failed] == [502, 500, 502], [c.path for c in failed]
+    # The delays the run scheduled, as it logged them: the failed reaction is let go, the read-back of
+    # the write it began and each outage wait are the read-back time (7 s here), together < 60 s.
+    delays = [
+        float(m) for m in re.findall(r"GitHub is down \(try \d+\); trying again in (\d+) s", fleet.log())
+    ]
+    assert delays and all(d <= 7 for d in delays) and sum(delays) < 60, delays

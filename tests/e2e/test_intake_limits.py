@@ -1,5 +1,6 @@
 """Issue 8: `beam-bot serve` closes connections that send no request head in time, and answers 503
-once its connection limit is reached."""
+once its connection limit is reached. Issue 32: idle connections are closed sooner, and one address
+cannot take the connections or the byte budget everyone else needs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.bot_process import BotProcess, bot_stack
+from tests.support.bot_process import SECRET, BotProcess, bot_stack
+from tests.support.webhooks import delivery, raw_payload
+
+PR_COMMENT = raw_payload("issue_comment.created.pull_request.json")
 
 
 @pytest.fixture
@@ -115,3 +119,52 @@ def test_the_431_answer_names_the_limit(bot: BotProcess) -> None:
         reader = sock.makefile("rb")
         assert reader.readline().startswith(b"HTTP/1.1 431")
         assert b"64 KB" in reader.read()
+
+
+ATTACKER = "127.0.0.2"  # a second loopback address: another peer than the genuine sender
+
+
+def connect_from(bot: BotProcess, source: str) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", bot.port), timeout=15, source_address=(source, 0))
+    sock.settimeout(15)
+    return sock
+
+
+def test_an_idle_connection_is_closed_before_the_head_timeout(tmp_path: Path) -> None:
+    """Issue 32: a connection that sends nothing is closed after BEAM_IDLE_TIMEOUT, not held for
+    the whole time a slow request head may take."""
+    with bot_stack(tmp_path, BEAM_IDLE_TIMEOUT="0.5", BEAM_HEADER_TIMEOUT="60") as bot:
+        bot.start()
+        with connect(bot) as sock:
+            assert sock.recv(1024) == b""  # closed by the server, long before our 15 s give up
+
+
+def test_one_peer_cannot_starve_intake_of_connections_or_bytes(tmp_path: Path) -> None:
+    """Issue 32: while one address holds idle connections past its share and three slow 25 MiB
+    bodies, deliveries from another address are accepted and /readyz answers."""
+    env = {"BEAM_MAX_CONNECTIONS": "40", "BEAM_PEER_SHARE": "0.25", "BEAM_IDLE_TIMEOUT": "60"}
+    with bot_stack(tmp_path, **env) as bot:
+        bot.start()
+        held: list[socket.socket] = []
+        try:
+            for _ in range(3):  # slow bodies: declared 25 MiB, 1 MiB sent, the rest never
+                sock = connect_from(bot, ATTACKER)
+                sock.sendall(
+                    b"POST /webhooks HTTP/1.1\r\nHost: beam\r\nContent-Type: application/json\r\n"
+                    b"X-GitHub-Event: issue_comment\r\nX-GitHub-Delivery: slow\r\n"
+                    b"Content-Length: 26214400\r\n\r\n{" + b" " * (1 << 20)
+                )
+                held.append(sock)
+            for _ in range(40):  # as many idle connections as the server takes in all
+                held.append(connect_from(bot, ATTACKER))
+            # Past its share, the attacker's connections are answered 503 and closed at once.
+            refused = held[-1].recv(1024)
+            assert refused.startswith(b"HTTP/1.1 503"), refused
+            for n in range(5):
+                sent = delivery("issue_comment", PR_COMMENT, SECRET, delivery_id=f"genuine-{n}")
+                response = bot.send(sent)
+                assert response.status_code == 202, response.text
+            assert httpx.get(f"{bot.url}/readyz", timeout=10).status_code == 200
+        finally:
+            for sock in held:
+                sock.close()

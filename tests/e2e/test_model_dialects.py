@@ -222,17 +222,18 @@ def test_a_model_that_keeps_sending_unusable_calls_is_asked_for_its_review_in_te
     assert_clean(bot)
 
 
-def test_a_call_cut_by_length_twice_ends_in_a_plain_text_review(bot: BotProcess) -> None:
+def test_a_call_cut_by_length_every_time_is_not_reviewed(bot: BotProcess) -> None:
     reviews = len(bot.fake.reviews_on(REPO, 7))
     cut = text_message('Reading it.\n```json\n{"name": "read_file", "arguments": {"pa')
     bot.llm.enqueue(chat_response(cut, finish_reason="length"))
     bot.llm.enqueue(chat_response(cut, finish_reason="length"))
     bot.llm.enqueue(chat_response(cut, finish_reason="length"))
     final = run_review(bot)
-    # Nothing usable came back, not even prose: the review says so rather than posting the cut call.
-    posted = bot.fake.reviews_on(REPO, 7)
-    assert len(posted) == reviews + 1 and posted[-1].body.startswith("No comments.")
-    assert "BEM-091: the answer was cut off by max_tokens" in final
+    # Nothing usable came back, not even prose: no review is posted (never "No comments.", issue 29),
+    # and the tracking comment says why, with what to do.
+    assert len(bot.fake.reviews_on(REPO, 7)) == reviews
+    assert "failed (BEM-091)" in final and "the answer was cut off by max_tokens" in final
+    assert "What to do:" in final and "No comments." not in final
     assert bot.llm.pending == 0
     assert_clean(bot)
 
@@ -247,11 +248,15 @@ def test_a_context_overflow_is_retried_once_with_half_the_diff(bot: BotProcess) 
     bot.llm.enqueue(chat_response(text_message("A plain review of the big change.")))
     final = run_review(bot, 8)
     first, retry = bot.llm.requests[sent:]
-    # Half the token budget per call: the big file no longer fits, and the prompt says so.
+    # The diff is cut to at most half of what was sent, by whole hunks (issue 29: halving only the
+    # token budget sent the same prompt again): its one hunk does not fit, and the prompt says so.
     assert "src/big.py (over the token budget)" not in user_prompt(first)
-    assert "src/big.py (over the token budget)" in user_prompt(retry)
-    assert len(user_prompt(retry)) < len(user_prompt(first)) * 0.6
-    assert "Posted a review" in final and "src/big.py" in final  # and the note says what was not read
+    assert "diff was cut by whole hunks" in user_prompt(retry) and "all of src/big.py" in user_prompt(retry)
+    # Measured on the request bodies the server received, tool schemas and system prompt included.
+    assert len(json.dumps(retry)) <= len(json.dumps(first)) * 0.6
+    assert "Posted a review" in final and "diff was cut by whole hunks" in final  # the cut is named
+    [review] = bot.fake.reviews_on(REPO, 8)
+    assert "diff was cut by whole hunks" in review.body
 
 
 def test_a_context_overflow_that_survives_the_retry_ends_with_bem_092(bot: BotProcess) -> None:
@@ -261,6 +266,7 @@ def test_a_context_overflow_that_survives_the_retry_ends_with_bem_092(bot: BotPr
     final = run_review(bot, 8)
     assert len(bot.llm.requests) == sent + 2
     assert "failed (BEM-092)" in final and "longer than the model's context window" in final
+    assert "the server's context is 32768 tokens" in final  # as the server said it
     assert "What to do:" in final and "llama-server -c" in final
 
 

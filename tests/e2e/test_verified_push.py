@@ -47,10 +47,13 @@ CHECKS = (
 
 
 @contextmanager
-def calc_stack(tmp_path: Path, **env: str) -> Iterator[BotProcess]:
+def calc_stack(
+    tmp_path: Path, *, test: str = TEST, as_image_user: bool = False, **env: str
+) -> Iterator[BotProcess]:
     """The `/beam author` stack on a tiny Python repository with one test, pull request #7 open."""
     with bot_stack(tmp_path, BEAM_POLL_INTERVAL="0.6", BEAM_POLL_MIN_INTERVAL="0.2", **env) as bot:
-        main = bot.git.seed(REPO, {"calc.py": CALC, "test_calc.py": TEST, "README.md": "calc\n"})
+        bot.as_image_user = as_image_user
+        main = bot.git.seed(REPO, {"calc.py": CALC, "test_calc.py": test, "README.md": "calc\n"})
         head = bot.git.commit(REPO, {"README.md": "calc, the adder\n"}, branch="feature", message="Docs")
         bot.git.create_pull_ref(REPO, NUMBER, head)
         bot.fake.ref_resolver = lambda repo, ref: bot.git.ref_sha(repo, f"refs/heads/{ref}")
@@ -227,7 +230,7 @@ def test_an_update_and_a_follow_up_are_checked_on_their_new_tip(bot: BotProcess)
     send_command(bot, "/beam update", number=first.number)
     _, merge, _, body = new_held_push(bot, first.number, set())
     assert f"**Checks** on exactly commit `{merge}`: the check passed." in body
-    assert "(Merge branch 'feature' into " in body  # the merge commit itself, not the branch tip
+    assert "(`Merge branch 'feature' into " in body  # the merge commit itself, not the branch tip
 
     bot.llm.reply_tool_calls(("write_file", {"path": "calc.py", "body": BUG}))
     bot.llm.reply_tool_calls(("git_add", {"path": "calc.py"}), ("git_commit", {"message": "Oops"}))
@@ -247,3 +250,67 @@ def bot_pull(bot: BotProcess) -> BotPull:
     branch = rows(bot)[0]["branch"]
     pulls = wait_for(lambda: [p for p in bot.fake.pulls_of(REPO) if p.head_ref == branch], what="the PR")
     return BotPull(pulls[0].number, branch, commit)
+
+
+# The pull request's own test: every process's environment and command line it can read, gzipped and
+# base64-encoded (past any redaction of the output), printed, and a failure so the output is shown.
+DUMP_TEST = """import base64, glob, gzip, unittest
+
+
+class Dump(unittest.TestCase):
+    def test_dump(self):
+        seen = b""
+        for proc in glob.glob("/proc/[0-9]*"):
+            for name in ("environ", "cmdline"):
+                try:
+                    with open(proc + "/" + name, "rb") as f:
+                        seen += proc.encode() + b" " + name.encode() + b" " + f.read() + b"\\n"
+                except OSError:
+                    pass
+        print("LEAK:" + base64.b64encode(gzip.compress(seen)).decode())
+        self.fail("dumped")
+"""
+
+
+def test_a_check_that_dumps_every_environ_posts_no_secret_run_as_the_images_user() -> None:
+    """Issue 27, end to end in the mode the Docker image ships: `beam-bot serve` as uid 10001, a pull
+    request whose test reads every /proc/*/environ and prints it encoded; nothing the bot posts to
+    GitHub holds a secret of the bot's, encoded or not."""
+    import base64
+    import gzip
+    import shutil
+    import tempfile
+
+    from tests.support.users import why_not_as_user
+
+    if (why := why_not_as_user()) is not None:
+        pytest.skip(why)
+    if not jail_status().available:
+        pytest.skip(f"needs the checks jail (real bubblewrap): {jail_status().reason}")
+    root = Path(tempfile.mkdtemp(prefix="beam-e2e-user-"))
+    root.chmod(0o755)  # pytest's tmp_path sits below a directory only root may enter
+    checks = "version: 1\nchecks:\n  - name: tests\n    run: python3 -m unittest -v test_calc\n"
+    try:
+        with calc_stack(root, test=DUMP_TEST, as_image_user=True) as bot:
+            assert bot.proc is not None
+            assert os.stat(f"/proc/{bot.proc.pid}").st_uid == 10001
+            bot.fake.set_file(REPO, "main", ".github/beam.yml", checks)
+            bot.llm.reply_tool_calls(("write_file", {"path": "calc.py", "body": FIX}))
+            bot.llm.reply_tool_calls(("git_add", {"path": "calc.py"}), ("git_commit", {"message": "Commute"}))
+            bot.llm.reply_tool_calls(("git_push", {}))
+            send_command(bot, "/beam author make add commute")
+            held_push(bot)
+            body = approval_comment(bot).body
+            found = re.search(r"LEAK:([A-Za-z0-9+/=]+)", body)
+            assert found is not None, body  # the dump was shown, whole
+            seen = gzip.decompress(base64.b64decode(found.group(1))).decode("utf-8", "replace")
+            assert "environ" in seen and "beam-jail" in seen  # the jail's processes were read
+            everything = json.dumps(bot.fake.snapshot()) + seen
+            env = bot.env()
+            secrets = [env[name] for name in ("BEAM_WEBHOOK_SECRET", "BEAM_API_KEY", "BEAM_GITHUB_API_URL")]
+            secrets += [line for line in env["BEAM_PRIVATE_KEY"].splitlines() if "PRIVATE KEY" not in line]
+            for secret in secrets:
+                assert secret not in everything
+            assert "BEAM_" not in seen and str(bot.work_dir) not in seen
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

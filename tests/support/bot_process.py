@@ -23,9 +23,11 @@ import httpx
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.git_http import GitHttpServer
 from tests.support.openai_server import FakeOpenAI
+from tests.support.users import ROOT, as_user, give, user_env
 from tests.support.webhooks import Delivery
 
 SECRET = "e2e-webhook-secret"
+METRICS_TOKEN = "e2e-metrics-token-0123456789"
 T = TypeVar("T")
 
 
@@ -45,6 +47,7 @@ class BotProcess:
     work_dir: Path
     port: int = field(default_factory=free_port)
     extra_env: dict[str, str] = field(default_factory=dict)
+    as_image_user: bool = False  # run as the Docker image's unprivileged uid (tests/support/users.py)
     proc: subprocess.Popen[bytes] | None = None
     log_path: Path | None = None
 
@@ -71,6 +74,7 @@ class BotProcess:
             "BEAM_API_KEY": "e2e-llm-key",
             "BEAM_API_BASE_URL": self.llm.url,
             "BEAM_MODEL": "fake-model",
+            "BEAM_METRICS_TOKEN": METRICS_TOKEN,
             **self.extra_env,
         }
 
@@ -80,12 +84,11 @@ class BotProcess:
         for attempt in range(3):
             self.log_path = self.work_dir.parent / f"bot-{time.monotonic_ns()}.log"
             log = self.log_path.open("wb")
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "bot.cli", "serve"],
-                env=self.env(),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+            argv, env = [sys.executable, "-m", "bot.cli", "serve"], self.env()
+            if self.as_image_user:
+                give(self.work_dir)
+                argv, env = as_user(argv[1:]), user_env({**env, "HOME": str(self.work_dir)})
+            self.proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
             log.close()
             try:
                 wait_for(
@@ -118,6 +121,11 @@ class BotProcess:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(5)
+
+    def scrape(self) -> str:
+        """/metrics, with the scraper's bearer token."""
+        auth = {"Authorization": f"Bearer {METRICS_TOKEN}"}
+        return httpx.get(f"{self.url}/metrics", headers=auth, timeout=5).text
 
     def send(self, delivery: Delivery) -> httpx.Response:
         return httpx.post(f"{self.url}/webhooks", content=delivery.body, headers=delivery.headers, timeout=10)

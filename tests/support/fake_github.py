@@ -38,7 +38,12 @@ from starlette.types import Receive, Scope, Send
 
 from bot.app.github.api import GitHubApi
 from bot.app.github.client import GitHubApp, InstallationClient
-from tests.support import fake_github_ops_checks, fake_github_ops_issues, fake_github_ops_pulls
+from tests.support import (
+    fake_github_hooks,
+    fake_github_ops_checks,
+    fake_github_ops_issues,
+    fake_github_ops_pulls,
+)
 from tests.support.asgi_server import serve_asgi
 from tests.support.fake_github_auth import AppKey, check_app_jwt, generate_app_key, shared_app_key
 from tests.support.fake_github_graphql import GraphQL
@@ -47,9 +52,16 @@ from tests.support.fake_github_render import Render, Urls
 from tests.support.fake_github_spec import Checked, RestSpec
 
 JWT_OPERATIONS = frozenset(
-    {"apps/get-authenticated", "apps/create-installation-access-token", "apps/get-repo-installation"}
+    {
+        "apps/get-authenticated",
+        "apps/create-installation-access-token",
+        "apps/get-repo-installation",
+        "apps/list-webhook-deliveries",
+        "apps/redeliver-webhook-delivery",
+    }
 )
 OPERATION_MODULES = (
+    fake_github_hooks,
     fake_github_ops_issues,
     fake_github_ops_pulls,
     fake_github_ops_checks,
@@ -128,6 +140,8 @@ class FakeGitHub(FakeHandlers):
         self.on_answered: list[Callable[[Call], None]] = []
         self.rate_limit = RateLimit(reset=clock() + 3600)
         self.resolved_threads: set[int] = set()  # root review comment ids (fake_github_graphql.py)
+        # The App's webhook: deliveries sent to the bot, their attempts, redeliveries (issue 32).
+        self.hooks = fake_github_hooks.HookDeliveries(clock)
         methods = ["GET", "POST", "PATCH", "PUT", "DELETE", "HEAD"]
         self.app = Starlette(routes=[Route("/{anything:path}", self._endpoint, methods=methods)])
 

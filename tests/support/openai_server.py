@@ -22,7 +22,7 @@ import json
 import socket
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -219,6 +219,7 @@ class FakeOpenAI:
         self.received: list[Received] = []
         self.errors: list[str] = []
         self._replies: deque[Reply] = deque()
+        self._responder: Callable[[Any], Any] | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -276,6 +277,12 @@ class FakeOpenAI:
             status=status,
             headers=headers,
         )
+
+    def respond_with(self, responder: Callable[[Any], Any] | None) -> None:
+        """With the queue empty, answer each request with `responder(request JSON)` (a chat.completion
+        body): a model whose next step depends on what it was sent. None turns it off."""
+        with self._lock:
+            self._responder = responder
 
     @property
     def pending(self) -> int:
@@ -380,6 +387,10 @@ class FakeOpenAI:
                 return Reply(401, error_body("Incorrect API key provided.", code="invalid_api_key"))
             if self._replies:
                 return self._replies.popleft()
+            responder = self._responder
+        if responder is not None:
+            return Reply(200, responder(received.json))
+        with self._lock:
             if self.fallback_text is not None:
                 return Reply(200, chat_response(text_message(self.fallback_text)))
             self.errors.append(f"no scripted reply left for request {len(self.received)}")

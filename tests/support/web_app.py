@@ -16,6 +16,8 @@ from bot.app.settings import Settings
 from bot.app.web.app import AppRuntime, create_app
 from tests.support.fake_github_auth import shared_app_key
 
+METRICS_TOKEN = "test-metrics-token-0123456789"
+
 
 @asynccontextmanager
 async def running_app(
@@ -23,9 +25,14 @@ async def running_app(
 ) -> AsyncIterator[tuple[Starlette, httpx.AsyncClient]]:
     """The app with its lifespan entered, and a client that talks to it in-process (ASGITransport)."""
     app = create_app(settings, **kwargs)
+    token = settings.metrics_token
+    # The scraper's token on every request, as Prometheus sends it (issue 32); intake ignores it.
+    auth = {"Authorization": f"Bearer {token.get_secret_value()}"} if token is not None else {}
     async with (
         app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://beam.test") as client,
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://beam.test", headers=auth
+        ) as client,
     ):
         yield app, client
 
@@ -56,5 +63,6 @@ def registered_settings(tmp_path: Path, secret: str, **values: Any) -> Settings:
         "app_id": 4242,
         "private_key": shared_app_key().private_pem,
         "webhook_secret": secret,
+        "metrics_token": METRICS_TOKEN,
     }
     return Settings(_env_file=None, **{**fields, **values})  # type: ignore[call-arg]

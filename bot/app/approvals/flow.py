@@ -31,6 +31,7 @@ from bot.app.approvals.held_push import (
     summarize_commit,
 )
 from bot.app.approvals.landing import Landing
+from bot.app.approvals.landing_range import fork_refused, landing_range
 from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
 from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
 from bot.app.approvals.verified import blocking_report, refuse_approval
@@ -73,8 +74,10 @@ class Approvals:
         timing: PollTiming | None = None,
         clock: Callable[[], float] = time.time,
         max_held_bytes: int = DEFAULT_MAX_HELD_PUSH_BYTES,
+        by_reaction: bool = True,
     ) -> None:
         self.github = github
+        self.by_reaction = by_reaction  # BEAM_APPROVE_BY_REACTION: off in the Action
         self.deps = deps
         self.queue = queue
         self.pushes = Pushes(deps.store)
@@ -88,6 +91,8 @@ class Approvals:
     async def author(self, ctx: JobContext) -> None:
         """`/beam author` (on the bot's own pull request it continues that pull request's branch) and
         `/beam docs` (the author skill on a `docs-<run8>` branch, writing only `docs.paths`)."""
+        if await fork_refused(ctx):
+            return
         plan = RunPlan(follow_up=follow_up_finder(self.pushes, ctx))
         if ctx.command.name == "docs":
             if not ctx.command.text and not ctx.event.on_pull_request:
@@ -166,6 +171,13 @@ class Approvals:
         checkouts = self.deps.checkouts
         bases = await commit_bases(checkouts, repo.full_name, run_tree, commit)  # before the pin
         ref = await checkouts.pin(repo.full_name, run_tree, commit, push_id)
+        try:  # issue 28: every commit that would land is listed, and checked against `blocked_paths`
+            landing = await landing_range(checkouts, ctx, run_tree, commit, pull)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await checkouts.drop_pin(repo.full_name, ref)
+            raise
+        shown = summary if landing.summary is None else landing.summary
         held = await pack_held_commit(
             checkouts, repo.full_name, push_id, ref, run_tree, commit, bases, self.max_held_bytes
         )
@@ -199,6 +211,7 @@ class Approvals:
                 default_branch=repo.default_branch,
                 on_pull_request=pull is not None,
                 head_ref=pull.head.ref if pull else None,
+                base_ref=pull.base.ref if pull else None,
                 head_repo=pull.head.repo.full_name if pull and pull.head.repo else None,
                 from_fork=bool(pull and pull.from_fork),
                 instructions=ctx.command.text[:300],
@@ -207,10 +220,17 @@ class Approvals:
             ),
             created_at=now,
             expires_at=now + ctx.config.expiry_delta.total_seconds(),
-            diffstat=summary.diffstat,
+            diffstat={**shown.diffstat, "commits": landing.commits},
             result={"checks": checks.to_json()} if checks is not None else {},
         )
-        body = render_push.approval_request(push, summary.patch, summary.message, checks)
+        body = render_push.approval_request(
+            push,
+            shown.patch,
+            summary.message,
+            checks,
+            compare_url=landing.compare_url,
+            by_reaction=self.by_reaction,
+        )
         comment = await ctx.effects.comment(
             f"{run_id}:approval", push.owner, push.name, number, body, kind="approval"
         )

@@ -15,6 +15,7 @@ from typing import Any
 import anyio
 import pygit2
 
+from bot.app import markdown as md
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import WorkingTree, is_protected, push_branch_name
 from bot.beam.sandbox_policy import AllowedPaths
@@ -56,15 +57,21 @@ def summarize_commit(path: str, base: str, commit: str) -> CommitSummary:
         raise BeamError("BEM-323", {"detail": "commit not found in the run's tree"})
     diff = repo.diff(old.tree, new.tree)
     files = []
+    texts: list[str] = []
+    size = 0
     for patch in diff:
         _, additions, deletions = patch.line_stats
         files.append({"path": patch.delta.new_file.path, "additions": additions, "deletions": deletions})
+        text = patch.text or ""
+        if size + len(text) <= MAX_PATCH_CHARS and len(texts) == len(files) - 1:
+            texts.append(text)  # whole files only, in order: the comment names each one it leaves out
+            size += len(text)
     stats = {
         "files": files,
         "additions": sum(f["additions"] for f in files),
         "deletions": sum(f["deletions"] for f in files),
     }
-    return CommitSummary(commit, new.message, stats, (diff.patch or "")[:MAX_PATCH_CHARS])
+    return CommitSummary(commit, new.message, stats, "".join(texts))
 
 
 def check_paths(summary: CommitSummary, blocked: Callable[[str], bool], allowed: AllowedPaths) -> None:
@@ -72,9 +79,9 @@ def check_paths(summary: CommitSummary, blocked: Callable[[str], bool], allowed:
     allow-list (BEM-338). The working tree already refused such writes; this checks the commit."""
     for changed in summary.diffstat["files"]:
         if blocked(changed["path"]):
-            raise BeamError("BEM-334", {"detail": changed["path"]})
+            raise BeamError("BEM-334", {"detail": md.visible(changed["path"])})
         if not allowed.permits(changed["path"]):
-            raise BeamError("BEM-338", {"detail": changed["path"]})
+            raise BeamError("BEM-338", {"detail": md.visible(changed["path"])})
 
 
 async def head_commit(tree: WorkingTree) -> str | None:

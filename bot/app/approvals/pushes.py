@@ -58,6 +58,7 @@ class PushContext(_Stored):
     default_branch: str
     on_pull_request: bool
     head_ref: str | None = None
+    base_ref: str | None = None  # the pull request's base branch (None: the default branch)
     head_repo: str | None = None
     from_fork: bool = False
     instructions: str = ""

@@ -7,10 +7,11 @@ how to answer; once decided, the same comment is edited to say who decided, when
 
 from __future__ import annotations
 
-import re
 import time
+from dataclasses import dataclass
 from typing import Any
 
+from bot.app import markdown as md
 from bot.app.approvals.pushes import HeldPush
 from bot.app.checks import render as render_checks
 from bot.app.checks.flow import CheckReport, report_of
@@ -18,12 +19,12 @@ from bot.app.runs.plan import ReviewNote
 
 MARKER = "<!-- beam-push:{id} -->"
 MAX_DIFF_LINES = 400
+# GitHub refuses a comment over 65,536 characters (a 422): the diff shown keeps to this many, so one
+# very long line (a minified file) is cut like any other, and said at the top.
+MAX_DIFF_CHARS = 40_000
 COLLAPSE_OVER = 40
-
-
-def _fence(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
+MAX_LISTED_FILES = 500  # a comment holds 65,536 characters; past this the notice at the top says so
+MAX_NAMED = 20
 
 
 def _when(epoch: float) -> str:
@@ -32,34 +33,196 @@ def _when(epoch: float) -> str:
 
 def _files_table(diffstat: dict[str, Any]) -> str:
     files = diffstat.get("files", [])
-    rows = [f"| `{f['path']}` | +{f['additions']} | -{f['deletions']} |" for f in files[:100]]
-    if len(files) > 100:
-        rows.append(f"| … {len(files) - 100} more files | | |")
+    rows = [
+        f"| {md.code(f['path'], table=True)} | +{f['additions']} | -{f['deletions']} |"
+        for f in files[:MAX_LISTED_FILES]
+    ]
+    if len(files) > MAX_LISTED_FILES:
+        rows.append(f"| … {len(files) - MAX_LISTED_FILES} more files: see the full comparison | | |")
     total = f"{len(files)} files, +{diffstat.get('additions', 0)} -{diffstat.get('deletions', 0)}"
     return f"{total}\n\n| file | added | removed |\n|---|---|---|\n" + "\n".join(rows)
 
 
-def approval_request(push: HeldPush, diff: str, message: str, checks: CheckReport | None = None) -> str:
-    lines = diff.splitlines()
-    cut = len(lines) > MAX_DIFF_LINES
-    shown = "\n".join(lines[:MAX_DIFF_LINES]) + ("\n… (diff cut here)" if cut else "")
-    fence = _fence(shown)
-    block = f"{fence}diff\n{shown}\n{fence}"
-    if len(lines) > COLLAPSE_OVER:
-        block = f"<details><summary>Diff ({len(lines)} lines)</summary>\n\n{block}\n\n</details>"
-    subject = (message.strip().splitlines()[0] if message.strip() else "(no message)").replace("`", "'")
+def _sections(diff: str) -> list[list[str]]:
+    """A unified patch split per file, in the order of its files (each starts at `diff --git`)."""
+    out: list[list[str]] = []
+    for line in diff.splitlines():
+        if line.startswith("diff --git ") or not out:
+            out.append([])
+        out[-1].append(line)
+    return out
+
+
+@dataclass(frozen=True)
+class ShownDiff:
+    """What of a diff the comment shows, and what it leaves out (said at the top, never quietly)."""
+
+    lines: list[str]
+    total_lines: int
+    hidden_lines: int
+    hidden_files: list[str]
+    partial_files: list[str]
+
+    @property
+    def cut(self) -> bool:
+        return bool(self.hidden_lines or self.hidden_files or self.partial_files)
+
+
+def shown_diff(
+    diff: str, files: list[dict[str, Any]], max_lines: int = MAX_DIFF_LINES, max_chars: int = MAX_DIFF_CHARS
+) -> ShownDiff:
+    """Whole files while they fit in `max_lines` and `max_chars`; the first that does not is shown in
+    part, and every file after it (or whose patch is missing) is left out and named."""
+    sections = _sections(diff)
+    if len(sections) > len(files):  # cannot tell the files apart: show none, name all
+        sections = []
+    shown: list[str] = []
+    hidden_lines, total = 0, 0
+    hidden: list[str] = []
+    partial: list[str] = []
+    budget, chars = max_lines, max_chars
+    for index, entry in enumerate(files):
+        path = str(entry["path"])
+        if index >= len(sections):  # the patch stopped before this file (held_push.MAX_PATCH_CHARS)
+            size = int(entry.get("additions", 0)) + int(entry.get("deletions", 0))
+            hidden.append(path)
+            hidden_lines += size
+            total += size
+            continue
+        lines = sections[index]
+        total += len(lines)
+        fits = _fitting(lines, budget, chars)
+        if fits == len(lines):
+            shown += lines
+            budget -= fits
+            chars -= sum(len(line) + 1 for line in lines)
+        elif fits > 0 or budget > 0 < chars:
+            shown += lines[:fits]
+            partial.append(path)
+            hidden_lines += len(lines) - fits
+            budget = chars = 0
+        else:
+            hidden.append(path)
+            hidden_lines += len(lines)
+    return ShownDiff(shown, total, hidden_lines, hidden, partial)
+
+
+def _fitting(lines: list[str], budget: int, chars: int) -> int:
+    """How many of `lines`, from the first, fit in `budget` lines and `chars` characters."""
+    count = 0
+    for line in lines[:budget]:
+        chars -= len(line) + 1
+        if chars < 0:
+            break
+        count += 1
+    return count
+
+
+def _names(paths: list[str]) -> str:
+    named = ", ".join(md.code(p) for p in paths[:MAX_NAMED])
+    return named + (f" and {len(paths) - MAX_NAMED} more" if len(paths) > MAX_NAMED else "")
+
+
+def cut_notice(diff: ShownDiff, file_count: int, compare_url: str | None) -> str:
+    """The words at the top of an approval comment whose diff is cut: how much is not shown, where."""
+    parts = []
+    if diff.hidden_files:
+        noun = "files is" if len(diff.hidden_files) == 1 else "files are"
+        parts.append(
+            f"{len(diff.hidden_files)} of {file_count} {noun} not shown at all ({_names(diff.hidden_files)})"
+        )
+    if diff.partial_files:
+        parts.append(f"{len(diff.partial_files)} is shown only in part ({_names(diff.partial_files)})")
+    where = (
+        f" Read the whole change before you approve: [the full comparison on GitHub]({compare_url}) "
+        "(it opens once the commit is pushed; every file is listed in the table below)."
+        if compare_url
+        else " Every file is listed in the table below."
+    )
+    files = "; ".join(parts)
+    return (
+        f"⚠️ **This comment does not show the whole change.** {diff.hidden_lines:,} of "
+        f"{diff.total_lines:,} diff lines are not shown" + (f": {files}." if files else ".") + where
+    )
+
+
+def _commits(push: HeldPush) -> str:
+    """Every commit that would become new in the base repository, under its own heading."""
+    commits = push.diffstat.get("commits")
+    if not isinstance(commits, list) or not commits:
+        return ""
+    theirs = sum(1 for c in commits if not c.get("own", True))
+    origin = ""
+    if push.context.from_fork:
+        fork = md.code(push.context.head_repo or "a fork")
+        origin = f"; {theirs} from the fork {fork}, {len(commits) - theirs} made by this run"
+    rows = []
+    for entry in commits:
+        who = md.code(f"{entry.get('author', '')} <{entry.get('email', '')}>")
+        subject = md.code(md.one_line(str(entry.get("subject", ""))) or "(no message)")
+        mark = "" if entry.get("own", True) else " (from the fork)"
+        rows.append(f"- `{str(entry.get('sha', ''))[:12]}` by {who}: {subject}{mark}")
+    heading = f"**Commits that would become new in {md.code(push.repo)}** ({len(commits)}{origin}):"
+    return heading + "\n\n" + "\n".join(rows)
+
+
+def fork_warning(push: HeldPush) -> str:
+    fork = md.code(push.context.head_repo or "a fork")
+    return (
+        f"⚠️ This pull request comes from the fork {fork}. This repository allows pushes of a fork's "
+        f"commits (`fork_pushes: allow`), so approving pushes **every commit listed below** into "
+        f"{md.code(push.repo)}, where its push-triggered workflows run them."
+    )
+
+
+def approval_request(
+    push: HeldPush,
+    diff: str,
+    message: str,
+    checks: CheckReport | None = None,
+    *,
+    compare_url: str | None = None,
+    by_reaction: bool = True,
+) -> str:
+    """The approval comment: what lands (every new commit, every file, the diff or what of it fits),
+    the checks, and how to answer (without `by_reaction`, in the Action, only by command: a reaction
+    starts no workflow). Everything from the model or the repository goes through `bot.app.markdown`;
+    a cut diff is said first."""
+    files = list(push.diffstat.get("files", []))
+    diff_shown = shown_diff(diff, files)
+    shown = "\n".join(diff_shown.lines)
+    block = md.fenced(shown, "diff")
+    if len(diff_shown.lines) > COLLAPSE_OVER:
+        block = f"<details><summary>Diff ({len(diff_shown.lines)} lines)</summary>\n\n{block}\n\n</details>"
+    if diff_shown.cut:
+        more = diff_shown.hidden_lines
+        block += f"\n\n*(The diff is cut here: {more:,} more lines, see the top of this comment.)*"
+    subject = md.code(md.one_line(message) or "(no message)")
     checked = render_checks.section(checks)
     answer = (
         f"**To answer**: react 👍 on this comment to approve or 👎 to reject, or comment "
         f"`/beam approve {push.id}` or `/beam reject {push.id}`. It expires on {_when(push.expires_at)}."
+        if by_reaction
+        else f"**To answer**: comment `/beam approve {push.id}` to approve or `/beam reject {push.id}` to "
+        f"reject (this workflow sees no reactions). It expires on {_when(push.expires_at)}."
     )
     if checks is not None and checks.blocks:
         answer = render_checks.not_offered(checks)
-    return (
+    top = [
         f"🔒 **Held push `{push.id}`**: @{push.requester} asked for a change; nothing is pushed until a "
-        f"maintainer approves.\n\n"
-        f"Commit `{push.commit_sha}` ({subject}) to branch `{push.branch}`.\n\n"
-        f"{_files_table(push.diffstat)}\n\n{block}\n\n"
+        f"maintainer approves."
+    ]
+    if diff_shown.cut or len(files) > MAX_LISTED_FILES:
+        top.append(cut_notice(diff_shown, len(files), compare_url))
+    if push.context.from_fork:
+        top.append(fork_warning(push))
+    top.append(f"Commit `{push.commit_sha}` ({subject}) to branch `{push.branch}`.")
+    commits = _commits(push)
+    return (
+        "\n\n".join(top)
+        + "\n\n"
+        + (f"{commits}\n\n" if commits else "")
+        + f"{_files_table(push.diffstat)}\n\n{block}\n\n"
         + (f"{checked}\n\n" if checked else "")
         + f"{answer}\n\n"
         + MARKER.format(id=push.id)
@@ -148,6 +311,28 @@ def approval_ignored(login: str, push_id: str, reason: str) -> str:
     return f"@{login}, your approval of `{push_id}` does not count: {reason}."
 
 
+def fork_refused(command: str, fork: str | None, repo: str) -> str:
+    """The one reply to `/beam author|docs|update` on a fork's pull request where `fork_pushes` is off."""
+    where = f"the fork {md.code(fork)}" if fork else "a fork (its repository is gone)"
+    return (
+        f"🔒 `/beam {command}` did not run (BEM-347): this pull request comes from {where}, and this "
+        f"repository does not let the bot push a fork's commits into it. The bot's branch would carry "
+        f"every commit of the fork into {md.code(repo)}, where its push-triggered workflows run them.\n\n"
+        f"A maintainer can allow it with `fork_pushes: allow` in `.github/beam.yml` on the default "
+        f"branch; each approval comment then lists every commit that would land. Nothing was run."
+    )
+
+
+def landing_changed(unlisted: list[str]) -> str:
+    """Why an approved push was refused at push time (BEM-348)."""
+    shown = ", ".join(f"`{sha[:12]}`" for sha in unlisted[:10])
+    more = f" and {len(unlisted) - 10} more" if len(unlisted) > 10 else ""
+    return (
+        f"{len(unlisted)} commit(s) that the approval comment did not list would land with it "
+        f"({shown}{more}): a branch the listing relied on moved or was deleted (BEM-348)"
+    )
+
+
 # -- the pull request opened after the push -------------------------------------------------------
 
 
@@ -188,12 +373,15 @@ def addressed(notes: list[ReviewNote]) -> str:
     """The review comments a follow-up's commit addresses, under its answer."""
     if not notes:
         return "\n\nThe commit addresses none of the review comments."
-    rows = [f"- [`{n.path}` line {n.line}]({n.url}) by @{n.author}: {_one_line(n.body)}" for n in notes[:50]]
+    rows = [
+        f"- [{md.code(n.path)} line {n.line}]({n.url}) by @{n.author}: {_one_line(n.body)}"
+        for n in notes[:50]
+    ]
     return "\n\n**Review comments this commit addresses**\n" + "\n".join(rows)
 
 
 def _one_line(text: str, limit: int = 120) -> str:
-    line = " ".join(text.split()).replace("`", "'")
+    line = md.visible(" ".join(text.split())).replace("`", "'")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
@@ -202,7 +390,7 @@ def up_to_date(branch: str, base: str) -> str:
 
 
 def merge_conflicts(branch: str, base: str, paths: list[str]) -> str:
-    shown = "\n".join(f"- `{p}`" for p in paths[:100])
+    shown = "\n".join(f"- {md.code(p)}" for p in paths[:100])
     more = f"\n- … {len(paths) - 100} more" if len(paths) > 100 else ""
     return (
         f"Merging `{base}` into `{branch}` conflicts in these files, so nothing was pushed:\n\n"

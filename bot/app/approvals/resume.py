@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.app.approvals.held_commits import restore_held_commit
+from bot.app.approvals.landing_range import check_landing
 from bot.app.approvals.pushes import HeldPush, Pushes
 from bot.app.effects.writer import GitHubEffects
 from bot.app.git.checkout import Checkouts
@@ -104,6 +105,8 @@ class HeldPushTool(Tool):
 
         async def send() -> None:
             await restore_held_commit(self.checkouts, self.pushes, push, token, self.refresh)
+            # Nothing lands that the approval comment did not list (issue 28; BEM-348).
+            await check_landing(self.checkouts, push, token, self.refresh)
             await self.checkouts.push_from_mirror(
                 push.repo,
                 url,

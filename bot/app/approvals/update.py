@@ -21,6 +21,7 @@ from bot.app.approvals import render as render_push
 from bot.app.approvals.flow import Approvals
 from bot.app.approvals.followup import own_branch
 from bot.app.approvals.held_push import summarize_commit
+from bot.app.approvals.landing_range import refuse_fork
 from bot.app.approvals.pushes import PushAction
 from bot.app.git.checkout import CheckoutError
 from bot.app.github.api import GitHubError
@@ -100,6 +101,8 @@ class Updates:
             return  # a retried job whose answer is already given
         repo, gh = ctx.repository, ctx.gh
         pull = await gh.get_pull(repo.owner.login, repo.name, ctx.event.number)
+        if await refuse_fork(ctx, pull):  # issue 28: a fork's commits are not pushed unless allowed
+            return
         branch = await own_branch(self.approvals.pushes, repo, pull)
         if branch is None:
             await ctx.reply(render_push.UPDATE_NEEDS_OWN_PULL)

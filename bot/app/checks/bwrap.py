@@ -12,11 +12,18 @@ Two modes, chosen by who runs the bot:
   in which the jail is uid 65534, and nested user namespaces are disabled.
 
 Either way: empty network namespace (loopback only), own pid/ipc/uts namespaces, no capabilities,
-no_new_privs, a new session, and death with the bot.
+no_new_privs, a new session, and death with the bot. Nothing of the bot goes in: bwrap itself starts
+from `BWRAP_ENV` (so its own init, pid 1 of the jail, never held a variable of the bot's) and reads its
+arguments from a file descriptor (so no process in the jail shows the host paths of its binds in its
+command line). `/` and `/dev` are read-only; the writable mounts are the capped tmpfs of the sandbox,
+`/dev/shm` and (setup) `/deps`. A seccomp filter (syscall_filter.py) refuses new user namespaces, the
+keyring, ptrace and the kernel's rarer attack surface, and one memory cgroup per check (cgroups.py)
+caps anonymous, tmpfs and memfd pages together where the bot has a cgroup to write to.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import shutil
@@ -27,6 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+
+from bot.app.checks import syscall_filter
+from bot.app.checks.cgroups import Cgroups, CheckCgroup
 
 # Inside the jail. The tree is copied from SOURCE (read-only) to TREE, on the capped tmpfs SANDBOX,
 # which also holds /tmp: one cap bounds everything a check can write.
@@ -45,8 +55,32 @@ JAIL_UID_BASE = 65400
 JAIL_UID_COUNT = 64
 USERNS_UID = 65534
 
-# Weakenings a test may ask for, to show that an attack succeeds without the limit it names.
-WEAKENINGS = frozenset({"net", "pid", "env", "nproc", "fsize", "tmpfs", "uid", "home", "session"})
+# Weakenings a test may ask for, to show that an attack succeeds without the limit it names:
+# "bwrap-env" starts bwrap with the bot's environment, "readonly" leaves `/` and `/dev` writable and
+# `/dev/shm` uncapped, "seccomp" drops the filter, "cgroup" runs without a memory cgroup (the fallback),
+# "proxy-cap" lets the setup's proxy hold any number of connections.
+WEAKENINGS = frozenset(
+    {
+        "net",
+        "pid",
+        "env",
+        "nproc",
+        "fsize",
+        "tmpfs",
+        "uid",
+        "home",
+        "session",
+        "bwrap-env",
+        "readonly",
+        "seccomp",
+        "cgroup",
+        "proxy-cap",
+    }
+)
+
+# The whole environment bwrap starts with: the jail's own variables are set with --setenv after
+# --clearenv, so this only lets bwrap and its init find nothing of the bot's.
+BWRAP_ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
 
 _HOST_DIRS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # Of the host's /etc, only what toolchains need to start: no passwd (ours is synthetic), no hosts, no
@@ -91,6 +125,7 @@ class Layout:
     deps: Path | None = None  # setup's installed packages, read-only
     deps_tmpfs: bool = False  # setup: a writable, capped DEPS
     helpers: Path | None = None  # bound read-only at HELPERS (the forwarder and the proxy's socket)
+    shm_bytes: int = 64 << 20  # /dev/shm, a tmpfs of its own (POSIX semaphores and shared memory)
     env: dict[str, str] = field(default_factory=dict)
     weaken: frozenset[str] = frozenset()
 
@@ -101,6 +136,7 @@ class Probe:
     privileged: bool
     ok: bool
     reason: str
+    cgroups: Cgroups = field(default_factory=lambda: Cgroups(None, 0, "not probed"))
 
 
 class _UidPool:
@@ -158,8 +194,10 @@ def argv(
     uid: int | None,
     rlimits: Rlimits,
     status_fd: int,
-) -> list[str]:
-    """bwrap's arguments for `bash -c script beam-jail args...`; `uid`: the host uid (root mode)."""
+    seccomp_fd: int | None,
+) -> tuple[list[str], list[str]]:
+    """bwrap and its options, and the command it runs (`bash -c script beam-jail args...`); `uid`:
+    the host uid (root mode); `seccomp_fd`: the compiled filter (None only where a test weakens it)."""
     weaken = layout.weaken
     privileged = uid is not None
     cmd = [bwrap]
@@ -202,6 +240,8 @@ def argv(
     # A fresh /proc of the jail's own pid namespace, a minimal /dev.
     cmd += ["--ro-bind", "/proc", "/proc"] if "pid" in weaken else ["--proc", "/proc"]
     cmd += ["--dev", "/dev"]
+    if "readonly" not in weaken:
+        cmd += ["--perms", "1777", "--size", str(layout.shm_bytes), "--tmpfs", "/dev/shm"]  # noqa: S108
     # Everything writable: one capped tmpfs (with /tmp on it).
     if "tmpfs" in weaken:
         cmd += ["--perms", "1777", "--tmpfs", SANDBOX]
@@ -226,12 +266,17 @@ def argv(
         cmd += ["--ro-bind", str(layout.deps), DEPS]
     if layout.helpers is not None:
         cmd += ["--ro-bind", str(layout.helpers), HELPERS]
+    if "readonly" not in weaken:
+        # Last, once every mount point exists: bwrap's own tmpfs for `/` and `/dev` are uncapped.
+        cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    if seccomp_fd is not None:
+        cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--chdir", "/"]
     if "env" not in weaken:
         cmd += ["--clearenv"]
     for key, value in layout.env.items():
         cmd += ["--setenv", key, value]
-    cmd += ["--"]
+    options, cmd = cmd, []
     if privileged and "uid" not in weaken:
         cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
         cmd += ["--bounding-set=-all", "--inh-caps=-all", "--"]
@@ -242,7 +287,71 @@ def argv(
     cmd += ["prlimit", *rlimits.args(weaken), "--"]
     # bash for our wrapper script, which names pipe fds above 9 (dash parses only one digit); the
     # check's own command line runs with /bin/sh.
-    return [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
+    return options, [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """How to start one jail: `argv` (bwrap, or the cgroup's entry prefix then bwrap), the descriptors
+    to pass (the caller closes them once the process has them), and the check's cgroup, if any."""
+
+    argv: list[str]
+    fds: tuple[int, ...]
+    cgroup: CheckCgroup | None
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def launch(
+    bwrap: str,
+    layout: Layout,
+    script: str,
+    args: Sequence[str],
+    *,
+    uid: int | None,
+    rlimits: Rlimits,
+    status_fd: int,
+    cgroups: Cgroups,
+) -> Launch:
+    """Everything `argv` needs, made: the filter and the arguments in sealed memory files, the cgroup."""
+    weaken = layout.weaken
+    use_cgroup = cgroups.base is not None and "cgroup" not in weaken
+    fds: list[int] = []
+    cgroup: CheckCgroup | None = None
+    try:
+        seccomp_fd = None
+        if "seccomp" not in weaken:
+            seccomp_fd = _memory_file("beam-seccomp", syscall_filter.compiled(with_cgroup=use_cgroup))
+            fds.append(seccomp_fd)
+        options, command = argv(
+            bwrap, layout, script, args, uid=uid, rlimits=rlimits, status_fd=status_fd, seccomp_fd=seccomp_fd
+        )
+        # bwrap reads its options from this file: its command line, which every process of the jail
+        # can read in /proc/1/cmdline, names no path of the host's (the command names only the jail's).
+        args_fd = _memory_file("beam-bwrap-args", b"".join(a.encode() + b"\0" for a in options[1:]))
+        fds.append(args_fd)
+        cmd = [options[0], "--args", str(args_fd), "--", *command]
+        if use_cgroup:
+            cgroup = cgroups.make(rlimits.memory_bytes)
+            cmd = [*cgroup.enter_argv(), *cmd]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return Launch(cmd, tuple(fds), cgroup)
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    """A file only in memory, read from its start by bwrap (no size limit of a pipe, nothing on disk)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _open_parents(path: Path) -> list[str]:
@@ -288,21 +397,40 @@ def probe() -> Probe:
     for tool in ("setpriv", "prlimit", "bash", "tar") if privileged else ("prlimit", "bash", "tar"):
         if shutil.which(tool) is None:
             return Probe(bwrap, privileged, False, f"{tool} is not installed, so checks are off")
+    cgroups = Cgroups.find()
+    cgroups.sweep()
+    try:
+        syscall_filter.compiled(with_cgroup=cgroups.base is not None)
+    except syscall_filter.FilterUnavailable as exc:
+        return Probe(bwrap, privileged, False, f"{exc}, so checks are off")
     scratch = Path(_probe_dir())
     uid = JAIL_UID_BASE + JAIL_UID_COUNT - 1 if privileged else None
     read, write = os.pipe()
+    started: Launch | None = None
     try:
         limits = Rlimits(processes=8, memory_bytes=1 << 30, cpu_seconds=10, file_bytes=1 << 20, open_files=64)
         layout = Layout(None, scratch, 1 << 20)
-        cmd = argv(bwrap, layout, "exit 0", (), uid=uid, rlimits=limits, status_fd=write)
+        started = launch(
+            bwrap, layout, "exit 0", (), uid=uid, rlimits=limits, status_fd=write, cgroups=cgroups
+        )
         done = subprocess.run(
-            cmd, pass_fds=(write,), stdin=subprocess.DEVNULL, capture_output=True, timeout=20, check=False
+            started.argv,
+            pass_fds=(write, *started.fds),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=20,
+            check=False,
+            env=BWRAP_ENV,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return Probe(bwrap, privileged, False, f"bwrap could not be started ({exc}), so checks are off")
     finally:
         os.close(write)
         os.close(read)
+        if started is not None:
+            started.close()
+            if started.cgroup is not None:
+                started.cgroup.remove()
         shutil.rmtree(scratch, ignore_errors=True)
     if done.returncode != 0:
         said = done.stderr.decode("utf-8", "replace").strip().splitlines()
@@ -314,7 +442,13 @@ def probe() -> Probe:
             f"bwrap cannot create the jail's namespaces here ({why}), so checks are off",
         )
     mode = "a dedicated uid, no user namespace" if privileged else "an unprivileged user namespace"
-    return Probe(bwrap, privileged, True, f"checks run in a bubblewrap jail ({bwrap}, {mode})")
+    memory = (
+        f"memory capped by {cgroups.reason}"
+        if cgroups.base is not None
+        else f"no memory cgroup ({cgroups.reason}): memory bounded by tmpfs sizes and rlimits, memfd refused"
+    )
+    reason = f"checks run in a bubblewrap jail ({bwrap}, {mode}; {memory})"
+    return Probe(bwrap, privileged, True, reason, cgroups)
 
 
 def _probe_dir() -> str:

@@ -49,7 +49,10 @@ def jail_state() -> JailStatus:
 def checks_detail() -> str:
     """The `/readyz` line for checks."""
     state = jail_state()
-    return "on (bubblewrap jail)" if state.available else f"off: {state.reason}"
+    if not state.available:
+        return f"off: {state.reason}"
+    memory = "one memory cgroup cap" if state.memory_cgroup else "no memory cgroup: capped tmpfs, no memfd"
+    return f"on (bubblewrap jail; {memory})"
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,10 @@ The interface (stable; the flow codes against it):
 
     CheckSpec(name, run)            run: a shell command line, run with /bin/sh -c in the tree's copy
     JailLimits(timeout_s=600, memory_bytes=2 GiB, processes=256, cpu_seconds=1200, file_bytes=1 GiB,
-               open_files=1024, tmpfs_bytes=1 GiB, output_bytes=1 MiB, kill_grace_s=5)
+               open_files=1024, tmpfs_bytes=1 GiB, shm_bytes=64 MiB, output_bytes=1 MiB, kill_grace_s=5)
+
+`memory_bytes` is one cap over everything the check holds (a memory cgroup, where the bot has one)
+and each process's address-space limit.
     CheckOutcome(name, status: "passed" | "failed" | "timed_out" | "error", exit_code, duration_s,
                  output_tail, output_truncated)
     JailStatus(available, reason)   reason: one sentence for the log, /readyz and the approval comment
@@ -32,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import shutil
 import tarfile
@@ -68,6 +72,7 @@ class JailLimits:
     file_bytes: int = 1 << 30
     open_files: int = 1024
     tmpfs_bytes: int = 1 << 30
+    shm_bytes: int = 64 << 20
     output_bytes: int = 1 << 20
     kill_grace_s: float = 5
 
@@ -86,11 +91,12 @@ class CheckOutcome:
 class JailStatus:
     available: bool
     reason: str
+    memory_cgroup: bool = False  # one cgroup caps a check's memory (else the fallback bounds apply)
 
 
 def jail_status() -> JailStatus:
     probe = bwrap.probe()
-    return JailStatus(probe.ok, probe.reason)
+    return JailStatus(probe.ok, probe.reason, probe.cgroups.base is not None)
 
 
 # The copy, in bash (the wrapper's shell): every top-level entry but `.git`, through a tar pipe, which
@@ -166,32 +172,54 @@ async def _jailed(
             os.close(fd)
         raise BeamError("BEM-352", f"at most {bwrap.JAIL_UID_COUNT} checks run at once in one process")
     status_fd, mark_fd = os.pipe(), os.pipe()
+    started: bwrap.Launch | None = None
     try:
-        cmd = bwrap.argv(
-            probe.bwrap,
-            layout,
-            script_for(mark_fd[1], status_fd[1]),
-            args,
-            uid=uid,
-            rlimits=bwrap.Rlimits(
-                processes=limits.processes,
-                memory_bytes=limits.memory_bytes,
-                cpu_seconds=limits.cpu_seconds,
-                file_bytes=limits.file_bytes,
-                open_files=limits.open_files,
-            ),
-            status_fd=status_fd[1],
-        )
-        return await spawn.run(
-            cmd,
+        try:
+            started = bwrap.launch(
+                probe.bwrap,
+                layout,
+                script_for(mark_fd[1], status_fd[1]),
+                args,
+                uid=uid,
+                rlimits=bwrap.Rlimits(
+                    processes=limits.processes,
+                    memory_bytes=limits.memory_bytes,
+                    cpu_seconds=limits.cpu_seconds,
+                    file_bytes=limits.file_bytes,
+                    open_files=limits.open_files,
+                ),
+                status_fd=status_fd[1],
+                cgroups=probe.cgroups,
+            )
+        except OSError as exc:  # the check's cgroup (or a memory file) could not be made: nothing runs
+            for fd in (status_fd[0], status_fd[1], mark_fd[0], mark_fd[1], *extra_fds):
+                os.close(fd)
+            why = f"beam: the jail's memory cgroup or options could not be made ({exc})".encode()
+            return spawn.Finished(False, None, False, 0.0, why, False, b"")
+        done = await spawn.run(
+            started.argv,
             status_fd=status_fd,
             mark_fd=mark_fd,
-            extra_fds=extra_fds,
+            extra_fds=(*extra_fds, *started.fds),
             timeout_s=limits.timeout_s,
             grace_s=limits.kill_grace_s,
             output_bytes=limits.output_bytes,
+            env=None if "bwrap-env" in layout.weaken else bwrap.BWRAP_ENV,
         )
+        if started.cgroup is not None and started.cgroup.usage().oom_kills:
+            cap = limits.memory_bytes >> 20
+            note = f"\nbeam: the check reached its memory cap ({cap} MiB) and was killed"
+            done = dataclasses.replace(done, tail=done.tail + note.encode())
+        return done
+    except BaseException:
+        if started is None:
+            for fd in (status_fd[0], status_fd[1], mark_fd[0], mark_fd[1], *extra_fds):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        raise
     finally:
+        if started is not None and started.cgroup is not None:
+            await anyio.to_thread.run_sync(started.cgroup.remove)
         if uid is not None:
             bwrap.UIDS.give(uid)
 
@@ -243,7 +271,16 @@ async def _run_checks(
                 return outcomes
         env = _env(deps=deps is not None, cache=cache is not None)
         for check in checks:
-            layout = Layout(tree, scratch, limits.tmpfs_bytes, cache=cache, deps=deps, env=env, weaken=weaken)
+            layout = Layout(
+                tree,
+                scratch,
+                limits.tmpfs_bytes,
+                cache=cache,
+                deps=deps,
+                shm_bytes=limits.shm_bytes,
+                env=env,
+                weaken=weaken,
+            )
             done = await _jailed(
                 layout,
                 lambda mark, status: _copy_script(mark, status) + 'exec /bin/sh -c "$1"\n',
@@ -290,8 +327,33 @@ def _unpack(archive: Path, dest: Path) -> None:
     dest.mkdir(mode=0o755)
     with tarfile.open(archive, "r:") as tar:
         # "data": no absolute or escaping paths, no links out, no devices, no setuid bits.
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # Python before 3.11.4 (Debian 12's 3.11.2): the same rules, by hand
+            tar.extractall(dest, members=_data_members(tar, dest))  # noqa: S202 - vetted members
     dest.chmod(0o755)
+
+
+def _data_members(tar: tarfile.TarFile, dest: Path) -> list[tarfile.TarInfo]:
+    """What tarfile's "data" filter lets through: files, directories and links that stay in `dest`,
+    without setuid, setgid or sticky bits; anything else refuses the whole archive."""
+    root = dest.resolve()
+    kept = []
+    for member in tar.getmembers():
+        target = (root / member.name).resolve()
+        if member.name.startswith("/") or not target.is_relative_to(root):
+            raise tarfile.TarError(f"{member.name!r} would be written outside the deps")
+        if member.issym() or member.islnk():
+            link = (target.parent / member.linkname) if member.issym() else root / member.linkname
+            if member.linkname.startswith("/") or not link.resolve().is_relative_to(root):
+                raise tarfile.TarError(f"{member.name!r} links outside the deps")
+        elif not (member.isfile() or member.isdir()):
+            raise tarfile.TarError(f"{member.name!r} is not a file, a directory or a link")
+        member.mode &= 0o777
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        kept.append(member)
+    return kept
 
 
 async def _setup(
@@ -314,7 +376,7 @@ async def _setup(
         PIP_USER="1", PIP_BREAK_SYSTEM_PACKAGES="1", PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1"
     )
     if allowed_hosts:
-        proxy = AllowlistProxy(allowed_hosts)
+        proxy = AllowlistProxy(allowed_hosts, max_connections=1 << 20 if "proxy-cap" in weaken else 64)
         try:
             await proxy.start(helpers / "proxy.sock")
         except OSError as exc:
@@ -351,6 +413,7 @@ async def _setup(
         cache=cache,
         deps_tmpfs=True,
         helpers=helpers,
+        shm_bytes=limits.shm_bytes,
         env=env,
         weaken=weaken,
     )

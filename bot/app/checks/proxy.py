@@ -7,6 +7,10 @@ here, on the host side, by the host the proxy itself connects to, so nothing the
 it: CONNECT host:port (HTTPS) and absolute-form requests (`GET http://host/...`, plain HTTP, one
 request per connection) to a host of BEAM_CHECKS_ALLOWED_HOSTS. Everything else gets a 403.
 
+It holds at most `max_connections` at once (each is two descriptors of the bot's: the jail's end and
+the upstream one); one more is answered 503 and closed at once, so a setup that opens connections in
+a loop can never take the descriptors the bot needs for its own files, sockets and git.
+
 An allowed entry is `host` (ports 443 and 80), `host:port` (that port), or `*.domain` (any name under
 it, not the domain itself). A small asyncio proxy of our own: the maintained ones (squid, tinyproxy)
 are daemons to install and configure per run, for two request forms and a list of names.
@@ -18,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +30,7 @@ from pathlib import Path
 log = logging.getLogger("beam.checks.proxy")
 
 _HEAD_LIMIT = 16 * 1024
+_BUSY = b"HTTP/1.1 503 Service Unavailable\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
 _DROPPED_HEADERS = frozenset({"proxy-connection", "proxy-authorization", "connection", "keep-alive"})
 
 
@@ -101,38 +107,80 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 class AllowlistProxy:
     """One per setup run: `await start(socket_path)`, then `await close()` when the setup is done."""
 
-    def __init__(self, allowed_hosts: Sequence[str], *, connect_timeout_s: float = 30) -> None:
+    def __init__(
+        self, allowed_hosts: Sequence[str], *, connect_timeout_s: float = 30, max_connections: int = 64
+    ) -> None:
         self.allowed_hosts = tuple(allowed_hosts)
         self.connect_timeout_s = connect_timeout_s
+        self.max_connections = max_connections
         self.refused: list[str] = []
-        self._server: asyncio.Server | None = None
+        self.over_cap = 0  # connections refused because `max_connections` were open
+        self._listener: socket.socket | None = None
+        self._acceptor: asyncio.Future[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self, path: Path) -> None:
-        self._server = await asyncio.start_unix_server(self._track, path=str(path))
-        os.chmod(path, 0o666)  # noqa: S103 - a socket the jail (another uid) must connect to
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            listener.bind(str(path))
+            os.chmod(path, 0o666)  # noqa: S103 - a socket the jail (another uid) must connect to
+            listener.listen(self.max_connections)
+            listener.setblocking(False)
+        except OSError:
+            listener.close()
+            raise
+        self._listener = listener
+        self._acceptor = asyncio.ensure_future(self._accept())
 
     async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        if self._acceptor is not None:
+            self._acceptor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._acceptor
+        if self._listener is not None:
+            self._listener.close()
         for task in list(self._tasks):
             task.cancel()
         for task in list(self._tasks):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        if self._server is not None:
-            await self._server.wait_closed()
 
-    async def _track(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
+    async def _accept(self) -> None:
+        """Our own accept loop rather than asyncio's server: one over the cap is closed at once, before
+        it becomes a transport (asyncio's would accept a whole backlog per turn and close them later)."""
+        assert self._listener is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                conn, _ = await loop.sock_accept(self._listener)
+            except OSError as exc:  # out of descriptors after all: wait rather than spin and log
+                log.warning("checks proxy: accept failed (%s)", exc)
+                await asyncio.sleep(0.5)
+                continue
+            if len(self._tasks) >= self.max_connections:
+                self.over_cap += 1
+                if self.over_cap == 1:  # once per setup: a flood must not flood the log too
+                    log.warning("checks proxy: %d connections open, refusing more", self.max_connections)
+                with contextlib.suppress(OSError):
+                    conn.send(_BUSY)
+                conn.close()
+                continue
+            conn.setblocking(False)
+            task = asyncio.ensure_future(self._serve(conn))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, conn: socket.socket) -> None:
+        try:
+            reader, writer = await asyncio.open_unix_connection(sock=conn)
+        except OSError:
+            conn.close()
+            return
         try:
             await self._handle(reader, writer)
         except (ConnectionError, OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError):
             pass
         finally:
-            self._tasks.discard(task)
             writer.close()
 
     async def _refuse(self, writer: asyncio.StreamWriter, status: str, why: str) -> None:

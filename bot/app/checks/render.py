@@ -7,9 +7,9 @@ tail of its output (already redacted by `flow.Checker`).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from bot.app import markdown as md
 from bot.app.checks.flow import CheckReport
 
 CHECK_RUN_NAME = "beam / checks"
@@ -24,11 +24,6 @@ _STATUS = {
     "timed_out": "⌛ timed out",
     "error": "⚠️ could not run",
 }
-
-
-def _fence(text: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(3, longest + 1)
 
 
 def _tail(text: str, lines: int, chars: int) -> str:
@@ -58,7 +53,7 @@ def headline(report: CheckReport) -> str:
 
 def _table(report: CheckReport) -> str:
     rows = [
-        f"| `{o.name}` | {_status(o.status, o.exit_code)} | {_seconds(o.duration_s)} |"
+        f"| {md.code(o.name, table=True)} | {_status(o.status, o.exit_code)} | {_seconds(o.duration_s)} |"
         for o in report.outcomes
     ]
     return "| check | result | time |\n|---|---|---|\n" + "\n".join(rows)
@@ -68,10 +63,9 @@ def _tails(report: CheckReport, lines: int, chars: int) -> str:
     blocks = []
     for outcome in report.failing:
         tail = _tail(outcome.output_tail, lines, chars) or "(no output)"
-        fence = _fence(tail)
         blocks.append(
-            f"<details><summary>Output of <code>{outcome.name}</code> (its end)</summary>\n\n"
-            f"{fence}text\n{tail}\n{fence}\n\n</details>"
+            f"<details><summary>Output of <code>{md.html(outcome.name)}</code> (its end)</summary>\n\n"
+            f"{md.fenced(tail, 'text')}\n\n</details>"
         )
     return "\n\n".join(blocks)
 
@@ -97,7 +91,7 @@ def pushed_note(report: CheckReport, check_run_url: str | None) -> str:
 def why_blocked(report: CheckReport) -> str:
     if report.off is not None:
         return f"its checks could not run ({report.off})"
-    names = ", ".join(f"`{o.name}`" for o in report.failing) or "a check"
+    names = ", ".join(md.code(o.name) for o in report.failing) or "a check"
     return f"{names} did not pass"
 
 

@@ -85,8 +85,10 @@ async def run(
     timeout_s: float,
     grace_s: float,
     output_bytes: int,
+    env: dict[str, str] | None,
 ) -> Finished:
-    """Run `cmd`; `status_fd`/`mark_fd` are (read, write) pipes whose write ends the jail inherits.
+    """Run `cmd`; `status_fd`/`mark_fd` are (read, write) pipes whose write ends the jail inherits;
+    `env` is the whole environment bwrap starts with (None: the bot's, only where a test weakens it).
 
     The write ends, and `extra_fds`, are closed here once bwrap has them.
     """
@@ -100,6 +102,7 @@ async def run(
             stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
             pass_fds=(status_fd[1], mark_fd[1], *extra_fds),
+            env=env,
         )
     finally:
         for fd in (status_fd[1], mark_fd[1], *extra_fds):

@@ -91,26 +91,31 @@ def commit_bases(source: Path, mirror: Path, tip: str) -> list[str]:
     return sorted(bases)
 
 
-class Bundles(Mirrors):
-    """Bundling a pinned commit out of the mirror and back into any mirror; `Checkouts` builds on it."""
+class Bundles:
+    """Bundling a pinned commit out of a mirror and back into any mirror (`Checkouts` holds one)."""
+
+    def __init__(self, mirrors: Mirrors) -> None:
+        self.mirrors = mirrors
 
     async def commit_bases(self, repo_full_name: str, run_tree_path: Path, commit_sha: str) -> list[str]:
         """See `commit_bases`; run before `pin`, which copies the run's commits into the mirror."""
         check_sha(commit_sha)
-        mirror = self.mirror_path(repo_full_name)
+        mirror = self.mirrors.mirror_path(repo_full_name)
         return await anyio.to_thread.run_sync(commit_bases, run_tree_path, mirror, commit_sha)
 
     async def bundle(self, repo_full_name: str, ref: str, bases: list[str], max_bytes: int) -> bytes:
         """A bundle of `ref` (a pinned commit) without what `bases` reach; BundleTooLarge over the cap."""
         for sha in bases:
             check_sha(sha)
-        mirror = self.mirror_path(repo_full_name)
+        mirror = self.mirrors.mirror_path(repo_full_name)
 
         def work() -> bytes:
             with tempfile.TemporaryDirectory(prefix="beam-bundle-") as tmp:
                 path = Path(tmp) / "held.bundle"
                 args = ["bundle", "create", "--quiet", str(path), ref, *(f"^{sha}" for sha in bases)]
-                result = run_git(self._git, self._timeout, args, cwd=mirror, token=None, local=True)
+                result = run_git(
+                    self.mirrors.git, self.mirrors.timeout, args, cwd=mirror, token=None, local=True
+                )
                 if result.returncode != 0:
                     raise CheckoutError(explain("bundle", ref, result, None))
                 size = path.stat().st_size
@@ -118,11 +123,11 @@ class Bundles(Mirrors):
                     raise BundleTooLarge(size, max_bytes)
                 return path.read_bytes()
 
-        return await self._locked(repo_full_name, work)
+        return await self.mirrors.locked(repo_full_name, work)
 
     async def holds(self, repo_full_name: str, ref: str, sha: str) -> bool:
         """Whether this host's mirror has `ref` at commit `sha` (the local pin, a cache)."""
-        mirror = self.mirror_path(repo_full_name)
+        mirror = self.mirrors.mirror_path(repo_full_name)
 
         def look() -> bool:
             if not mirror.exists():
@@ -134,7 +139,7 @@ class Bundles(Mirrors):
 
     async def missing_commits(self, repo_full_name: str, shas: list[str]) -> list[str]:
         """Those of `shas` that are not commits in this host's mirror (all of them without a mirror)."""
-        mirror = self.mirror_path(repo_full_name)
+        mirror = self.mirrors.mirror_path(repo_full_name)
 
         def look() -> list[str]:
             if not mirror.exists():
@@ -158,11 +163,11 @@ class Bundles(Mirrors):
         check_url(clone_url)
         for sha in shas:
             check_sha(sha)
-        mirror = self.mirror_path(repo_full_name)
+        mirror = self.mirrors.mirror_path(repo_full_name)
 
         def work(token: str) -> None:
             if not mirror.exists():
-                self._create_mirror(mirror)
+                self.mirrors.create_mirror(mirror)
             repo = pygit2.Repository(str(mirror))
             if origin_url(repo) != clone_url:
                 repo.config["remote.origin.url"] = clone_url
@@ -170,13 +175,17 @@ class Bundles(Mirrors):
                 return
             args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
             result = run_git(
-                self._git, self._timeout, [*args, "--", clone_url, *shas], cwd=mirror, token=token
+                self.mirrors.git,
+                self.mirrors.timeout,
+                [*args, "--", clone_url, *shas],
+                cwd=mirror,
+                token=token,
             )
             if result.returncode != 0:
                 what = f"commit {shas[0][:12]}"
                 raise CheckoutError(explain("fetch", what, result, token), auth=auth_refused(result))
 
-        await self._with_fresh_token(repo_full_name, work, token, refresh)
+        await self.mirrors.with_fresh_token(repo_full_name, work, token, refresh)
 
     async def unbundle(self, repo_full_name: str, data: bytes, ref: str, sha: str) -> None:
         """Unpack a bundle into the mirror and pin commit `sha` (its head) under `ref`.
@@ -186,15 +195,15 @@ class Bundles(Mirrors):
         reaches present) before the ref is written.
         """
         check_sha(sha)
-        mirror = self.mirror_path(repo_full_name)
+        mirror = self.mirrors.mirror_path(repo_full_name)
 
         def work() -> None:
             with tempfile.TemporaryDirectory(prefix="beam-bundle-") as tmp:
                 path = Path(tmp) / "held.bundle"
                 path.write_bytes(data)
                 result = run_git(
-                    self._git,
-                    self._timeout,
+                    self.mirrors.git,
+                    self.mirrors.timeout,
                     ["bundle", "unbundle", str(path)],
                     cwd=mirror,
                     token=None,
@@ -203,9 +212,11 @@ class Bundles(Mirrors):
             if result.returncode != 0:
                 raise CheckoutError(explain("bundle unbundle", ref, result, None))
             walk = ["rev-list", "--objects", "--missing=error", "--quiet", sha, "--not", "--all"]
-            complete = run_git(self._git, self._timeout, walk, cwd=mirror, token=None, local=True)
+            complete = run_git(
+                self.mirrors.git, self.mirrors.timeout, walk, cwd=mirror, token=None, local=True
+            )
             if complete.returncode != 0:
                 raise CheckoutError(f"The held commit {sha[:12]} is not complete after unpacking its bundle.")
             pygit2.Repository(str(mirror)).references.create(ref, sha, force=True)
 
-        await self._locked(repo_full_name, work)
+        await self.mirrors.locked(repo_full_name, work)

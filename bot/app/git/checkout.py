@@ -26,6 +26,7 @@ import anyio.to_thread
 import pygit2
 
 from bot.app.git.bundles import Bundles
+from bot.app.git.mirrors import Mirrors
 from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
 from bot.app.git.plumbing import (
     CheckoutError,
@@ -46,6 +47,7 @@ from bot.app.git.plumbing import (
     run_git,
     split_repo,
 )
+from bot.app.git.ranges import LandingCommit, describe, landing_shas, merge_base, resolve_refs
 
 __all__ = ["PENDING_PREFIX", "RUNS_PREFIX", "CheckoutError", "Checkouts", "RunTree"]
 
@@ -84,9 +86,68 @@ def moved(branch: str, expected: str) -> str:
     )
 
 
-class Checkouts(Bundles):
-    """Run trees, pinned commits and pushes over the mirror cache (safe across tasks and processes);
-    `Bundles` carries a pinned commit to another host's mirror through the database."""
+class Checkouts:
+    """Run trees, pinned commits and pushes over the mirror cache (safe across tasks and processes).
+    It holds its collaborators: `mirrors` (the cache, mirrors.py) and `bundles` (a pinned commit
+    carried to another host's mirror through the database, bundles.py); their calls a caller needs are
+    passed on below, so a caller holds one object for the checkouts of a machine."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        runs_dir: Path | None = None,
+        *,
+        git: str = "git",
+        timeout: float = 600.0,
+        mirrors: Mirrors | None = None,
+    ) -> None:
+        self.mirrors = mirrors or Mirrors(work_dir, runs_dir, git=git, timeout=timeout)
+        self.bundles = Bundles(self.mirrors)
+        self.work_dir = self.mirrors.work_dir
+        self.mirrors_dir = self.mirrors.mirrors_dir
+        self.runs_dir = self.mirrors.runs_dir
+
+    # -- the mirror cache and bundles (mirrors.py, bundles.py) ------------------------------------
+
+    def mirror_path(self, repo_full_name: str) -> Path:
+        return self.mirrors.mirror_path(repo_full_name)
+
+    async def update_mirror(
+        self,
+        repo_full_name: str,
+        clone_url: str,
+        token: str,
+        refs: list[str],
+        *,
+        refresh: Callable[[], Awaitable[str]] | None = None,
+    ) -> None:
+        await self.mirrors.update_mirror(repo_full_name, clone_url, token, refs, refresh=refresh)
+
+    async def commit_bases(self, repo_full_name: str, run_tree_path: Path, commit_sha: str) -> list[str]:
+        return await self.bundles.commit_bases(repo_full_name, run_tree_path, commit_sha)
+
+    async def bundle(self, repo_full_name: str, ref: str, bases: list[str], max_bytes: int) -> bytes:
+        return await self.bundles.bundle(repo_full_name, ref, bases, max_bytes)
+
+    async def holds(self, repo_full_name: str, ref: str, sha: str) -> bool:
+        return await self.bundles.holds(repo_full_name, ref, sha)
+
+    async def missing_commits(self, repo_full_name: str, shas: list[str]) -> list[str]:
+        return await self.bundles.missing_commits(repo_full_name, shas)
+
+    async def unbundle(self, repo_full_name: str, data: bytes, ref: str, sha: str) -> None:
+        await self.bundles.unbundle(repo_full_name, data, ref, sha)
+
+    async def fetch_commits(
+        self,
+        repo_full_name: str,
+        clone_url: str,
+        token: str,
+        shas: list[str],
+        *,
+        refresh: Callable[[], Awaitable[str]] | None = None,
+    ) -> None:
+        await self.bundles.fetch_commits(repo_full_name, clone_url, token, shas, refresh=refresh)
 
     # -- paths ----------------------------------------------------------------------------------
 
@@ -114,7 +175,9 @@ class Checkouts(Bundles):
             raise CheckoutError(f"Run {run_id} already has a working tree.") from None
         tree = RunTree(path, repo_full_name, branch, commit_sha, run_id, self)
         try:
-            origin = await self._locked(repo_full_name, lambda: hold_commit(mirror, run_id, commit_sha))
+            origin = await self.mirrors.locked(
+                repo_full_name, lambda: hold_commit(mirror, run_id, commit_sha)
+            )
             await anyio.to_thread.run_sync(self._fill_run_tree, path, mirror, commit_sha, branch, origin)
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -133,8 +196,8 @@ class Checkouts(Bundles):
             repo.config["remote.origin.fetch"] = "+refs/heads/*:refs/remotes/origin/*"
         # git's checkout writes files faster than libgit2's checkout_tree (section 9).
         result = run_git(
-            self._git,
-            self._timeout,
+            self.mirrors.git,
+            self.mirrors.timeout,
             ["checkout", "--quiet", "-b", branch, sha, "--"],
             cwd=path,
             token=None,
@@ -155,7 +218,9 @@ class Checkouts(Bundles):
         await anyio.to_thread.run_sync(remove_dir, tree.path)
         mirror = self.mirror_path(tree.repo_full_name)
         if mirror.exists():
-            await self._locked(tree.repo_full_name, lambda: delete_ref(mirror, RUNS_PREFIX + tree.run_id))
+            await self.mirrors.locked(
+                tree.repo_full_name, lambda: delete_ref(mirror, RUNS_PREFIX + tree.run_id)
+            )
 
     # -- held pushes ------------------------------------------------------------------------------
 
@@ -186,7 +251,7 @@ class Checkouts(Bundles):
                 return
             target.references.create(full, commit_sha)
 
-        await self._locked(repo_full_name, work)
+        await self.mirrors.locked(repo_full_name, work)
         return full
 
     async def push_from_mirror(
@@ -229,7 +294,7 @@ class Checkouts(Bundles):
                 if sha != expected_remote and not _descends(repo, sha, expected_remote):
                     raise CheckoutError(f"{sha[:12]} does not build on {expected_remote[:12]}.")
                 ref = f"refs/heads/{target_branch}"
-                remote = remote_ref(self._git, self._timeout, mirror, clone_url, token, ref)
+                remote = remote_ref(self.mirrors.git, self.mirrors.timeout, mirror, clone_url, token, ref)
                 if remote == sha:
                     return  # an earlier attempt of this push landed
                 if remote != expected_remote:
@@ -237,7 +302,11 @@ class Checkouts(Bundles):
                 options.append(f"--force-with-lease=refs/heads/{target_branch}:{expected_remote}")
             spec = f"{sha}:refs/heads/{target_branch}"
             result = run_git(
-                self._git, self._timeout, ["push", *options, "--", clone_url, spec], cwd=mirror, token=token
+                self.mirrors.git,
+                self.mirrors.timeout,
+                ["push", *options, "--", clone_url, spec],
+                cwd=mirror,
+                token=token,
             )
             if result.returncode != 0:
                 if expected_remote is not None and "stale info" in (result.stderr or "").lower():
@@ -247,7 +316,43 @@ class Checkouts(Bundles):
 
         if not mirror.exists():
             raise CheckoutError(f"There is no mirror of {repo_full_name}.")
-        await self._with_fresh_token(repo_full_name, work, token, refresh)
+        await self.mirrors.with_fresh_token(repo_full_name, work, token, refresh)
+
+    async def publish_pin(
+        self, repo_full_name: str, clone_url: str, token: str, ref_name: str, expected_sha: str
+    ) -> None:
+        """Push a held commit's pin to the same `refs/beam/pending/...` ref on the remote, never
+        forced: the Action keeps a held commit there between workflow runs (action/run.py). A ref
+        outside `refs/heads` is no branch, and a push made with a workflow's token starts no workflow."""
+        check_url(clone_url)
+        check_sha(expected_sha)
+        if not re.fullmatch(r"refs/beam/pending/[0-9a-f]+", ref_name):
+            raise CheckoutError(f"Only held commits' pins are published, not {ref_name!r}.")
+        mirror = self.mirror_path(repo_full_name)
+
+        def work(token: str) -> None:
+            repo = pygit2.Repository(str(mirror))
+            try:
+                sha = str(repo.revparse_single(ref_name).peel(pygit2.Commit).id)
+            except (KeyError, ValueError, pygit2.GitError):
+                raise CheckoutError(f"{ref_name} is not in the mirror of {repo_full_name}.") from None
+            if sha != expected_sha:
+                raise CheckoutError(f"{ref_name} holds {sha[:12]}, not the held {expected_sha[:12]}.")
+            spec = f"{sha}:{ref_name}"
+            result = run_git(
+                self.mirrors.git,
+                self.mirrors.timeout,
+                ["push", "--quiet", "--no-verify", "--", clone_url, spec],
+                cwd=mirror,
+                token=token,
+            )
+            if result.returncode != 0:
+                what = f"{sha[:12]} to {ref_name}"
+                raise CheckoutError(explain("push", what, result, token), auth=auth_refused(result))
+
+        if not mirror.exists():
+            raise CheckoutError(f"There is no mirror of {repo_full_name}.")
+        await self.mirrors.with_fresh_token(repo_full_name, work, token, None)
 
     async def remote_tip(self, repo_full_name: str, clone_url: str, token: str, branch: str) -> str | None:
         """The commit `refs/heads/<branch>` holds on the remote now, or None (how a retried push
@@ -256,7 +361,9 @@ class Checkouts(Bundles):
         check_branch(branch)
         mirror = self.mirror_path(repo_full_name)
         return await anyio.to_thread.run_sync(
-            lambda: remote_ref(self._git, self._timeout, mirror, clone_url, token, f"refs/heads/{branch}")
+            lambda: remote_ref(
+                self.mirrors.git, self.mirrors.timeout, mirror, clone_url, token, f"refs/heads/{branch}"
+            )
         )
 
     async def drop_pin(self, repo_full_name: str, ref_name: str) -> None:
@@ -266,7 +373,37 @@ class Checkouts(Bundles):
             raise CheckoutError(f"Invalid pending ref {ref_name!r}.")
         mirror = self.mirror_path(repo_full_name)
         if mirror.exists():
-            await self._locked(repo_full_name, lambda: delete_ref(mirror, full))
+            await self.mirrors.locked(repo_full_name, lambda: delete_ref(mirror, full))
+
+    # -- what a push would land (ranges.py) --------------------------------------------------------
+
+    async def landing_commits(
+        self, repo_full_name: str, tip: str, known: list[str], limit: int
+    ) -> list[LandingCommit]:
+        """The commits `tip` would make new where `known` are what the base repository has, oldest
+        first; TooManyCommits past `limit`. `tip` must be in the mirror (pinned)."""
+        mirror = self.mirror_path(repo_full_name)
+
+        def work() -> list[LandingCommit]:
+            return describe(
+                mirror, landing_shas(self.mirrors.git, self.mirrors.timeout, mirror, tip, known, limit)
+            )
+
+        return await self.mirrors.locked(repo_full_name, work)
+
+    async def branch_tips(self, repo_full_name: str, branches: list[str]) -> list[str]:
+        """Where the mirror's `refs/heads/<branch>` point (as last fetched); missing ones left out."""
+        for branch in branches:
+            check_branch(branch)
+        mirror = self.mirror_path(repo_full_name)
+        refs = [f"refs/heads/{branch}" for branch in dict.fromkeys(branches)]
+        return await self.mirrors.locked(repo_full_name, lambda: resolve_refs(mirror, refs))
+
+    async def merge_base(self, repo_full_name: str, a: str, b: str) -> str | None:
+        check_sha(a)
+        check_sha(b)
+        mirror = self.mirror_path(repo_full_name)
+        return await anyio.to_thread.run_sync(merge_base, mirror, a, b)
 
     # -- crash recovery ---------------------------------------------------------------------------
 
@@ -280,7 +417,7 @@ class Checkouts(Bundles):
         removed = await anyio.to_thread.run_sync(self._sweep, time.time() - seconds)
         for mirror_dir in await anyio.to_thread.run_sync(mirror_dirs, self.mirrors_dir):
             name = f"{mirror_dir.parent.name}/{mirror_dir.name.removesuffix('.git')}"
-            await self._locked(name, functools.partial(self._release_orphans, mirror_dir, name))
+            await self.mirrors.locked(name, functools.partial(self._release_orphans, mirror_dir, name))
         return removed
 
     def _sweep(self, cutoff: float) -> list[Path]:

@@ -42,8 +42,8 @@ log = logging.getLogger("beam.checkout")
 
 
 class Mirrors:
-    """The mirror cache of one worker machine (safe across tasks and processes); `Checkouts` adds run
-    trees and held pushes on top."""
+    """The mirror cache of one worker machine (safe across tasks and processes). `Bundles` and
+    `Checkouts` work on it through the methods below (`locked`, `with_fresh_token`, `create_mirror`)."""
 
     def __init__(
         self, work_dir: Path, runs_dir: Path | None = None, *, git: str = "git", timeout: float = 600.0
@@ -51,8 +51,8 @@ class Mirrors:
         self.work_dir = Path(work_dir)
         self.mirrors_dir = self.work_dir / "mirrors"
         self.runs_dir = Path(runs_dir) if runs_dir is not None else self.work_dir / "runs"
-        self._git = git
-        self._timeout = timeout
+        self.git = git
+        self.timeout = timeout
         self._locks: dict[str, anyio.Lock] = {}
 
     # -- paths ----------------------------------------------------------------------------------
@@ -89,13 +89,13 @@ class Mirrors:
                     log.warning("the mirror of %s is broken; rebuilding it", repo_full_name)
                     discard_mirror(mirror)
                 if not mirror.exists():
-                    self._create_mirror(mirror)
+                    self.create_mirror(mirror)
                 repo = pygit2.Repository(str(mirror))
                 if origin_url(repo) != clone_url:
                     repo.config["remote.origin.url"] = clone_url
                 args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
                 result = run_git(
-                    self._git, self._timeout, [*args, "--", clone_url, *specs], cwd=mirror, token=token
+                    self.git, self.timeout, [*args, "--", clone_url, *specs], cwd=mirror, token=token
                 )
                 if result.returncode == 0:
                     return
@@ -107,9 +107,9 @@ class Mirrors:
                     explain("fetch", repo_full_name, result, token), auth=auth_refused(result)
                 )
 
-        await self._with_fresh_token(repo_full_name, work, token, refresh)
+        await self.with_fresh_token(repo_full_name, work, token, refresh)
 
-    def _create_mirror(self, mirror: Path) -> None:
+    def create_mirror(self, mirror: Path) -> None:
         mirror.parent.mkdir(parents=True, exist_ok=True)
         staging = mirror.with_name(f"{mirror.name}.tmp-{uuid.uuid4().hex[:8]}")
         repo = pygit2.init_repository(str(staging), bare=True)
@@ -122,7 +122,7 @@ class Mirrors:
 
     # -- plumbing ---------------------------------------------------------------------------------
 
-    async def _with_fresh_token(
+    async def with_fresh_token(
         self,
         repo_full_name: str,
         work: Callable[[str], None],
@@ -131,15 +131,15 @@ class Mirrors:
     ) -> None:
         """Run `work(token)` under the mirror's locks; once more with a fresh token after a 401."""
         try:
-            await self._locked(repo_full_name, lambda: work(token))
+            await self.locked(repo_full_name, lambda: work(token))
         except CheckoutError as error:
             if not error.auth or refresh is None:
                 raise
             log.info("git on %s: GitHub refused the token; trying a fresh one", repo_full_name)
             fresh = await refresh()
-            await self._locked(repo_full_name, lambda: work(fresh))
+            await self.locked(repo_full_name, lambda: work(fresh))
 
-    async def _locked(self, repo_full_name: str, fn: Callable[[], T]) -> T:
+    async def locked(self, repo_full_name: str, fn: Callable[[], T]) -> T:
         """Run `fn` in a thread holding the mirror's task lock and its file lock (other processes)."""
         lock = self._locks.setdefault(repo_full_name, anyio.Lock())
         lock_file = self.mirror_path(repo_full_name).with_suffix(".lock")

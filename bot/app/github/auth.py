@@ -18,7 +18,7 @@ from pydantic import SecretStr
 
 from bot.app.github.api import GitHubApi
 from bot.app.github.file_cache import FileCache
-from bot.app.github.models import AppInfo, Installation, InstallationToken
+from bot.app.github.models import AppInfo, HookDelivery, Installation, InstallationToken
 
 TOKEN_RENEW_MARGIN = 60.0
 
@@ -97,3 +97,59 @@ class GitHubApp:
         return Installation.model_validate(
             (await self.api.request("GET", url, url_vars, jwt=self.jwt())).data
         )
+
+    async def hook_deliveries(self, since: float) -> list[HookDelivery]:
+        """The App webhook's delivery attempts made at `since` (epoch seconds) or later, newest
+        first, page after page by the cursor of the `Link` header (issue 32)."""
+        found: list[HookDelivery] = []
+        url: str | None = "/app/hook/deliveries?per_page=100"
+        while url is not None:
+            answer = await self.api.request("GET", url, jwt=self.jwt())  # a JWT lives 10 minutes
+            page = [HookDelivery.model_validate(item) for item in answer.data or []]
+            found += [d for d in page if d.delivered_at.timestamp() >= since]
+            # Newest first: a page that reaches past `since` is the last one needed.
+            if not page or page[-1].delivered_at.timestamp() < since:
+                break
+            url = answer.next_url
+        return found
+
+    async def redeliver(self, delivery_id: int) -> None:
+        """Asks GitHub to deliver the attempt `delivery_id` again (same payload, same GUID)."""
+        url, url_vars = "/app/hook/deliveries/{delivery_id}/attempts", {"delivery_id": delivery_id}
+        await self.api.request("POST", url, url_vars, jwt=self.jwt())
+
+
+# What a workflow's GITHUB_TOKEN acts as: https://docs.github.com/actions/security-for-github-actions/
+# security-guides/automatic-token-authentication. A token from `gh auth token` acts as its user.
+ACTIONS_LOGIN = "github-actions[bot]"
+ONE_INSTALLATION = 1  # a token stands for one "installation": the repositories it may reach
+
+
+class TokenAuth(GitHubApp):
+    """The same client, authenticated by one token instead of the App's JWT: the Action's
+    GITHUB_TOKEN or a person's token for `beam-bot review <URL>`. Everything above asks for an
+    installation's token as with the App; this answers with the one token for every installation,
+    so no part of triage, permission checks, runs or posting knows which way the bot came in."""
+
+    def __init__(self, api: GitHubApi, token: str | SecretStr, login: str = ACTIONS_LOGIN) -> None:
+        super().__init__(api, 0, SecretStr(""))
+        self._token = token if isinstance(token, SecretStr) else SecretStr(token)
+        self.login = login
+
+    def __repr__(self) -> str:
+        return f"TokenAuth(login={self.login!r}, api={self.api.base_url!r})"
+
+    def jwt(self) -> str:
+        raise RuntimeError("a token-authenticated client has no App JWT")
+
+    async def installation_token(self, installation_id: int) -> SecretStr:
+        return self._token
+
+    def invalidate_token(self, installation_id: int) -> None:
+        """A refused token stays refused: there is no other to fetch."""
+
+    async def get_app(self) -> AppInfo:
+        return AppInfo(id=0, slug=self.login.removesuffix("[bot]"))
+
+    async def installation_for_repo(self, owner: str, repo: str) -> Installation:
+        return Installation(id=ONE_INSTALLATION)

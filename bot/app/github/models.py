@@ -43,6 +43,24 @@ class Account(GitHubModel):
         return f"{prefix}{self.login}@users.noreply.github.com"
 
 
+class HookDelivery(GitHubModel):
+    """One attempt of the App's webhook (`GET /app/hook/deliveries`): `guid` is the event's
+    X-GitHub-Delivery, shared by its redeliveries; `status_code` 0 when nothing answered."""
+
+    id: int
+    guid: str
+    delivered_at: datetime
+    redelivery: bool = False
+    status_code: int = 0
+    status: str = ""
+    event: str = ""
+    action: str | None = None
+
+    @property
+    def succeeded(self) -> bool:
+        return 200 <= self.status_code < 300
+
+
 class AppInfo(GitHubModel):
     id: int
     slug: str

@@ -21,7 +21,9 @@ from bot.app.jobs.schema import (
     held_commits,
     installation_turns,
     jobs,
+    leases,
     metadata,
+    redeliveries,
     review_findings,
     run_checkpoints,
     runs,
@@ -29,7 +31,7 @@ from bot.app.jobs.schema import (
     usage_counters,
 )
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -109,6 +111,15 @@ MIGRATIONS[7] = lambda conn: review_findings.create(conn, checkfirst=True)  # v7
 # v8: held pushes' commits in the database (issue 23); pushes held before keep only their local pin.
 MIGRATIONS[8] = lambda conn: held_commits.create(conn, checkfirst=True)
 MIGRATIONS[9] = lambda conn: app_credentials.create(conn, checkfirst=True)  # v9: sealed App credentials
+
+
+def _add_redelivery_tables(conn: Connection) -> None:
+    """v10: the sweep's lease and the deliveries it asked GitHub to redeliver (issue 32)."""
+    leases.create(conn, checkfirst=True)
+    redeliveries.create(conn, checkfirst=True)
+
+
+MIGRATIONS[10] = _add_redelivery_tables
 
 
 class SchemaError(RuntimeError):

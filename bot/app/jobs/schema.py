@@ -316,3 +316,28 @@ run_checkpoints = Table(
     Column("messages", _Json, nullable=False),
     Column("updated_at", Double, nullable=False),
 )
+
+# Issue 32: a named lease one process holds at a time (the redelivery sweep), taken and renewed by
+# compare-and-set on `expires_at`, so several processes on several hosts agree on one holder.
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("owner", Text, nullable=False),
+    Column("expires_at", Double, nullable=False),
+)
+
+# Issue 32: deliveries GitHub was asked to redeliver, by GitHub's delivery id (one failed attempt):
+# a sweep never asks twice for the same one. `delivered_at` is when GitHub first tried to deliver
+# the event (when the command was posted); `outage_since` the oldest failure that sweep found.
+redeliveries = Table(
+    "redeliveries",
+    metadata,
+    Column("delivery_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("guid", Text, nullable=False),
+    Column("event", Text, nullable=False),
+    Column("delivered_at", Double, nullable=False),
+    Column("outage_since", Double, nullable=False),
+    Column("asked_at", Double, nullable=False),
+    Index("redeliveries_guid", "guid"),
+)

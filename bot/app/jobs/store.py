@@ -230,10 +230,13 @@ class Store(Transactions):
             rows = (await conn.execute(stmt)).all()
         return [MemoryItem(r.id, r.scope_key, r.kind, r.text, r.created_at) for r in reversed(rows)]
 
-    async def memory_forget(self, item_id: int, *, within: str = "") -> bool:
-        """Delete one item; with `within`, only when its scope key starts with that prefix."""
+    async def memory_forget(self, item_id: int, *, within: str = "", scope_key: str | None = None) -> bool:
+        """Delete one item; with `within`, only when its scope key starts with that prefix; with
+        `scope_key`, only when it is that key."""
         stmt = memory.delete().where(memory.c.id == item_id)
         if within:
             stmt = stmt.where(memory.c.scope_key.startswith(within, autoescape=True))
+        if scope_key is not None:
+            stmt = stmt.where(memory.c.scope_key == scope_key)
         async with self.write() as conn:
             return (await conn.execute(stmt)).rowcount == 1

@@ -6,9 +6,6 @@ May import permissions only: every layer of the app reads repository config.
 
 from __future__ import annotations
 
-import functools
-import posixpath
-import re
 from datetime import timedelta
 from typing import Annotated, Any, Literal, get_args
 
@@ -20,6 +17,7 @@ from bot.app.repo_config.durations import duration_pattern, duration_seconds
 from bot.app.repo_config.durations import short as _short
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.review_config import AutoReviewConfig
+from bot.beam.globs import PathGlobs, glob_problem
 
 CONFIG_PATH = ".github/beam.yml"
 MAX_CONFIG_BYTES = 64 * 1024
@@ -60,35 +58,6 @@ def expiry_seconds(value: str | int) -> int:
     )
 
 
-@functools.lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    # Anchored at the repository root; `**` spans directories, `*` and `?` stay within one. A pattern
-    # also covers everything below a path it matches, so `.github/workflows` blocks its files too.
-    # Case-insensitive on purpose: blocking too much is safe, missing `.GitHub/...` on a
-    # case-insensitive checkout is not.
-    text = pattern.strip().removeprefix("./").lstrip("/")
-    if text.endswith("/"):
-        text += "**"
-    out, i = [], 0
-    while i < len(text):
-        if text.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif text.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif text[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif text[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(text[i]))
-            i += 1
-    return re.compile("".join(out) + "(?:/.*)?", re.IGNORECASE | re.DOTALL)
-
-
 class RepoLimits(BaseModel):
     """The `limits:` section: each may only lower the server's limit of the same name."""
 
@@ -127,8 +96,9 @@ class DocsConfig(BaseModel):
     @classmethod
     def _check_globs(cls, value: list[str]) -> list[str]:
         for pattern in value:
-            if not pattern.strip().strip("/") or "\x00" in pattern:
+            if not pattern.strip().strip("/"):
                 raise ValueError(f"{_short(pattern)} is not a path glob")
+            check_glob(pattern)
         return value
 
 
@@ -155,6 +125,13 @@ class RepoConfig(BaseModel):
         default=[".github/workflows/**"],
         description="Globs (from the repository root; `**` spans directories) the author skill may "
         "not change.",
+    )
+    fork_pushes: Literal["refuse", "allow"] = Field(
+        default="refuse",
+        description="`allow` lets `/beam author`, `/beam docs` and `/beam update` on a pull request from a "
+        "fork hold a push into this repository: its `beam/...` branch then carries the fork's commits "
+        "too, and the approval comment lists every one of them. `refuse` (the default): the bot says "
+        "why, and runs nothing.",
     )
     expiry: Annotated[str | int, WithJsonSchema(_EXPIRY_SCHEMA)] = "7d"
     limits: RepoLimits = Field(
@@ -195,8 +172,7 @@ class RepoConfig(BaseModel):
     @classmethod
     def _check_globs(cls, value: list[str]) -> list[str]:
         for pattern in value:
-            if not pattern.strip() or "\x00" in pattern:
-                raise ValueError(f"{_short(pattern)} is not a path glob")
+            check_glob(pattern)
         return value
 
     @field_validator("expiry", mode="before")
@@ -218,12 +194,26 @@ class RepoConfig(BaseModel):
     def skill_enabled(self, skill: str) -> bool:
         return skill in self.skills
 
+    @property
+    def fork_pushes_allowed(self) -> bool:
+        """Whether a fork's commits may be pushed into this repository (after approval)."""
+        return self.fork_pushes == "allow"
+
     def blocked(self, path: str) -> bool:
         """True when the author skill may not change `path` (repository-relative, `/`-separated)."""
         return matches_any(self.blocked_paths, path)
 
 
 def matches_any(patterns: list[str], path: str) -> bool:
-    """Whether a repository path matches one of the globs (the rules of `blocked_paths`)."""
-    clean = posixpath.normpath(path.replace("\\", "/")).lstrip("/")
-    return any(_glob_regex(pattern).fullmatch(clean) for pattern in patterns)
+    """Whether a repository path matches one of the globs, read as a rule by the one path matcher
+    the sandbox uses too (bot/beam/globs.py): anchored at the root, covering what is below a match,
+    case-insensitive. `blocked_paths` here and in the worktree can never disagree (issue 28)."""
+    return PathGlobs(patterns).matches(path)
+
+
+def check_glob(pattern: str) -> str:
+    """A path glob of the config, or ValueError with what is wrong with it (git's rules)."""
+    problem = glob_problem(pattern)
+    if problem is not None:
+        raise ValueError(f"{_short(pattern)} is not a path glob ({problem})")
+    return pattern

@@ -203,6 +203,8 @@ def _error_message(error: Any) -> str:
         return f"{path}: {_short(value)} is not a skill; choose from {', '.join(SKILLS)}"
     if kind == "literal_error" and loc[0] in ("trigger_permission", "approve_permission"):
         return f"{path}: {_short(value)} is not a permission; choose from {', '.join(PERMISSIONS)}"
+    if kind == "literal_error" and loc == ("fork_pushes",):
+        return f"fork_pushes: {_short(value)} is not a choice; use allow or refuse"
     if kind == "literal_error" and loc[0] == "review" and str(loc[-1]) in _REVIEW_CHOICES:
         choices = ", ".join(_REVIEW_CHOICES[str(loc[-1])])
         return f"{path}: {_short(value)} is not a {loc[-1]}; choose from {choices}"

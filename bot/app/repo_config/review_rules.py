@@ -13,6 +13,8 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from bot.beam.globs import glob_problem
+
 Severity = Literal["nit", "minor", "major", "critical"]
 SEVERITIES: tuple[Severity, ...] = get_args(Severity)  # lowest first
 Tone = Literal["concise", "detailed"]
@@ -72,8 +74,9 @@ class ReviewRules(BaseModel):
         if len(value) > MAX_PATH_INSTRUCTIONS:
             raise ValueError(f"{len(value)} globs; at most {MAX_PATH_INSTRUCTIONS}")
         for pattern, text in value.items():
-            if not pattern.strip().strip("/") or "\x00" in pattern:
-                raise ValueError(f"{pattern[:40]!r} is not a path glob")
+            problem = glob_problem(pattern) if pattern.strip().strip("/") else "an empty pattern"
+            if problem is not None:
+                raise ValueError(f"{pattern[:40]!r} is not a path glob ({problem})")
             if not text.strip():
                 raise ValueError(f"the instruction for {pattern[:40]!r} is empty")
             if len(text) > MAX_INSTRUCTION_CHARS:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,31 +22,25 @@ import anyio
 import anyio.lowlevel
 
 from bot.app.effects.journal import Journal
-from bot.app.github.client import InlineComment, InstallationClient, PullRequest
-from bot.app.limits.policy import Limits
+from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
+from bot.app.reviews.drafts import draft_key
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
 from bot.app.reviews.prompt import build_review_prompts
+from bot.app.reviews.review_pass import PassEnd, PassPrompts, ReviewPass
 from bot.app.reviews.scope import Scope
+from bot.app.reviews.selection import select_findings
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
 from bot.app.runs.linters import lint_skipped
-from bot.app.runs.outage import draft_key
-from bot.app.runs.review_context import UntrustedSection, merge_parts, review_context
+from bot.app.runs.review_context import UntrustedSection, review_context
 from bot.app.runs.run import RunDeps
-from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import review_in_text, skill_runner
 from bot.app.runs.usage import RunUsage, Stop
-from bot.beam.errors import BeamError
-from bot.beam.hub import RiverBeam
 from bot.beam.sandbox import SandboxRoot, WorkingTree
-from bot.beam.sandbox_tools import sandbox_tools
-from bot.beam.types import ContentPart, InvokeRequest, StreamChunk, StreamChunkType
+from bot.beam.types import StreamChunk, StreamChunkType
 
 WATCH_INTERVAL = 1.0  # seconds between the watcher's looks at the generation
 
@@ -100,9 +93,10 @@ log = logging.getLogger("beam.reviews")
 
 @dataclass
 class AgentOutcome:
-    """`stopped`: superseded or closed; `capped`: a per-run cap stopped it before it posted (`stop`)."""
+    """`stopped`: superseded or closed; `capped`: a per-run cap stopped it before it posted (`stop`);
+    `not_reviewed`: the model never gave a review (`code`, `reason`), so nothing was posted."""
 
-    kind: Literal["reviewed", "no_findings", "stopped", "capped"]
+    kind: Literal["reviewed", "no_findings", "stopped", "capped", "not_reviewed"]
     url: str | None = None
     findings: int = 0
     truncated: list[str] = field(default_factory=list)
@@ -110,6 +104,9 @@ class AgentOutcome:
     usage: run_render.Usage | None = None
     left_out: list[str] = field(default_factory=list)  # files no call read, each with why
     lint_skipped: list[str] = field(default_factory=list)  # linters that could not run
+    code: str | None = None  # not reviewed: why (a BEM code), and the sentence for the summary
+    reason: str = ""
+    partial: str = ""  # a partial review's line ("partial: stopped by X after Y of Z files")
 
 
 @dataclass
@@ -222,21 +219,6 @@ class AgentReview:
             return review.id
 
         blob_base = f"{self.target.html_url}/blob/{head}"
-        diff = DiffMap.from_files((f.filename, f.patch) for f in self.scope.files)
-        limits = self.deps.policy.limits
-        # Each call of a chunked review posts into `parts`; the findings are merged and posted once.
-        parts: list[tuple[str, list[dict[str, Any]]]] = []
-        chunked = False
-
-        async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
-            parts.append((body, comments))
-            return len(parts)
-
-        async def post_now(body: str, comments: list[dict[str, Any]]) -> int | None:
-            """One call: the review is posted from inside its tool call, as it always was."""
-            parts.append((body, comments))
-            return await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
-
         guard = await usage.arm(self.limits)
 
         async def on_frame(frame: StreamChunk) -> None:
@@ -244,63 +226,47 @@ class AgentReview:
             if not await self.current():
                 scope.cancel()
 
-        truncated: list[str] = []
+        async def post_covered(body: str, comments: list[dict[str, Any]]) -> int | None:
+            return await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
 
-        async def read_all(limits: Limits) -> None:
-            nonlocal chunked
-            context = await review_context(tree.sandbox, self.scope.files, self.rules, limits, self.sections)
-            prompts = build_review_prompts(
-                self.target.repo, self.pull, self.scope, self.changed, self.since, context
+        async def prompts(shown: list[PullFile], one_call: bool) -> PassPrompts:
+            limits = self.deps.policy.limits
+            if one_call:  # the overflow retry: the cut diff, all in one call
+                limits = replace(limits, review_max_calls=1)
+            context = await review_context(tree.sandbox, shown, self.rules, limits, self.sections)
+            built = build_review_prompts(
+                self.target.repo,
+                self.pull,
+                replace(self.scope, files=shown),
+                self.changed,
+                self.since,
+                context,
             )
-            result.left_out = prompts.plan.left_out_names()
+            result.left_out = built.plan.left_out_names()
             result.lint_skipped = lint_skipped(context.lint)
-            chunked = len(prompts.texts) > 1
-            for index, text in enumerate(prompts.texts):
-                ledger = RunLedger()
-                tools = sandbox_tools(tree) + host_tools(
-                    tree.sandbox,
-                    ledger,
-                    diff=diff,
-                    post_review=collect if chunked else post_now,
-                    blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
-                    fold_outside=False,
-                    checked=CheckedSuggestions(ruff=context.lint is not None),
-                )
-                hub = RiverBeam()
-                # A missing file or a refused path goes back to the model, as in `/beam review`: small
-                # models often guess a path, and a guess must not end the review with nothing.
-                hub.register_agent(skill_runner("review", usage.meter, tools, should_stop=guard))
-                call_id = uuid.UUID(run_id) if index == 0 else uuid.uuid5(uuid.UUID(run_id), f"call-{index}")
-                request = InvokeRequest(
-                    agent_name="review",
-                    content=[ContentPart.text_part(text)],
-                    session_id=uuid.UUID(run_id),
-                    request_id=call_id,
-                    metadata={"repository": self.target.repo, "number": self.pull.number},
-                )
-                answer = (await hub.invoke(request, on_frame=on_frame)).result
-                if guard.stop is None and not answer.interrupted:  # findings written as JSON in the text
-                    await review_in_text(tools, answer.text)
-                truncated.extend(ledger.truncated)
-                if guard.stop is not None:
-                    break
+            call_files = [chunk.files for chunk in built.plan.chunks]
+            return PassPrompts(built.texts, call_files, lint_ran=context.lint is not None)
 
-        async def read_overflowing(limits: Limits) -> None:
-            try:
-                await read_all(limits)
-            except BeamError as error:
-                # The model's context overflowed (BEM-092) before any tool ran: once more, with half
-                # the diff per call in a fresh conversation; a second overflow ends with the code.
-                if error.code != "BEM-092" or steps[0] > 0 or parts:
-                    raise
-                await read_all(replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2))
-
+        review = ReviewPass(
+            tree=tree,
+            files=self.scope.files,
+            prompts=prompts,
+            meter=usage.meter,
+            guard=guard,
+            post=post_covered,
+            blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
+            run_id=run_id,
+            repository=self.target.repo,
+            number=self.pull.number,
+            on_frame=on_frame,
+            fold_outside=False,
+        )
+        end: PassEnd | None = None
         try:
             draft = await drafts.lookup(draft_key(run_id))
             if draft is not None and "body" in draft.result:  # finished, not posted: post it now
                 log.info("auto-review %s: posting the review an earlier attempt could not", run_id)
                 kept_body, kept_comments = str(draft.result["body"]), list(draft.result.get("comments") or [])
-                parts.append((kept_body, kept_comments))  # for the fixed findings, as a call's part
                 made = review_holding(kept_comments, existing, self.bot_login)
                 if made is None:
                     await post(kept_body, kept_comments)
@@ -308,19 +274,25 @@ class AgentReview:
                     result.kind, result.findings = "reviewed", made[1]
                     result.url = f"{self.pull.html_url}#pullrequestreview-{made[0]}"
                     await drafts.note(draft_key(run_id), "review_draft", {"posted": made[0]})
-            else:
-                await read_overflowing(limits)
-            if guard.stop is None and parts:
-                body, comments = merge_parts(parts)
-                if chunked:
-                    await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
                 if self.findings is not None:  # what the review no longer says, on changed lines
-                    await self.findings.settle_fixed(comments, Path(path), head)
+                    await self.findings.settle_fixed(kept_comments, Path(path), head)
+            else:
+                end = await review.run()
+                if end.kind == "reviewed" and self.findings is not None:  # what it no longer says
+                    await self.findings.settle_fixed(end.reported, Path(path), head)
         finally:
             with anyio.CancelScope(shield=True):
                 await usage.record()
-        result.truncated = truncated
         result.usage = usage.summary(steps[0])
-        if guard.stop is not None and result.kind != "reviewed":  # a posted review is the whole work
-            result.kind, result.stop = "capped", guard.stop
+        if end is None:  # the draft of an earlier attempt was posted, or found posted
+            return result
+        result.truncated = end.truncated
+        if end.kind == "not_reviewed":
+            result.code, result.reason = end.code, end.reason
+            # A cap before any finding is the summary's "stopped at a limit"; the next push tries again.
+            result.kind, result.stop = (
+                ("capped", end.stop) if end.stop is not None else ("not_reviewed", None)
+            )
+        elif end.kind == "partial":
+            result.partial = end.reason
         return result

@@ -31,8 +31,8 @@ from bot.app.reviews import render
 from bot.app.reviews.findings import marker_key
 from bot.app.reviews.ledger import Finding, FindingsLedger, Posted
 from bot.app.reviews.matching import Anchor, LineMaps, find_line, line_maps, same_finding
+from bot.app.reviews.selection import rules_sections
 from bot.app.runs.review_context import UntrustedSection
-from bot.app.runs.selection import rules_sections
 
 log = logging.getLogger("beam.reviews")
 

@@ -4,7 +4,6 @@ when it is over one call's token budget (runs/review_context.py)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from bot.app.github.models import PullRequest
@@ -13,6 +12,7 @@ from bot.app.runs.budget import estimate_tokens
 from bot.app.runs.diff_context import HOW_TO_READ
 from bot.app.runs.prompt import MAX_BODY_CHARS
 from bot.app.runs.review_context import DiffPlan, ReviewContext, left_out_lines, plan_diff
+from bot.beam.untrusted import fenced
 
 TASK = (
     "Review this pull request on your own initiative (nobody asked): report only real problems "
@@ -33,12 +33,6 @@ def paths_note(example: str) -> str:
         f"`read_file` takes `{example}`, never `/{example}` nor the repository's name before it. The "
         "hunks show the whole change; read other code only when a finding depends on it."
     )
-
-
-def _fence(text: str) -> str:
-    """A fence longer than any backtick run inside, so the data cannot close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(4, longest + 1)
 
 
 def _spans(lines: set[int]) -> str:
@@ -98,8 +92,7 @@ def build_review_prompts(
     prompts = ReviewPrompts(plan=plan)
     for index, chunk in enumerate(plan.chunks):
         block = "\n".join([*head, *chunk.lines, *left_out_lines(plan, index), *tail])
-        fence = _fence(block)
-        prompts.texts.append("\n\n".join([*parts, f"{fence}untrusted\n{block}\n{fence}"]))
+        prompts.texts.append("\n\n".join([*parts, fenced(block)]))
     return prompts
 
 
@@ -137,8 +130,7 @@ def build_thread_prompt(
     data.append("thread:")
     data += [f"@{login}: {body}" for login, body in thread]
     block = "\n".join(data)
-    fence = _fence(block)
     return [
         {"role": "system", "content": THREAD_SYSTEM},
-        {"role": "user", "content": f"{fence}untrusted\n{block}\n{fence}"},
+        {"role": "user", "content": fenced(block)},
     ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from bot.app import markdown as md
 from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
@@ -29,7 +30,7 @@ def commit_range(entry: Entry) -> str:
 
 
 def _files(names: Sequence[str]) -> str:
-    shown = ", ".join(f"`{name}`" for name in names[:MAX_NAMED_FILES])
+    shown = ", ".join(md.code(name) for name in names[:MAX_NAMED_FILES])
     more = len(names) - MAX_NAMED_FILES
     return shown + (f" and {more} more" if more > 0 else "")
 
@@ -60,6 +61,10 @@ def entry_line(entry: Entry) -> str:
         line = f"- {span}: cancelled; {entry.note}"
     elif entry.kind == "failed":
         line = f"- {span}: the review failed ({entry.note}); the next push tries again"
+    elif entry.kind == "not_reviewed":  # the model never gave a review: nothing was posted
+        line = (
+            f"- {span} ({scope}): not reviewed, nothing was posted: {entry.note} The next push tries again."
+        )
     elif entry.kind == "invalid_config":
         code = run_render.CONFIG_ERROR_CODE
         line = (
@@ -182,6 +187,7 @@ def check_output(entry: Entry) -> dict[str, str]:
         "superseded": "Superseded by a newer push",
         "cancelled": "Cancelled",
         "failed": "The review failed",
+        "not_reviewed": "Not reviewed: the model gave no review",
         "skipped": "Skipped",
         "invalid_config": "Skipped: invalid configuration",
     }

@@ -41,7 +41,7 @@ from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
 from bot.app.reviews.settings import load_review_settings
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
-from bot.app.runs.outage import GAVE_UP_CODE, OutageWait, github_down
+from bot.app.runs.outage import GAVE_UP_CODE, OutageWait, github_down, write_of
 from bot.app.runs.run import RunDeps
 from bot.beam.errors import BeamError
 
@@ -107,7 +107,10 @@ class ReviewJob:
             if github_down(error):  # GitHub down: wait for it as a run does (runs/outage.py)
                 # One wait per head's generation, on any worker; a new push starts its own.
                 waiting = f"auto-review:{target.repo}#{target.number}:g{state.generation}"
-                at = await OutageWait(Journal(self.states.store), waiting, self.deps.outage_wait).next_try()
+                wait = OutageWait(
+                    Journal(self.states.store), waiting, self.deps.outage_wait, self.deps.in_flight
+                )
+                at = await wait.next_try(write_of(error))
                 if at is not None and error.status == 0:
                     # No answer: a review it was posting may still land, and the next try filters
                     # its findings against those posted, so it looks only once nothing can land.
@@ -324,8 +327,14 @@ class _Range:
             else:
                 await self.conclude(replace(base, kind="superseded"))
             return
+        if outcome.kind == "not_reviewed":  # no review posted, the head not marked reviewed
+            await self.conclude(replace(base, kind="not_reviewed", note=f"{outcome.code}: {outcome.reason}"))
+            return
+        if outcome.partial:  # what was found is posted; the summary says it is partial
+            base = replace(base, note="\n  - ".join(n for n in (outcome.partial, base.note) if n))
         if outcome.kind == "reviewed":
             entry = replace(base, kind="reviewed", url=outcome.url, findings=outcome.findings)
         else:
             entry = base
-        await self.conclude(entry, reviewed=True, digest=digest)
+        # A partial review leaves its head unreviewed: the next push reviews these commits again.
+        await self.conclude(entry, reviewed=not outcome.partial, digest=digest)

@@ -31,6 +31,7 @@ EntryKind = Literal[
     "cancelled",
     "failed",
     "invalid_config",
+    "not_reviewed",
 ]
 MAX_ENTRIES = 50
 # Lines that say why a head got no review: one for the same reason in a row, not one per push.

@@ -6,7 +6,7 @@ Reading real 1.5B reviews showed text that is not a review posted as one: review
 pull request. I will review it…"), the instructions said back; and `"suggestion": ""` offered as a
 committable suggestion, which deletes the line it is on. Each check is a pure function of the text,
 kept apart from the review pass so that pass can move without them (issue 29), and called from one
-line where the answer is turned into a review (`skill_agent._prose`, `ReviewChangeTool.post_args`).
+line where the answer is turned into a review (`skill_agent.prose`, `ReviewChangeTool.post_args`).
 """
 
 from __future__ import annotations
@@ -192,14 +192,6 @@ def _only_courtesy(body: str) -> bool:
         re.IGNORECASE,
     )
     return all(courtesy.search(s) for s in sentences)
-
-
-def review_body(body: str, *, has_comments: bool, empty: str, instructions: Collection[str] = ()) -> str:
-    """The body to post for a review: `body`, or, when it is no review, nothing beside inline
-    comments and `empty` without them."""
-    if not_a_review(body, instructions) is None:
-        return body
-    return "" if has_comments else empty
 
 
 def change_path(path: str, changed: Collection[str]) -> str | None:

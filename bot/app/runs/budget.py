@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from bot.app.github.models import PullFile
+from bot.beam.globs import GlobError, translate
 
 CHARS_PER_TOKEN = 3.0
 
@@ -70,36 +71,18 @@ class AttrRule:
 
 
 def _glob(pattern: str) -> re.Pattern[str]:
-    """A gitattributes pattern (gitignore's rules, without negation) as a regex on the whole path.
-    As git does, a pattern naming a directory (`dir/`) matches no file inside it: `dir/**` does."""
+    """A gitattributes pattern (gitignore's rules, without negation) as a regex on the whole path,
+    by the one path translator (bot/beam/globs.py). As git does, a pattern without a `/` matches a
+    name at any depth, and a pattern naming a directory (`dir/`) matches no file inside it: `dir/**`
+    does. A pattern git refuses matches nothing."""
     if pattern.endswith("/"):
         return re.compile(r"(?!)")
     anchored = "/" in pattern
-    pattern = pattern.lstrip("/")
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("/**", i) and i + 3 == len(pattern):
-            out.append("/.*")
-            i += 3
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[" and "]" in pattern[i + 1 :]:
-            end = pattern.index("]", i + 1)
-            body = pattern[i + 1 : end].replace("\\", "\\\\")
-            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
-            i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    body = "".join(out)
-    return re.compile(("" if anchored else "(?:.*/)?") + body + "$")
+    try:
+        body = translate(pattern.lstrip("/"))
+    except GlobError:
+        return re.compile(r"(?!)")
+    return re.compile(("" if anchored else "(?:.*/)?") + body + "$", re.DOTALL)
 
 
 def parse_gitattributes(text: str | None) -> list[AttrRule]:

@@ -26,27 +26,6 @@ MAX_PULL_FILES = 300
 MAX_KNOWN_PATHS = 20_000
 # Skills that never change the tree: a retry may continue their conversation on a fresh checkout.
 RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
-# Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
-# ending the run; jail escapes, protected refs and blocked paths still end it.
-# A path the jail refuses (absolute, `..`, outside the tree) goes back to the model as the tool's
-# result, as a missing file does: small models often write `/repo/file`, and a refused path is
-# feedback to correct, not a reason to end the run. The jail refused it either way. So is a call
-# without a required argument (BEM-108): small models write `{"name": "read_file"}` and mend it.
-RECOVERABLE_TOOL_ERRORS = frozenset(
-    {
-        "BEM-108",
-        "BEM-300",
-        "BEM-301",
-        "BEM-302",
-        "BEM-303",
-        "BEM-304",
-        "BEM-305",
-        "BEM-306",
-        "BEM-307",
-        "BEM-308",
-        "BEM-319",
-    }
-)
 
 
 def run_id_for(job: Job) -> str:

@@ -129,3 +129,82 @@ _WORDS = re.compile(r"[^\w]+")
 def normalised_claim(text: str) -> str:
     """Case, punctuation and whitespace do not make two calls' findings different."""
     return _WORDS.sub(" ", text.lower()).strip()
+
+
+@dataclass
+class DiffCut:
+    """The files of a diff cut to a size by whole hunks (`cut_diff`), and what the cut left out."""
+
+    files: list[PullFile]
+    sent: int  # characters of the diff before the cut
+    kept: int  # characters of the diff after it
+    dropped: list[str] = field(default_factory=list)  # files with no hunk left
+    shortened: list[str] = field(default_factory=list)  # files that lost some of their hunks
+    unshown: list[str] = field(default_factory=list)  # files the overflowing call did not show either
+
+    def named(self) -> str:
+        """The cut in plain words, for the prompt and the review."""
+        parts = []
+        if self.shortened:
+            parts.append("some hunks of " + ", ".join(self.shortened[:20]))
+        if self.dropped:
+            parts.append("all of " + ", ".join(self.dropped[:20]))
+        if self.unshown:
+            parts.append(f"{len(self.unshown)} file{'s' if len(self.unshown) != 1 else ''} it had not shown")
+        left = "; ".join(parts) or "nothing"
+        return (
+            f"The model's context overflowed, so the diff was cut by whole hunks to {self.kept} of "
+            f"{self.sent} characters; left out: {left}."
+        )
+
+
+def _hunk_blocks(patch: str) -> list[str]:
+    """The patch split at its `@@` headers, each block a whole hunk with its header."""
+    blocks: list[list[str]] = []
+    for raw in patch.split("\n"):
+        if _HUNK.match(raw) or not blocks:
+            blocks.append([])
+        blocks[-1].append(raw)
+    return ["\n".join(block) for block in blocks]
+
+
+def cut_diff(files: list[PullFile], sent: list[str], share: float = 0.5) -> DiffCut:
+    """The files as one call can still take after the model's context overflowed: the diff of the
+    files the overflowing call read (`sent`) cut to at most `share` of its size, by whole hunks, in
+    the order the prompt showed them. Halving only the token budget per call did not shorten a diff
+    already under half of it (issue 29), so the retry was the same size and overflowed again."""
+    by_name = {f.filename: f for f in files}
+    chosen = [by_name[name] for name in dict.fromkeys(sent) if name in by_name] or list(files)
+    total = sum(len(format_file(f)) for f in chosen)
+    room = int(total * share)
+    out: list[PullFile] = []
+    cut = DiffCut(out, total, 0)
+    read = {f.filename for f in chosen}
+    cut.unshown = [f.filename for f in files if f.filename not in read]
+    for item in chosen:
+        heading = len(file_heading(item)) + 1
+        if item.patch is None or not item.patch.strip():
+            if cut.kept + len(format_file(item)) <= room:
+                out.append(item)
+                cut.kept += len(format_file(item))
+            else:
+                cut.dropped.append(item.filename)
+            continue
+        kept: list[str] = []
+        size = heading
+        blocks = _hunk_blocks(item.patch)
+        for block in blocks:
+            hunks = parse_hunks(block)
+            shown = sum(len(line) + 1 for hunk in hunks for line in format_hunk(hunk))
+            if cut.kept + size + shown > room:
+                break
+            kept.append(block)
+            size += shown
+        if not kept:
+            cut.dropped.append(item.filename)
+            continue
+        if len(kept) < len(blocks):
+            cut.shortened.append(item.filename)
+        out.append(item.model_copy(update={"patch": "\n".join(kept)}))
+        cut.kept += size
+    return cut

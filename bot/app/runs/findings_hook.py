@@ -1,16 +1,14 @@
-"""What a `/beam review` run asks of the findings ledger, as an interface the run depends on.
+"""The type of `RunDeps.review_findings`: the findings ledger a `/beam review` keeps.
 
-The ledger lives in `bot/app/reviews` (its table, the matching of a new finding to a dismissed one,
-the replies to fixed findings), and `runs` may not import `reviews`: the package graph points down
-(tests/app/test_layers.py). So `runs` names here the four steps it needs, and the app's assembly
-hands `RunDeps` a factory that builds the real one (`reviews.command_findings.CommandFindings`). A
+Only the interface is here, because `RunDeps` (runs/deps.py) carries the factory and `runs` may not
+import `reviews` (tests/app/test_layers.py). The ledger and its use in a run are the review's
+(reviews/command_findings.py, reviews/command.py); the app's assembly hands `RunDeps` the factory. A
 run without it (a test's bare `RunDeps`) keeps no ledger, as `/beam review` did before issue 21.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -47,32 +45,3 @@ class ReviewFindings(Protocol):
 
 # (store, client, effects, "owner/name", number, trigger_permission) -> the ledger of that pull request
 FindingsFor = Callable[[Store, InstallationClient, GitHubEffects, str, int, Permission], ReviewFindings]
-
-
-@dataclass
-class RunFindings:
-    """The ledger's steps within one run, with what the run needs to call them: its tree, the head,
-    the bot's login, and every comment the model reported (before any filter), which decides which
-    open findings are fixed. Without a ledger (`findings` None) each step passes through."""
-
-    findings: ReviewFindings | None
-    tree: Path
-    head: str
-    bot_login: str
-    reported: list[dict[str, Any]] = field(default_factory=list)
-
-    async def before(self, rules: ReviewRules, paths: Sequence[str]) -> list[UntrustedSection] | None:
-        return await self.findings.before(rules, paths) if self.findings is not None else None
-
-    async def screen(self, comments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        self.reported.extend(comments)
-        if self.findings is None:
-            return comments
-        return await self.findings.screen(comments, self.tree, self.head)
-
-    async def after(self) -> list[str]:
-        """The notes for the run's answer: the count of the pull request's findings, if any."""
-        if self.findings is None:
-            return []
-        line = await self.findings.after(self.reported, self.tree, self.head, self.bot_login)
-        return [line] if line else []

@@ -2,38 +2,40 @@
 
 GitHub answering 5xx, or not answering at all (a timeout, a refused connection), says nothing about
 the run: the same call will work once GitHub is back. So such a failure defers the run (`Reschedule`,
-which the worker pool turns into the same job row queued again, its attempt not counted) with a
-backoff that grows and is capped, for up to `BEAM_GITHUB_OUTAGE_WAIT` counted from the run's first
-such failure. Sleeping in the worker would hold a worker slot for the whole outage; counting attempts
-would bury a job in a 30-minute outage after five tries. Past the wait the run fails with BEM-380.
+which the worker pool turns into the same job row queued again, its attempt not counted), for up to
+`BEAM_GITHUB_OUTAGE_WAIT` counted from the run's first such failure. A brief hiccup costs seconds
+(issue 29): the first retry of a write comes as soon as nothing it began can still land (the read-back
+time, `in_flight_seconds`: the client's timeout or GitHub's 10 s, plus 2 s), and each next failure of
+the same write waits twice as long, capped; a different write that fails starts at the first wait
+again, so 502, 500 and 502 on three writes cost three short waits, not a minute and then two.
+Sleeping in the worker would hold a worker slot for the whole outage; counting attempts would bury a
+job in a 30-minute outage after five tries. Past the wait the run fails with BEM-380.
 
 The wait is kept in the effects journal under `<run id>:outage` (when it began, how many tries), so
 every attempt, on any worker, counts from the same moment. A rate limit is not an outage: GitHub
 says when to come back, and the run retries then as before (`RetryableError`).
 
 A review that the model finished but GitHub could not take is kept in the journal too
-(`<run id>:review-draft`): the retry posts it from there, without asking the model again.
+(reviews/drafts.py): the retry posts it from there, without asking the model again.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import Written
+from bot.app.effects.writer import IN_FLIGHT_SECONDS
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InlineComment
 from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps, run_id_for
-from bot.app.runs.findings_hook import ReviewFindings
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage
 from bot.beam.errors import CATALOG
@@ -41,15 +43,26 @@ from bot.beam.errors import CATALOG
 log = logging.getLogger("beam.runs")
 
 GAVE_UP_CODE = "BEM-380"
-# The first wait is this share of BEAM_GITHUB_OUTAGE_WAIT (a minute of the default 30), each next one
-# twice the last, none longer than CAP_SHARE of it (7.5 minutes), the last try at the wait's end.
+# The first wait is the read-back time (about 12 s), or this share of a short BEAM_GITHUB_OUTAGE_WAIT
+# when that is sooner; each next one of the same write twice the last, none longer than CAP_SHARE of
+# the wait (7.5 minutes of the default 30), the last try at the wait's end.
 FIRST_SHARE = 1 / 30
 CAP_SHARE = 1 / 4
 
 
-def outage_delay(tries: int, wait: float) -> float:
-    """Seconds before the next try, after `tries` failed ones (1 = the first failure)."""
-    return float(min(wait * FIRST_SHARE * 2 ** (tries - 1), wait * CAP_SHARE))
+def first_wait(wait: float, read_back: float = IN_FLIGHT_SECONDS) -> float:
+    """The first retry's delay: once nothing begun can still land, sooner only under a short wait."""
+    return min(read_back, wait * FIRST_SHARE)
+
+
+def outage_delay(tries: int, wait: float, read_back: float = IN_FLIGHT_SECONDS) -> float:
+    """Seconds before the next try of a write, after `tries` failed ones of it (1 = the first)."""
+    return float(min(first_wait(wait, read_back) * 2 ** (tries - 1), wait * CAP_SHARE))
+
+
+def write_of(error: GitHubError) -> str:
+    """Which call failed, so that its own failures double the wait and another's do not."""
+    return f"{error.method} {error.path}"
 
 
 def github_down(error: GitHubError) -> bool:
@@ -65,23 +78,28 @@ class OutageWait:
     journal: Journal
     run_id: str
     wait: float
+    read_back: float = IN_FLIGHT_SECONDS  # RunDeps.in_flight: how long a write may still land
 
     @property
     def key(self) -> str:
         return f"{self.run_id}:outage"
 
-    async def next_try(self) -> float | None:
-        """When to try again (epoch seconds) after one more failure, or None once the run has waited
-        `wait` seconds since its first one (then it fails: BEM-380)."""
+    async def next_try(self, write: str = "") -> float | None:
+        """When to try again (epoch seconds) after one more failure of `write` (`write_of`), or None
+        once the run has waited `wait` seconds since its first failure (then it fails: BEM-380)."""
         entry = await self.journal.lookup(self.key)
         now = self.journal.store.clock()
-        since = float(entry.result.get("since", now)) if entry is not None else now
-        tries = int(entry.result.get("tries", 0)) + 1 if entry is not None else 1
+        result = entry.result if entry is not None else {}
+        since = float(result.get("since", now))
+        tries = int(result.get("tries", 0)) + 1
+        by_write = {str(k): int(v) for k, v in dict(result.get("by_write") or {}).items()}
+        by_write[write] = by_write.get(write, 0) + 1
         if now - since >= self.wait:
             log.warning("run %s: GitHub has failed it for %.0f s; it stops waiting", self.run_id, now - since)
             return None
-        at = min(now + outage_delay(tries, self.wait), since + self.wait)
-        await self.journal.note(self.key, "outage", {"since": since, "tries": tries})
+        delay = outage_delay(by_write[write], self.wait, self.read_back)
+        at = min(now + delay, since + self.wait)
+        await self.journal.note(self.key, "outage", {"since": since, "tries": tries, "by_write": by_write})
         log.info("run %s: GitHub is down (try %d); trying again in %.0f s", self.run_id, tries, at - now)
         return at
 
@@ -111,7 +129,9 @@ async def run_job_waits(deps: RunDeps, job: Job, error: GitHubError) -> Exceptio
     if not github_down(error):
         return None
     run_id = run_id_for(job)
-    at = await OutageWait(Journal(deps.store), run_id, deps.outage_wait).next_try()
+    at = await OutageWait(Journal(deps.store), run_id, deps.outage_wait, deps.in_flight).next_try(
+        write_of(error)
+    )
     if at is not None:
         return Reschedule(at)
     reason = gave_up_reason(deps.outage_wait)
@@ -119,74 +139,58 @@ async def run_job_waits(deps: RunDeps, job: Job, error: GitHubError) -> Exceptio
     return PermanentError(f"{GAVE_UP_CODE}: {error}")
 
 
-class WaitsForGitHub(TrackingComment):
-    """How a run meets a GitHub failure; a mixin of `SkillRun` (run.py), which sets the attributes."""
+class GitHubWaits:
+    """How one run meets a GitHub failure (`SkillRun`'s): it waits, retries or fails, and says so on
+    its tracking comment."""
 
-    ctx: JobContext
-    progress: render.Progress
-    usage: RunUsage
-    skill: str
+    def __init__(
+        self,
+        deps: RunDeps,
+        ctx: JobContext,
+        tracking: TrackingComment,
+        progress: render.Progress,
+        usage: RunUsage,
+    ) -> None:
+        self.deps = deps
+        self.ctx = ctx
+        self.tracking = tracking
+        self.progress = progress
+        self.usage = usage
+        self.run_id = tracking.run_id
 
-    async def _github_failure(self, error: GitHubError) -> tuple[str, str | None]:
+    async def failure(self, error: GitHubError) -> tuple[str, str | None]:
         """GitHub down: the run waits (raises `Reschedule`) until the wait is over (its failure, BEM-380).
         A rate limit or another transient answer: a retry, as the job's attempts allow
         (`RetryableError`). Anything else is the run's failure: its reason and code, returned."""
         job = self.ctx.job
         if github_down(error):
-            at = await self._outage().next_try()
+            at = await self.outage().next_try(write_of(error))
             if at is None:
                 return gave_up_reason(self.deps.outage_wait), GAVE_UP_CODE
-            await self._safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
+            await self.tracking.safe_publish(waiting(self.progress, error, at))  # GitHub may refuse it too
             await self._not_now(error)
             raise Reschedule(at) from error
         if error.transient and job.attempts < job.max_attempts:
             trouble = render.github_trouble(error.status)
-            await self._safe_publish(render.retrying(self.progress, trouble, job.attempts, job.max_attempts))
+            await self.tracking.safe_publish(
+                render.retrying(self.progress, trouble, job.attempts, job.max_attempts)
+            )
             await self._not_now(error)
             raise RetryableError(str(error), retry_after=seconds_until(error.retry_at)) from error
         return render.github_refused(error.status, error.message), None
 
-    async def _post_review(self, draft: ReviewDraft) -> Written:
-        """Post the run's review, once; kept first, so no outage makes the model write it again. Its
-        findings are recorded after it, by whichever attempt posts it: a review posted from the
-        journal after an outage or a kill keeps its findings in the ledger, so their 👎 holds."""
-        await keep_draft(self.effects.journal, self.run_id, draft)
-        posted = await self.effects.review(
-            self.key("review"),
-            self.owner,
-            self.repo,
-            self.number,
-            commit_id=draft.commit_id,
-            body=draft.body,
-            comments=draft.comments,
-        )
-        ledger = await self._review_ledger() if draft.findings else None
-        if ledger is not None:
-            findings, login = ledger
-            await findings.record(draft.findings, draft.commit_id, login)
-        return posted
-
-    async def _review_ledger(self) -> tuple[ReviewFindings, str] | None:
-        """The findings ledger of this `/beam review` and the bot's login, when the app gave one."""
-        make = self.deps.review_findings
-        login = await self.deps.identity.login() if make is not None and self.skill == "review" else ""
-        if make is None or not login:
-            return None
-        repo, permission = self.ctx.event.repository.full_name, self.ctx.config.trigger_permission
-        return make(self.deps.store, self.ctx.gh, self.effects, repo, self.number, permission), login
-
-    async def _write_final(self, body: str, values: dict[str, Any]) -> None:
-        """Write the recorded final state (TrackingComment's), and with GitHub down wait for it as for
+    async def write_final(self, body: str, values: dict[str, Any]) -> None:
+        """Write the recorded final state on the tracking comment, and with GitHub down wait for it as for
         any step, in the same wait: a review posted after an outage is not buried by the edit that
         says so. Past the wait, and on a rate limit, the job's retries write it (`RetryableError`)."""
         with anyio.CancelScope(shield=True):
             try:
-                await self.publish(body, kind="final")
+                await self.tracking.publish(body, kind="final")
             except GitHubError as error:
                 if not error.transient:  # refused for good (the comment is gone): a retry cannot mend it
                     log.warning("run %s: could not write its final state: %s", self.run_id, error)
                 else:
-                    at = await self._outage().next_try() if github_down(error) else None
+                    at = await self.outage().next_try(write_of(error)) if github_down(error) else None
                     if at is not None:
                         raise Reschedule(at) from error
                     raise RetryableError(
@@ -194,8 +198,9 @@ class WaitsForGitHub(TrackingComment):
                     ) from error
         await self.deps.store.update_run(self.run_id, **values)
 
-    def _outage(self) -> OutageWait:
-        return OutageWait(self.effects.journal, self.run_id, self.deps.outage_wait)
+    def outage(self) -> OutageWait:
+        journal = self.tracking.effects.journal
+        return OutageWait(journal, self.run_id, self.deps.outage_wait, self.deps.in_flight)
 
     async def _not_now(self, error: GitHubError) -> None:
         """The run is queued again: its row says why, and what it used so far is counted."""
@@ -205,46 +210,3 @@ class WaitsForGitHub(TrackingComment):
 
 def _span(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
-
-
-# -- the review a run could not post yet ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReviewDraft:
-    """A finished review as it is to be posted: what the model wrote, after selection and usage."""
-
-    commit_id: str
-    body: str
-    comments: list[InlineComment]
-    # The inline comments as the findings ledger screened them (their markers), recorded once posted.
-    findings: list[dict[str, Any]] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "commit_id": self.commit_id,
-            "body": self.body,
-            "comments": [c.model_dump(mode="json", exclude_none=True) for c in self.comments],
-            "findings": self.findings,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ReviewDraft:
-        comments = [InlineComment.model_validate(c) for c in data.get("comments") or []]
-        findings = [dict(f) for f in data.get("findings") or []]
-        return cls(str(data["commit_id"]), str(data["body"]), comments, findings)
-
-
-def draft_key(run_id: str) -> str:
-    """Where a review the model finished waits to be posted (an automatic review's too, reviews/agent.py)."""
-    return f"{run_id}:review-draft"
-
-
-async def keep_draft(journal: Journal, run_id: str, draft: ReviewDraft) -> None:
-    """Keep the review before it is posted, so no outage makes the model's work be done again."""
-    await journal.note(draft_key(run_id), "review_draft", draft.to_json())
-
-
-async def kept_draft(journal: Journal, run_id: str) -> ReviewDraft | None:
-    entry = await journal.lookup(draft_key(run_id))
-    return None if entry is None else ReviewDraft.from_json(entry.result)

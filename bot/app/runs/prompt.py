@@ -10,7 +10,6 @@ was not read.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -20,6 +19,7 @@ from bot.app.runs.budget import estimate_tokens
 from bot.app.runs.diff_context import HOW_TO_READ
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.review_context import ReviewContext, left_out_lines, plan_diff
+from bot.beam.untrusted import fenced
 
 MAX_BODY_CHARS = 8_000
 
@@ -33,6 +33,8 @@ DEFAULT_TASKS = {
     "author": "Make the requested change.",
 }
 
+
+REMEMBERED_TITLE = "notes earlier runs on this thread remembered (written by a model that read this data):"
 
 REVIEW_NOTES = (
     "This pull request is your own earlier work; you continue its branch. Its unresolved review "
@@ -52,12 +54,7 @@ class Coverage:
     listed_files: int = 0
     left_out: list[str] = field(default_factory=list)  # lock, generated, vendored, past the budget: why
     calls: list[str] = field(default_factory=list)  # the prompt of every call (the first is returned)
-
-
-def _fence(text: str) -> str:
-    """A fence longer than any backtick run inside, so the data cannot close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    return "`" * max(4, longest + 1)
+    call_files: list[list[str]] = field(default_factory=list)  # the files each call reads
 
 
 def build_prompt(
@@ -72,9 +69,12 @@ def build_prompt(
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
     context: ReviewContext | None = None,
+    remembered: Sequence[str] = (),
 ) -> tuple[str, Coverage]:
     """The first call's prompt, and what the prompts leave out. Only `review` is split into calls;
-    every other skill reads what fits in one (`context.max_calls` is ignored for them)."""
+    every other skill reads what fits in one (`context.max_calls` is ignored for them).
+    `remembered`: the facts earlier runs on this pull request or issue kept (runs/memory.py), shown
+    inside the untrusted block like the pull request's own text (issue 28)."""
     context = context or ReviewContext(max_calls=1)
     if skill != "review":
         context = replace(context, max_calls=1)
@@ -114,14 +114,16 @@ def build_prompt(
         plan = plan_diff(files, context, overhead)
         chunks = [[*chunk.lines, *left_out_lines(plan, i)] for i, chunk in enumerate(plan.chunks)]
         coverage.cut = plan.budget.cut
+        coverage.call_files = [chunk.files for chunk in plan.chunks]
         coverage.left_out = plan.left_out_names()
     elif event.issue is not None:
         data += [
             f"issue #{event.issue.number}: {event.issue.title}",
             (event.issue.body or "(none)")[:MAX_BODY_CHARS],
         ]
+    if remembered:
+        data += [REMEMBERED_TITLE, *remembered]
     for chunk in chunks:
         block = "\n".join([*data, *chunk, *tail])
-        fence = _fence(block)
-        coverage.calls.append("\n\n".join([*lines, f"{fence}untrusted\n{block}\n{fence}"]))
+        coverage.calls.append("\n\n".join([*lines, fenced(block)]))
     return coverage.calls[0], coverage

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
+from bot.app import markdown as md
 from bot.app.commands import help_text
 from bot.app.repo_config import CONFIG_PATH
 
@@ -40,7 +41,8 @@ class Progress:
 
 
 def _inline(text: str, limit: int = 80) -> str:
-    text = text.replace("`", "'").replace("\n", " ")
+    """A value for inside a code span: nothing hidden (`markdown.visible`), no backtick to close it."""
+    text = md.visible(text).replace("`", "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -117,7 +119,7 @@ def with_usage(body: str, usage: Usage) -> str:
     return f"{body}\n\n<sub>{usage_line(usage)}</sub>"
 
 
-NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (runs/suggestion_check.py)
+NOT_PARSING = "it would not parse"  # a suggestion that breaks the file's syntax (reviews/suggestion_check.py)
 NOT_PARSING_RUFF = "ruff finds a syntax error in the file with it applied"
 
 
@@ -156,7 +158,7 @@ def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: 
 
 def beam_failure(message: str, detail: str | None, hint: str | None) -> str:
     """Why a framework error ended a run, with what to do about it when the catalogue says."""
-    text = f"{message}: {detail}" if detail else message
+    text = f"{message}: {md.inline(detail)}" if detail else message  # a detail can name a path
     return f"{text}\n\n**What to do:** {hint}" if hint else text
 
 
@@ -249,6 +251,18 @@ def command_help(problem: str | None = None) -> str:
     return f"{lead}Here is what I can do:\n\n{help_text()}"
 
 
+def _utc(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def recovered(posted_at: float, since: float) -> str:
+    """The line before the answer to a command whose delivery was missed and recovered (issue 32)."""
+    return (
+        f"beam-bot was unavailable when this command was posted ({_utc(posted_at)}; unavailable "
+        f"since {_utc(min(since, posted_at))}). It is answered now that the bot is back."
+    )
+
+
 def needs_pull_request(command: str) -> str:
     return f"`{command}` works on pull requests; this is an issue. Try it in a pull request's conversation."
 
@@ -306,7 +320,6 @@ def github_trouble(status: int) -> str:
 INTERNAL_ERROR = "an internal error stopped the run; the maintainers of this bot can look it up"
 NO_ANSWER = "the run ended without an answer"
 CANNOT_PUSH = "this skill cannot push"
-EMPTY_REVIEW = "No comments."
 # A review run whose model answered in plain text instead of calling review_change (issue 20).
 PLAIN_TEXT_REVIEW = (
     "The model answered in plain text instead of calling `review_change`: its answer is the review's "
@@ -393,4 +406,4 @@ INSTRUCTIONS_TITLE = "what the maintainers ask reviewers to check in these files
 
 
 def path_instruction(glob: str, text: str, paths: Sequence[str]) -> str:
-    return f"- `{glob}` ({', '.join(f'`{p}`' for p in list(paths)[:20])}): {' '.join(text.split())}"
+    return f"- `{glob}` ({', '.join(md.code(p) for p in list(paths)[:20])}): {' '.join(text.split())}"

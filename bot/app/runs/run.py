@@ -21,10 +21,9 @@ import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
 from bot.app.effects.conversation import RunConversation
-from bot.app.effects.writer import Written
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InlineComment, PullFile, PullRequest
+from bot.app.github.client import PullFile, PullRequest
 from bot.app.jobs.signals import Reschedule
 from bot.app.logs import bind as bind_log_context
 from bot.app.runs import render
@@ -38,22 +37,15 @@ from bot.app.runs.deps import (
     RunDeps,
     run_id_for,
 )
-from bot.app.runs.findings_hook import RunFindings
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger
+from bot.app.runs.diff_context import cut_diff
+from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
-from bot.app.runs.outage import ReviewDraft, WaitsForGitHub, kept_draft
+from bot.app.runs.outage import GitHubWaits
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.review_context import CallParts, call_session
-from bot.app.runs.selection import select_findings
-from bot.app.runs.skill_agent import (
-    answered_in_text_note,
-    review_from_text,
-    review_in_text,
-    run_tools,
-    skill_runner,
-)
+from bot.app.runs.skill_agent import run_tools, skill_runner
 from bot.app.runs.tracker import Tracker
+from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
@@ -68,12 +60,20 @@ __all__ = ["MAX_PULL_FILES", "RUN_NAMESPACE", "Outcome", "RunDeps", "SkillRun", 
 OnInterrupt = Callable[
     ["SkillRun", AgentResult, WorkingTree, RunTree, "PullRequest | None"], Awaitable[Outcome]
 ]
+# A review on a pull request: the model's calls and what follows them (reviews/command.py), which
+# `runs` may not import; a run without it (`/beam summarize`, a bare test) runs `SkillRun._agent`.
+ReviewStep = Callable[
+    ["SkillRun", WorkingTree, RunTree, str, PullRequest, list[PullFile], int], Awaitable[Outcome]
+]
 # What an earlier attempt of this run already achieved, if it got past its point of no return.
 Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
 FINAL_STATUSES = ("succeeded", "failed", "interrupted", "cancelled")
 
 
-class SkillRun(RunWorkspace, WaitsForGitHub):
+class SkillRun:
+    """One command's run; its checkout, its tracking comment and its waits for GitHub are collaborators
+    it holds (`workspace`, `tracking`, `waits`)."""
+
     def __init__(
         self,
         deps: RunDeps,
@@ -81,13 +81,14 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         on_interrupt: OnInterrupt | None = None,
         recover: Recover | None = None,
         plan: RunPlan | None = None,
+        review: ReviewStep | None = None,
     ) -> None:
         self.deps = deps
+        self.review = review
         self.ctx = ctx
         self.on_interrupt = on_interrupt
         self.recover = recover
         self.plan = plan or RunPlan()
-        self.follow_up: FollowUp | None = None  # set once the pull request is known
         event = ctx.event
         self.owner = event.repository.owner.login
         self.repo = event.repository.name
@@ -96,10 +97,30 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         bind_log_context(run_id=self.run_id)  # every later line of this job's task carries it
         self.skill = ctx.command.skill or ctx.command.name
         self.progress = render.Progress(command=f"/beam {ctx.command.name}", run_id=self.run_id)
-        self.comment_id: int | None = None
         self.started = time.monotonic()
         self.usage = RunUsage.for_run(deps, self.run_id, ctx.installation_id, self.started)
         self.effects = deps.effects(ctx.gh)
+        self.tracking = TrackingComment(
+            deps.store, self.effects, self.run_id, self.owner, self.repo, self.number
+        )
+        self.workspace = RunWorkspace(deps, ctx, self.plan, self.run_id, self.skill)
+        self.waits = GitHubWaits(deps, ctx, self.tracking, self.progress, self.usage)
+
+    @property
+    def follow_up(self) -> FollowUp | None:
+        """The bot's own branch this run continues, once the pull request is known (approvals/)."""
+        return self.workspace.follow_up
+
+    def key(self, step: str) -> str:
+        """The effects-journal key of one of this run's writes."""
+        return self.tracking.key(step)
+
+    async def publish(self, body: str, *, kind: str = "edit") -> None:
+        """Write the tracking comment (created once, then edited)."""
+        await self.tracking.publish(body, kind=kind)
+
+    def protected_refs(self, pull: PullRequest | None) -> list[str]:
+        return self.workspace.protected_refs(pull)
 
     async def _start(self, existing: dict[str, Any] | None) -> None:
         event = self.ctx.event
@@ -131,23 +152,23 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         existing = await self.deps.store.get_run(self.run_id)
         if existing is not None:
             await self.effects.settle_run(self.run_id)
-            self.comment_id = existing.get("tracking_comment_id")
+            self.tracking.comment_id = existing.get("tracking_comment_id")
             if existing.get("status") in FINAL_STATUSES:
                 log.info("run %s already ended (%s); nothing to redo", self.run_id, existing["status"])
                 return
             if existing.get("cancelled_by"):  # `/beam cancel` came before the run started
                 await self._finish(Outcome("", cancelled_by=existing["cancelled_by"]), None)
                 return
-            recovered = await self.recover(self) if self.recover is not None else None
-            if recovered is not None:
-                log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
-                await self._finish(recovered, None)
-                return
             try:
                 if await self._resume_finished():
                     return
+                recovered = await self.recover(self) if self.recover is not None else None
             except GitHubError as error:  # the review it posts again, or looks for, with GitHub down
-                await self._finish(None, await self._github_failure(error))
+                await self._finish(None, await self.waits.failure(error))
+                return
+            if recovered is not None:
+                log.info("run %s: an earlier attempt got this far; publishing its outcome", self.run_id)
+                await self._finish(recovered, None)
                 return
         await self._start(existing)
         outcome: Outcome | None = None
@@ -162,7 +183,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         except CheckoutError as error:
             failure = (render.checkout_failed(error), None)
         except GitHubError as error:
-            failure = await self._github_failure(error)  # or a wait for GitHub (runs/outage.py)
+            failure = await self.waits.failure(error)  # or a wait for GitHub (runs/outage.py)
         except Reschedule:
             raise  # a write of an earlier attempt may still land: the job runs again when it cannot
         except Exception:
@@ -171,33 +192,15 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         await self._finish(outcome, failure)
 
     async def _resume_finished(self) -> bool:
-        """An earlier attempt got past its point of no return: write its end again, and stop.
-
-        A recorded final state is published again as it was; a posted review (found in the journal, or
-        on GitHub by its marker) means the run is complete, so the model is not asked again.
-        """
+        """An earlier attempt recorded its final state: write it again, as it was, and stop. (What
+        else an earlier attempt achieved is the `recover` hook's: a held push, a posted review.)"""
         final = await self.effects.journal.lookup(self.key("final"))
-        if final is not None:
-            log.info("run %s: its final state was recorded; writing it again", self.run_id)
-            await self._write_final(str(final.result.get("body", "")), dict(final.result.get("values") or {}))
-            return True
-        if self.skill != "review":
+        if final is None:
             return False
-        key = self.key("review")
-        draft = await kept_draft(self.effects.journal, self.run_id)
-        review: Written | None
-        if draft is not None:  # the model finished it: post it (once) without asking the model again
-            review = await self._post_review(draft)
-        else:
-            review = await self.effects.settle(
-                key,
-                "review",
-                lambda _since: self.effects.find_review(key, self.owner, self.repo, self.number),
-            )
-        if review is None:
-            return False
-        log.info("run %s: its review %s is already posted; the run is complete", self.run_id, review.id)
-        await self._finish(Outcome(answer=render.review_posted(review.html_url)), None)
+        log.info("run %s: its final state was recorded; writing it again", self.run_id)
+        await self.waits.write_final(
+            str(final.result.get("body", "")), dict(final.result.get("values") or {})
+        )
         return True
 
     async def _finish(self, outcome: Outcome | None, failure: tuple[str, str | None] | None) -> None:
@@ -225,7 +228,7 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             values.update(status="failed", error_code=code, error_message=reason)
         with anyio.CancelScope(shield=True):
             await self.effects.journal.record(self.key("final"), "final", {"body": body, "values": values})
-        await self._write_final(body, values)
+        await self.waits.write_final(body, values)
         await self.usage.record()
         if self.deps.observe is not None:
             usage = values.get("usage") or {}
@@ -248,9 +251,11 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             total = max(len(files), pull.changed_files or 0)
             files = files[:MAX_PULL_FILES]
             if self.plan.follow_up is not None:
-                self.follow_up = await self.plan.follow_up(pull)
-        tree, run_tree, head_sha = await self._checkout(pull)
+                self.workspace.follow_up = await self.plan.follow_up(pull)
+        tree, run_tree, head_sha = await self.workspace.checkout(pull)
         try:
+            if self.review is not None and self.skill == "review" and pull is not None:
+                return await self.review(self, tree, run_tree, head_sha, pull, files, total)
             return await self._agent(tree, run_tree, head_sha, pull, files, total)
         finally:
             with anyio.CancelScope(shield=True):
@@ -265,39 +270,19 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         files: list[PullFile],
         total: int,
     ) -> Outcome:
+        """Every skill but a review on a pull request (that is `self.review`'s): one call, retried once
+        with half the diff (by whole hunks) when the model's context overflowed before any tool ran."""
         event = self.ctx.event
-        ledger = RunLedger()
+        report = ToolReport()
         blob_base = f"{event.repository.html_url}/blob/{head_sha}"
-        found = await self._findings(run_tree, head_sha, pull)
-        sections = await found.before(self.ctx.config.review, [f.filename for f in files])
-
-        async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-            rules = self.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
-            # A finding dismissed on this pull request stays dismissed.
-            chosen = select_findings(await found.screen(comments), rules)
-            comments = chosen.kept
-            held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
-            body = f"{body}\n\n{held}" if held else body
-            fields = InlineComment.model_fields
-            inline = [
-                InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
-            ]
-            body = render.with_usage(body, self.usage.summary(len(self.progress.tools)))
-            return (await self._post_review(ReviewDraft(head_sha, body, inline, comments))).id
 
         def blob_url(path: str, start: int, end: int) -> str:
             return f"{blob_base}/{path}#L{start}-L{end}"
 
-        coverage, context = await self._prompt(tree, pull, files, total, sections=sections)
-        # Over one call's budget, each call posts into `parts`; the merged review is posted once.
-        parts = CallParts() if len(coverage.calls) > 1 else None
-
-        async def post_part(body: str, comments: list[dict[str, Any]]) -> int | None:
-            """One call posts the review from inside its tool call; a chunked one posts its part."""
-            return await (parts.collect if parts is not None else post_review)(body, comments)
-
-        checked = CheckedSuggestions(ruff=context.lint is not None)
-        memory = RunMemory(self.deps.store, event.repository.full_name)
+        # Facts are kept per pull request (or issue) by the server, and come back as data (issue 28).
+        memory = RunMemory(self.deps.store, event.repository.full_name, self.number)
+        remembered = await memory.facts()
+        coverage, context = await self.workspace.prompt(tree, pull, files, total, remembered=remembered)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
         extra = [
@@ -305,12 +290,11 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             # `run_checks` (author): where the repository has checks and the jail can be built.
             *checks_tool(self.deps.checks, run_tree.path, self.ctx.config, event.repository.full_name, cap),
         ]
-        tools = run_tools(
-            tree, ledger, files, post_review=post_part, blob_url=blob_url, checked=checked, extra=extra
-        )
+        # No `review_change` here: a review is the review pass's (reviews/review_pass.py).
+        tools = run_tools(tree, report, blob_url=blob_url, extra=extra)
         hub = RiverBeam(memory=memory)
         checkpoint = None
-        if self.skill in RESUMABLE_SKILLS and parts is None:
+        if self.skill in RESUMABLE_SKILLS:
             checkpoint = RunConversation(self.effects.journal, self.run_id)
         # A plan's own refusals (e.g. BEM-338 outside `docs.paths`) and the checks tool's go back to
         # the model too.
@@ -326,37 +310,31 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
         )
         tracker = Tracker(self.progress, self.publish)
         session = uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}")
-        calls, index, retried = coverage.calls, 0, False
-        while index < len(calls):
-            ledger.reviewed = False  # each call of a chunked review posts its part
+        notes: list[str] = []
+        for retry in (False, True):
             request = InvokeRequest(
                 agent_name=self.skill,
-                content=[ContentPart.text_part(calls[index])],
-                session_id=session if parts is None else call_session(self.run_id, index),
-                request_id=uuid.UUID(self.run_id) if index == 0 else call_session(self.run_id, index),
+                content=[ContentPart.text_part(coverage.calls[0])],
+                session_id=session,
+                request_id=uuid.UUID(self.run_id),
                 metadata={"repository": event.repository.full_name, "number": self.number},
             )
             try:
                 result = (await hub.invoke(request, on_frame=tracker)).result
+                break
             except BeamError as error:
-                # The context overflowed (BEM-092) before any tool ran: once more with half the diff
-                # per call, without the prompt that overflowed; a second overflow ends with the code.
-                if error.code != "BEM-092" or index > 0 or retried or self.progress.tools:
+                # The context overflowed (BEM-092) before any tool ran: once more with the diff cut to
+                # half, by whole hunks; a second overflow ends with the code.
+                if error.code != "BEM-092" or retry or self.progress.tools:
                     raise
                 log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
                 memory.forget_turns()
-                retried = True
-                coverage, _ = await self._prompt(tree, pull, files, total, halved=True, sections=sections)
-                calls = coverage.calls
-                parts = CallParts() if len(calls) > 1 else None
-                continue
-            index += 1
-            if guard.stop is not None or result.interrupted:
-                break
-        merged = parts.merged() if parts is not None and guard.stop is None else None
-        if merged is not None:
-            ledger.review_id = await post_review(*merged)
-            ledger.reviewed = True  # the merged review is the run's one review
+                cut = cut_diff(files, coverage.call_files[0] if coverage.call_files else [])
+                notes.append(cut.named())
+                coverage, _ = await self.workspace.prompt(
+                    tree, pull, cut.files, total, one_call=True, remembered=remembered
+                )
+                coverage.calls = [f"{cut.named()}\n\n{text}" for text in coverage.calls]
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
@@ -364,30 +342,15 @@ class SkillRun(RunWorkspace, WaitsForGitHub):
             if self.on_interrupt is None:
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
-        known = set(await anyio.to_thread.run_sync(_list_paths, tree))
+        known = set(await anyio.to_thread.run_sync(list_paths, tree))
         answer = render.link_citations(result.text, known, blob_base)
-        notes: list[str] = []
-        if self.skill == "review" and pull is not None:
-            if args := await review_in_text(tools, result.text):  # findings written as JSON
-                answer = render.link_citations(args["body"], known, blob_base)
-            elif await review_from_text(ledger, answer, post_review):
-                notes += [render.PLAIN_TEXT_REVIEW, *answered_in_text_note(result)]
-            posted = await self.effects.done(self.key("review"))
-            answer = render.review_posted(posted.html_url if posted else "", answer)
-            notes += await found.after()  # fixed findings answered; the count of them all
-        notes += render.not_read_note(coverage.skipped, coverage.cut + ledger.truncated, total, len(files))
+        notes += render.not_read_note(coverage.skipped, coverage.cut + report.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         return Outcome(answer=answer, notes=notes, result=result)
 
-    async def _findings(self, run_tree: RunTree, head: str, pull: PullRequest | None) -> RunFindings:
-        """The ledger's steps for a `/beam review` on a pull request, when the app gave one."""
-        ledger = await self._review_ledger() if pull is not None else None
-        if ledger is None:
-            return RunFindings(None, run_tree.path, head, "")
-        return RunFindings(ledger[0], run_tree.path, head, ledger[1])
 
-
-def _list_paths(tree: WorkingTree) -> list[str]:
+def list_paths(tree: WorkingTree) -> list[str]:
+    """The checkout's paths, for linking the citations of an answer (a bounded list)."""
     try:
         return tree.list_files("")[:MAX_KNOWN_PATHS]
     except BeamError:

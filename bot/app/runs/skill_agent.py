@@ -1,5 +1,5 @@
-"""The agent of one skill run (its tools, its runner) and the end of a review, built the same way for
-a pull request on GitHub (`SkillRun`) and for a local change (`beam-bot run`).
+"""The agent of one skill run (its tools, its runner, its prompts), built the same way for a pull
+request on GitHub (`SkillRun`, and the review pass of reviews/) and for a local change (`beam-bot run`).
 
 Both paths call these functions and `runs.prompt.build_prompt` with the same typed objects (the pull
 request, its files), so trying the bot on a local checkout is trying what it will do on a pull request
@@ -12,22 +12,16 @@ import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
-from typing import Any
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs import render
 from bot.app.runs.answer_checks import not_a_review, review_instructions
-from bot.app.runs.deps import RECOVERABLE_TOOL_ERRORS
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, PostReview, ReviewChangeTool, RunLedger, host_tools
+from bot.app.runs.host_tools import ToolReport, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
 from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
-from bot.app.runs.selection import rules_sections
-from bot.app.runs.text_review import review_args_from_text
 from bot.beam.completion import CompletionClient
 from bot.beam.runner import ANSWER_IN_TEXT, Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
@@ -35,32 +29,40 @@ from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import Tool
 from bot.beam.types import AgentResult
 
+# Tool errors the model is told about (missing file, not a directory, binary, over the cap) instead of
+# ending the run; jail escapes, protected refs and blocked paths still end it.
+# A path the jail refuses (absolute, `..`, outside the tree) goes back to the model as the tool's
+# result, as a missing file does: small models often write `/repo/file`, and a refused path is
+# feedback to correct, not a reason to end the run. The jail refused it either way. So is a call
+# without a required argument (BEM-108): small models write `{"name": "read_file"}` and mend it.
+RECOVERABLE_TOOL_ERRORS = frozenset(
+    {
+        "BEM-108",
+        "BEM-300",
+        "BEM-301",
+        "BEM-302",
+        "BEM-303",
+        "BEM-304",
+        "BEM-305",
+        "BEM-306",
+        "BEM-307",
+        "BEM-308",
+        "BEM-319",
+        "BEM-346",  # a file name with a control or bidi character: the model picks another (issue 28)
+    }
+)
+
 
 def run_tools(
     tree: WorkingTree,
-    ledger: RunLedger,
-    files: Sequence[PullFile],
+    report: ToolReport,
     *,
-    post_review: PostReview,
     blob_url: Callable[[str, int, int], str],
-    checked: CheckedSuggestions | None = None,
     extra: Sequence[Tool] = (),
 ) -> list[Tool]:
-    """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`).
-
-    `review_change` comments inline only on lines of `files`' patches, as GitHub accepts them, and
-    offers a suggestion only when the file still parses with it (`checked`).
-    """
-    diff = DiffMap.from_files((f.filename, f.patch) for f in files)
-    host = host_tools(
-        tree.sandbox,
-        ledger,
-        diff=diff,
-        post_review=post_review,
-        blob_url=blob_url,
-        checked=checked or CheckedSuggestions(),
-    )
-    return [*sandbox_tools(tree), *host, *extra]
+    """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`). A review
+    adds its own, `review_change` (reviews/review_tool.py), in `extra`."""
+    return [*sandbox_tools(tree), *host_tools(tree.sandbox, report, blob_url=blob_url), *extra]
 
 
 async def run_prompts(
@@ -74,24 +76,25 @@ async def run_prompts(
     *,
     rules: ReviewRules,
     limits: Limits,
-    halved: bool = False,
+    one_call: bool = False,
     guidance: str = "",
     default_task: str | None = None,
     notes: Sequence[ReviewNote] = (),
     sections: Sequence[UntrustedSection] | None = None,
+    remembered: Sequence[str] = (),
 ) -> tuple[Coverage, ReviewContext]:
     """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
-    `sections`: a review's extra data when the run has it from the findings ledger (the path
-    instructions and the findings already dismissed); None: the path instructions alone.
-    `halved`: half the diff per call, after the model's context overflowed (BEM-092)."""
-    if halved:
-        limits = replace(limits, review_tokens_per_call=limits.review_tokens_per_call // 2)
+    `sections`: a review's extra data (the path instructions and the findings already dismissed,
+    reviews/selection.py `rules_sections` and the findings ledger).
+    `one_call`: the retry after the model's context overflowed (BEM-092), whose files were already
+    cut to half the diff (runs/diff_context.py `cut_diff`): all of it in one call.
+    `remembered`: this thread's facts (runs/memory.py), fenced with the pull request as data."""
+    if one_call:
+        limits = replace(limits, review_max_calls=1)
     review = skill == "review"
-    if not review:
+    if not review or sections is None:
         sections = ()
-    elif sections is None:
-        sections = rules_sections(rules, [f.filename for f in files])
     context = await review_context(sandbox, files, rules, limits, sections, lint=review)
     _, coverage = build_prompt(
         event,
@@ -104,6 +107,7 @@ async def run_prompts(
         default_task=default_task,
         notes=notes,
         context=context,
+        remembered=remembered,
     )
     return coverage, context
 
@@ -120,7 +124,7 @@ def skill_runner(
     """The skill's tool loop. Recoverable tool errors (and a plan's own `refusals`) go back to the
     model as the tool's result; the rest still end the run. A review always ends in a review: when
     its model's tool calls cannot be used (BEM-094, BEM-091, BEM-088), it is asked for its answer in
-    plain text, which `review_from_text` posts (issue 20)."""
+    plain text, which the review pass posts when it holds a review (reviews/review_pass.py)."""
     return RigAgentRunner.for_skill(
         skill,
         client,
@@ -132,19 +136,6 @@ def skill_runner(
     )
 
 
-async def review_in_text(tools: Sequence[Tool], answer: str) -> dict[str, Any] | None:
-    """Post the review a model wrote into its answer as JSON instead of calling `review_change`
-    (runs/text_review.py), through the tool and its checks; the arguments read, None when the
-    answer held none (or the review was already posted). Give it the model's own text: links added
-    to the answer afterwards would change its paths."""
-    tool = next((t for t in tools if isinstance(t, ReviewChangeTool)), None)
-    args = review_args_from_text(answer) if tool is not None and not tool.ledger.reviewed else None
-    if tool is None or args is None:
-        return None
-    await tool.post_args(args)
-    return args
-
-
 def answered_in_text_note(result: AgentResult) -> list[str]:
     """Why the model was asked for a plain-text answer, when it was (the runner's `answer_in_text`)."""
     metadata = result.metadata if isinstance(result.metadata, dict) else {}
@@ -154,20 +145,9 @@ def answered_in_text_note(result: AgentResult) -> list[str]:
     return [f"Its tool calls could not be used ({why}), so it was asked for its review in plain text."]
 
 
-async def review_from_text(ledger: RunLedger, answer: str, post_review: PostReview) -> bool:
-    """A review run whose model never called `review_change` (nor wrote its findings as JSON,
-    `review_in_text`) still ends in a review: its plain-text answer is the body, without inline
-    comments. True when that is what happened (the run says so, `render.PLAIN_TEXT_REVIEW`), False
-    when the model posted through `review_change`."""
-    if ledger.reviewed:
-        return False
-    ledger.reviewed = True
-    ledger.review_id = await post_review(_prose(answer) or render.EMPTY_REVIEW, [])
-    return True
-
-
-def _prose(answer: str) -> str:
-    """The answer as a review body; nothing when it is only JSON, or only words of what it was told.
+def prose(answer: str) -> str:
+    """The answer as a review body; nothing when it is only JSON, or only words of what it was told:
+    then the model gave no review, and none is posted (reviews/review_pass.py).
     The real 0.5B model ended runs by echoing its last tool result (`{"paths": ["stats.py"]}`) and
     by repeating the runner's request for prose ("no tool call, no JSON and no tags"): neither is a
     review to post."""

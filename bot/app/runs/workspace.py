@@ -1,7 +1,7 @@
 """A run's sandboxed checkout: the refs it fetches, its branch, its working tree and protected refs,
 and the prompt built from it (the head's `.gitattributes`, a review's linter findings).
 
-`SkillRun` inherits this part so the rules about where a run may write (its own `beam/...` branch, a
+`SkillRun` holds one, so the rules about where a run may write (its own `beam/...` branch, a
 follow-up on the bot's own branch, never a protected ref) read in one place of their own.
 """
 
@@ -27,25 +27,27 @@ log = logging.getLogger("beam.runs")
 
 
 class RunWorkspace:
-    """The checkout half of `SkillRun`; the attributes below are set by `SkillRun.__init__`."""
+    """The checkout of one `SkillRun`, and the prompt built from it."""
 
-    deps: RunDeps
-    ctx: JobContext
-    plan: RunPlan
-    follow_up: FollowUp | None
-    run_id: str
-    skill: str
-    number: int
+    def __init__(self, deps: RunDeps, ctx: JobContext, plan: RunPlan, run_id: str, skill: str) -> None:
+        self.deps = deps
+        self.ctx = ctx
+        self.plan = plan
+        self.run_id = run_id
+        self.skill = skill
+        self.number = ctx.event.number
+        self.follow_up: FollowUp | None = None  # set once the pull request is known (`RunPlan.follow_up`)
 
-    async def _prompt(
+    async def prompt(
         self,
         tree: WorkingTree,
         pull: PullRequest | None,
         files: list[PullFile],
         total: int,
         *,
-        halved: bool = False,
+        one_call: bool = False,
         sections: Sequence[UntrustedSection] | None = None,
+        remembered: Sequence[str] = (),
     ) -> tuple[Coverage, ReviewContext]:
         """The prompt of every call, built as `beam-bot run` builds it for a local change."""
         return await run_prompts(
@@ -58,14 +60,15 @@ class RunWorkspace:
             total,
             rules=self.ctx.config.review,
             limits=self.deps.policy.limits,
-            halved=halved,
+            one_call=one_call,
             guidance=self.plan.guidance,
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),
             sections=sections,
+            remembered=remembered,
         )
 
-    async def _checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
+    async def checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
         repo = self.ctx.event.repository
         token = await self.deps.installation_token(self.ctx.installation_id)
         refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]

@@ -9,6 +9,7 @@ Nothing here reads the environment or keeps global state; everything hangs off `
 
 from __future__ import annotations
 
+import hmac
 import html
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -28,6 +29,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.app.checks.flow import checks_detail
+from bot.app.github.api import GitHubApi
+from bot.app.github.auth import GitHubApp
 from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.identity import WorkerIdentity, claim_identity
 from bot.app.jobs.queue import Job, JobQueue
@@ -44,6 +47,7 @@ from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
 from bot.app.web.proxy import intake_deliverer, proxy_running
+from bot.app.web.redelivery import RedeliverySweep
 from bot.app.web.setup import SetupFlow, install_url, load_manifest, status_page
 from bot.app.web.usage_metrics import usage_exposition
 
@@ -81,6 +85,7 @@ class AppRuntime:
             self.metrics,
             public_url=settings.public_url,
             max_unverified=settings.max_unverified_bytes,
+            peer_share=settings.peer_share,
             body_timeout=settings.body_timeout,
             keep_ignored_payloads=settings.keep_ignored_payloads,
         )
@@ -96,6 +101,7 @@ class AppRuntime:
         self._require_credentials = require_credentials
         self._task_group: anyio.abc.TaskGroup | None = None
         self.credentials_check: CredentialsCheck | None = None
+        self.redelivery: RedeliverySweep | None = None
         self.store_probe = StoreProbe()
         self._workers_running = False
         self._shutting_down = False
@@ -214,6 +220,7 @@ class AppRuntime:
         )
         self.intake.notify = self.workers.notify
         self._task_group.start_soon(self._run_workers, self.workers)
+        self._start_redelivery(credentials)
         # The process that acts as the App checks its credentials, at start and then periodically.
         self.credentials_check = CredentialsCheck()
         if self.github is not None:
@@ -224,6 +231,25 @@ class AppRuntime:
                 self.settings.github_api_url,
                 credentials,
             )
+
+    def _start_redelivery(self, credentials: AppCredentials) -> None:
+        """Issue 32: deliveries missed while no process answered are asked again of GitHub, by
+        whichever process holds the sweep's lease (BEAM_REDELIVERY_INTERVAL 0 turns it off)."""
+        settings = self.settings
+        if settings.redelivery_interval <= 0 or self.github is None or self.store is None:
+            return
+        if self._task_group is None:
+            return
+        api = GitHubApi(self.github, base_url=settings.github_api_url, stats=self.metrics.github_stats)
+        self.redelivery = RedeliverySweep(
+            GitHubApp(api, credentials.app_id, credentials.private_key),
+            self.store,
+            self.metrics,
+            interval=settings.redelivery_interval,
+            lookback=settings.redelivery_lookback,
+            owner=self.identity.id if self.identity is not None else None,
+        )
+        self._task_group.start_soon(self._background, self.redelivery.run)
 
     async def _background(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
         """A periodic task (pruning, the credentials check) that ends when the app shuts down."""
@@ -324,6 +350,20 @@ def create_app(
         return JSONResponse(body, status_code=200 if ok else 503)
 
     async def metrics(request: Request) -> Response:
+        """/metrics on the public port: only with BEAM_METRICS_TOKEN, and only for its bearer."""
+        token = settings.metrics_token
+        if token is None:
+            return PlainTextResponse("Not Found", status_code=404)
+        if not bearer_matches(request.headers.get("authorization"), token.get_secret_value()):
+            return PlainTextResponse(
+                "/metrics needs the bearer token of BEAM_METRICS_TOKEN\n",
+                status_code=401,
+                headers={"WWW-Authenticate": 'Bearer realm="beam-bot metrics"'},
+            )
+        return await exposition(request)
+
+    async def exposition(request: Request) -> Response:
+        """The metrics themselves: behind the token above, or on BEAM_METRICS_LISTEN's own address."""
         stats = None
         usage = ""
         if runtime.store is not None:
@@ -352,7 +392,17 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    # Issue 32: BEAM_METRICS_LISTEN serves this app (only /metrics, no token) on an address of its own.
+    app.state.metrics_app = Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])
     return app
+
+
+def bearer_matches(header: str | None, token: str) -> bool:
+    """`Authorization: Bearer <token>`, compared in constant time."""
+    scheme, _, given = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not given:
+        return False
+    return hmac.compare_digest(given.strip().encode(), token.encode())
 
 
 class _BeamApp(Starlette):

@@ -1,7 +1,7 @@
 """`POST /webhooks`: check a GitHub delivery, store it with its job, answer 202 in milliseconds.
 
-Order of the checks, cheapest first and nothing stored before all pass: size (from Content-Length,
-before reading), setup mode (503), the GitHub headers (400), content type (415), the body read with
+Order of the checks, cheapest first and nothing stored before all pass: size (a Content-Length over
+the cap, before reading), setup mode (503), the GitHub headers (400), content type (415), the body read with
 a cap (413), the signature over the raw bytes (401, constant-time), JSON (400). No GitHub call, no
 git and no model call happen here (ARCHITECTURE section 2, step 1): the workers do the work.
 
@@ -20,9 +20,10 @@ Decisions:
   counters in /metrics count every outcome. Refusals and store errors stay visible at INFO and above.
 - Only `application/json` deliveries are accepted: a hook configured for form encoding gets 415 with
   a message that says how to fix it.
-- Issue 8, abuse: bytes of bodies not yet verified are capped in total (`limits.ByteBudget`; the
-  excess waits, then gets 503 with Retry-After); the body read times out (408); the fields stored as
-  columns are made storable on PostgreSQL (U+0000 becomes U+FFFD there; the payload is kept exact).
+- Issue 8, abuse: bytes of bodies not yet verified are capped in total and per peer, as received
+  (`limits.ByteBudget`, issue 32; the excess waits, then gets 503 with Retry-After); the body read
+  times out (408); the fields stored as columns are made storable on PostgreSQL (U+0000 becomes
+  U+FFFD there; the payload is kept exact).
 """
 
 from __future__ import annotations
@@ -150,6 +151,7 @@ class WebhookIntake:
         public_url: str | None = None,
         max_body: int = MAX_BODY,
         max_unverified: int = MAX_UNVERIFIED,
+        peer_share: float = 1.0,
         budget_wait: float = BUDGET_WAIT,
         body_timeout: float = BODY_TIMEOUT,
         keep_ignored_payloads: bool = False,
@@ -158,7 +160,10 @@ class WebhookIntake:
         self.keep_ignored_payloads = keep_ignored_payloads
         self.public_url = public_url
         self.max_body = max_body
-        self.budget = ByteBudget(max_unverified)
+        # A peer's share of the budget, never less than one body of the largest size GitHub sends
+        # (GitHub delivers from a few addresses; its 25 MB payloads must still fit).
+        per_peer = max(int(max_unverified * peer_share), min(max_body, max_unverified))
+        self.budget = ByteBudget(max_unverified, per_peer)
         self.budget_wait = budget_wait
         self.body_timeout = body_timeout
         self.store: DeliveryStore | None = None
@@ -197,7 +202,7 @@ class WebhookIntake:
     async def _handle(
         self, scope: Scope, receive: Receive, headers: dict[str, str], event: str | None, delivery: str | None
     ) -> tuple[int, str, str | None]:
-        declared = self._declared_length(headers)
+        self._declared_length(headers)  # a length over the cap: 413 before anything is read
         secret, store = self.secret, self.store
         if secret is None or store is None:
             # Setup mode only: Starlette's request is cheap enough here and knows the proxy rules.
@@ -218,15 +223,16 @@ class WebhookIntake:
                 "content type to application/json in the GitHub App settings",
             )
         reserved = [0]
+        peer = _peer(scope)
         try:
-            body = await self._read_body(receive, declared, reserved)
+            body = await self._read_body(receive, reserved, peer)
             header = headers.get("x-hub-signature-256")
             if len(body) > _OFF_LOOP:
                 ok = await anyio.to_thread.run_sync(signature_matches, secret, body, header)
             else:
                 ok = signature_matches(secret, body, header)
         finally:
-            self.budget.release(reserved[0])  # verified (or refused): no longer an unverified body
+            self.budget.release(reserved[0], peer)  # verified (or refused): no longer unverified
         if not ok:
             raise _Rejected(401, "signature", "X-Hub-Signature-256 is missing or does not match the body")
         payload = await self._parse(body)
@@ -246,8 +252,8 @@ class WebhookIntake:
                 installation_id=installation_of(payload),
             )
         except Exception:
-            # Not stored, so not acknowledged: GitHub shows the failure and the delivery can be
-            # redelivered from the App's settings once the database is back.
+            # Not stored, so not acknowledged: GitHub records the failure, and the redelivery
+            # sweep (web/redelivery.py) asks for the delivery again once the database is back.
             log.exception("delivery %s could not be stored", delivery)
             raise _Rejected(
                 503, "store_error", "the delivery could not be stored; redeliver it later"
@@ -270,19 +276,18 @@ class WebhookIntake:
             raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
         return length
 
-    async def _reserve(self, size: int, reserved: list[int]) -> None:
-        if not await self.budget.reserve(size, self.budget_wait):
+    async def _reserve(self, size: int, reserved: list[int], peer: str) -> None:
+        if not await self.budget.reserve(size, self.budget_wait, peer):
             raise _Rejected(
                 503, "busy", "too many webhook bodies are being received; try again", retry_after=5
             )
-        reserved[0] += min(size, self.budget.capacity)
+        reserved[0] += min(size, self.budget.per_peer)
 
-    async def _read_body(self, receive: Receive, declared: int | None, reserved: list[int]) -> bytes:
+    async def _read_body(self, receive: Receive, reserved: list[int], peer: str) -> bytes:
         # Read through the stream with a cap: a chunked upload without Content-Length cannot make
-        # us buffer more than max_body. Its bytes are reserved in the budget of unverified bodies
-        # before they are read: all of a declared length at once, else chunk by chunk.
-        if declared is not None:
-            await self._reserve(declared, reserved)
+        # us buffer more than max_body. Each chunk is counted in the budget of unverified bodies as
+        # it arrives (issue 32): a declared length costs the sender nothing, so it reserves nothing,
+        # and uvicorn stops reading a connection whose chunks are not taken (flow control).
         chunks: list[bytes] = []
         size = 0
         try:
@@ -297,8 +302,8 @@ class WebhookIntake:
                     size += len(chunk)
                     if size > self.max_body:
                         raise _Rejected(413, "too_large", f"the body is over {self.max_body} bytes")
-                    if declared is None or size > reserved[0]:
-                        await self._reserve(len(chunk), reserved)
+                    if chunk:
+                        await self._reserve(len(chunk), reserved, peer)
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         break
@@ -378,6 +383,12 @@ def _github_headers(scope: Scope) -> dict[str, str]:
         if name in _HEADERS:
             found.setdefault(name.decode("latin-1"), value.decode("latin-1"))
     return found
+
+
+def _peer(scope: Scope) -> str:
+    """The client's address (not its port): what one peer's share of the byte budget is counted by."""
+    client = scope.get("client")
+    return str(client[0]) if client else ""
 
 
 def _short(value: str | None) -> str:

@@ -122,6 +122,11 @@ class Metrics:
         self._workers = Gauge(
             "beam_workers_alive", "1 when this process's worker pool is running.", registry=r
         )
+        self._recovered = Counter(
+            "beam_deliveries_recovered",
+            "Missed webhook deliveries GitHub was asked to redeliver (issue 32).",
+            registry=r,
+        )
         r.register(_GitHubStatsCollector(self.github_stats))
         ProcessCollector(
             registry=r
@@ -139,6 +144,10 @@ class Metrics:
     def rejection(self, reason: str) -> None:
         """One delivery refused, by reason (`signature`, `too_large`, `media_type`, ...)."""
         self._rejections.labels(reason).inc()
+
+    def recovered(self, count: int) -> None:
+        """`count` missed deliveries were asked again of GitHub by one redelivery sweep."""
+        self._recovered.inc(max(0, count))
 
     def github_request(self, method: str, status: int) -> None:
         self._github_requests.labels(method, f"{status // 100}xx").inc()

@@ -8,13 +8,18 @@ and logs it at DEBUG, without the body or the signature.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import gc
 import logging
 import signal
+import socket
+from collections.abc import Iterator
 
 import anyio
 import httpx
 import uvicorn
+from starlette.applications import Starlette
 
 from bot import package_version
 from bot.app.jobs.store import Store, build_url
@@ -100,19 +105,72 @@ def serve(
         server_header=False,
         # httptools (h11 only when it is missing), and issue 8: a slow client cannot hold a connection
         # without sending a request head, and the number of connections is bounded (more get 503).
-        http=header_timeout_protocol(settings.header_timeout),
+        # Issue 32: a connection that sends nothing is closed after BEAM_IDLE_TIMEOUT, and one
+        # address holds at most BEAM_PEER_SHARE of the connections.
+        http=header_timeout_protocol(
+            settings.header_timeout,
+            idle=settings.idle_timeout,
+            per_peer=max(1, int(settings.max_connections * settings.peer_share)),
+        ),
         limit_concurrency=settings.max_connections,
     )
     server = uvicorn.Server(config)
+    metrics = _metrics_server(settings, app)
     _describe(settings)
     log.info("listening on port %d; open %s/", settings.port, browse_url(settings))
     settle_garbage_collector()
     try:
-        server.run(sockets=[sock])
+        if metrics is None:
+            server.run(sockets=[sock])
+        else:
+            with asyncio.Runner(loop_factory=config.get_loop_factory()) as runner:
+                runner.run(_serve_both(server, sock, *metrics))
     finally:
         sock.close()
+        if metrics is not None:
+            metrics[1].close()
     if not server.started:
         raise SystemExit(1)
+
+
+class _SecondServer(uvicorn.Server):
+    """A second server in the process: the main one takes SIGINT and SIGTERM and stops this one."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _metrics_server(settings: Settings, app: Starlette) -> tuple[uvicorn.Server, socket.socket] | None:
+    """Issue 32: BEAM_METRICS_LISTEN, /metrics without a token on an address of its own (one a
+    Prometheus on the private network reaches and the public does not)."""
+    address = settings.metrics_address
+    if address is None:
+        return None
+    sock = bind_socket(*address)
+    config = uvicorn.Config(
+        app.state.metrics_app,
+        access_log=False,
+        log_config=None,
+        lifespan="off",
+        proxy_headers=False,
+        server_header=False,
+        http=header_timeout_protocol(settings.header_timeout),
+        limit_concurrency=64,
+    )
+    log.info("serving /metrics without a token on %s:%d (BEAM_METRICS_LISTEN)", *address)
+    return _SecondServer(config), sock
+
+
+async def _serve_both(
+    server: uvicorn.Server, sock: socket.socket, metrics: uvicorn.Server, metrics_sock: socket.socket
+) -> None:
+    extra = asyncio.create_task(metrics.serve(sockets=[metrics_sock]))
+    try:
+        await server.serve(sockets=[sock])
+    finally:
+        metrics.should_exit = True
+        await extra
 
 
 def run_worker(

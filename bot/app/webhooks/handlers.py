@@ -25,10 +25,13 @@ from bot.app.github.api import GitHubError
 from bot.app.github.client import GitHubApp, InstallationClient, event_client
 from bot.app.github.payloads import CommentEvent
 from bot.app.jobs.queue import Job
+from bot.app.jobs.redeliveries import Redeliveries
 from bot.app.jobs.signals import PermanentError, RetryableError, seconds_until
 from bot.app.limits.ledger import Ledger
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import CONFIG_PATH, ConfigResult, load_repo_config
+from bot.app.reviews.command import recover as recover_review
+from bot.app.reviews.command import review_step
 from bot.app.reviews.dismissals import Dismissals, ThreadResolved, is_dismissing_reply
 from bot.app.reviews.threads import ThreadReplies, is_thread_question
 from bot.app.reviews.trigger import ReviewTrigger
@@ -87,7 +90,12 @@ class Webhooks:
             }
         )
         self.commands: Mapping[str, CommandHandler] = MappingProxyType(
-            {"author": approvals.author, "docs": approvals.author, "update": Updates(approvals).update}
+            {
+                "author": approvals.author,
+                "docs": approvals.author,
+                "update": Updates(approvals).update,
+                "review": self.run_review,  # the review pass, in reviews/ (reviews/command.py)
+            }
         )
 
     async def handle(self, job: Job, event: str, data: dict[str, Any]) -> None:
@@ -113,6 +121,7 @@ class Webhooks:
             return
         try:
             gh, installation_id = await event_client(self.github, event)
+            await self._recovered_note(job, event, gh)
             if isinstance(decision, Reply):  # exactly once, through the effects journal (issue 8)
                 repo = event.repository
                 key = f"{run_id_for(job)}:reply-1"
@@ -124,6 +133,21 @@ class Webhooks:
             await self._command(job, event, decision.command, gh, installation_id)
         except GitHubError as error:
             raise job_failure(error) from error
+
+    async def _recovered_note(self, job: Job, event: CommentEvent, gh: InstallationClient) -> None:
+        """A command whose delivery the redelivery sweep recovered (issue 32) is answered as usual,
+        after a line that says the bot was unavailable when it was posted, and since when."""
+        if job.delivery_id is None:
+            return
+        found = await Redeliveries(self.deps.store).recovered(job.delivery_id)
+        if found is None:
+            return
+        repo = event.repository
+        text = render.recovered(found.delivered_at, found.outage_since)
+        key = f"{run_id_for(job)}:recovered"
+        await self.deps.effects(gh).comment(
+            key, repo.owner.login, repo.name, event.number, text, kind="reply"
+        )
 
     async def on_pull_closed(self, job: Job, data: dict[str, Any]) -> None:
         event = parse_pull_request_event(data)
@@ -233,6 +257,9 @@ class Webhooks:
 
     async def run_skill(self, ctx: JobContext) -> None:
         await SkillRun(self.deps, ctx).run()
+
+    async def run_review(self, ctx: JobContext) -> None:
+        await SkillRun(self.deps, ctx, recover=recover_review, review=review_step).run()
 
 
 # How long after GitHub confirmed it the config read at admission may serve the run job: the command

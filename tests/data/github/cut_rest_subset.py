@@ -47,6 +47,9 @@ OPERATIONS = [
     ("get", "/repos/{owner}/{repo}/compare/{basehead}"),
     # Issue 21: a 👎 on a finding dismisses it; read when the next review of the pull request starts.
     ("get", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"),
+    # Issue 32: deliveries missed while the bot was down are listed and redelivered.
+    ("get", "/app/hook/deliveries"),
+    ("post", "/app/hook/deliveries/{delivery_id}/attempts"),
 ]
 
 GITHUB_INFO = {

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import RunLedger, host_tools
-from bot.app.runs.suggestions import apply_suggestion
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import ReviewChangeTool
+from bot.app.reviews.suggestions import apply_suggestion
+from bot.app.runs.host_tools import ToolReport
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool
 from bot.beam.types import AgentInput
@@ -29,15 +30,8 @@ def review_tool(tmp_path: Path, posted: list[list[dict[str, Any]]], *, fold: boo
         posted.append(comments)
         return 7 if comments else None
 
-    tools = host_tools(
-        SandboxRoot(tmp_path),
-        RunLedger(),
-        diff=DiffMap.from_files([("calc.py", PATCH)]),
-        post_review=post,
-        blob_url=lambda p, a, b: "",
-        fold_outside=fold,
-    )
-    return next(t for t in tools if t.spec().name == "review_change")
+    diff = DiffMap.from_files([("calc.py", PATCH)])
+    return ReviewChangeTool(diff, ToolReport(), post, SandboxRoot(tmp_path), fold_outside=fold)
 
 
 async def test_a_multi_line_suggestion_that_applies_is_a_committable_block(tmp_path: Path) -> None:

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import CheckedSuggestions, RunLedger, host_tools
-from bot.app.runs.suggestion_check import breaks_parse, parser_for
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import CheckedSuggestions, ReviewChangeTool
+from bot.app.reviews.suggestion_check import breaks_parse, parser_for
+from bot.app.runs.host_tools import ToolReport
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.types import AgentInput
 
@@ -72,15 +73,8 @@ async def suggest(tmp_path: Path, suggestion: str, checked: CheckedSuggestions, 
         posted.append(comments)
         return 1
 
-    tools = host_tools(
-        SandboxRoot(tmp_path),
-        RunLedger(),
-        diff=DiffMap.from_files([(name, PATCH)]),
-        post_review=post,
-        blob_url=lambda p, a, b: "",
-        checked=checked,
-    )
-    tool = next(t for t in tools if t.spec().name == "review_change")
+    diff = DiffMap.from_files([(name, PATCH)])
+    tool = ReviewChangeTool(diff, ToolReport(), post, SandboxRoot(tmp_path), checked=checked)
     item = {"path": name, "start_line": start, "line": 2, "body": "Adds.", "suggestion": suggestion}
     await tool.invoke({"body": "R", "comments": [item]}, INPUT)
     [[comment]] = posted

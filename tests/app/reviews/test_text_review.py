@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.app.runs.diffmap import DiffMap
-from bot.app.runs.host_tools import ReviewChangeTool, RunLedger
-from bot.app.runs.skill_agent import review_in_text
-from bot.app.runs.text_review import review_args_from_text
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import ReviewChangeTool, review_in_text
+from bot.app.reviews.text_review import review_args_from_text
+from bot.app.runs.host_tools import ToolReport
 from bot.beam.sandbox import SandboxRoot
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +81,7 @@ def tool(tmp_path: Path, posted: list[tuple[str, list[dict[str, Any]]]], fold: b
         return 1
 
     diff = DiffMap.from_files([("m.py", PATCH)])
-    return ReviewChangeTool(diff, RunLedger(), post, SandboxRoot(tmp_path), fold_outside=fold)
+    return ReviewChangeTool(diff, ToolReport(), post, SandboxRoot(tmp_path), fold_outside=fold)
 
 
 async def test_findings_in_the_text_go_through_the_tool_and_its_line_checks(tmp_path: Path) -> None:
@@ -103,28 +103,19 @@ async def test_json_findings_off_the_diff_are_folded_and_prose_is_left_to_the_bo
     assert posted[-1][1] == [] and "`m.py` line 9: far" in posted[-1][0]
     other = tool(tmp_path, posted, fold=True)
     assert await review_in_text([other], "Line 2 subtracts.") is None
-    assert not other.ledger.reviewed  # the run posts the prose as the body (`review_from_text`)
+    assert not other.report.reviewed  # the pass posts the prose as the body (reviews/review_pass.py)
 
 
-async def test_an_answer_that_is_only_json_or_an_echo_is_not_posted_as_the_review_body() -> None:
-    """Recorded from the real 0.5B (`beam-bot run review`): its last answer echoed its tool result."""
-    from bot.app.runs.render import EMPTY_REVIEW
-    from bot.app.runs.skill_agent import review_from_text
+def test_an_answer_that_is_only_json_or_an_echo_is_no_review() -> None:
+    """Recorded from the real 0.5B (`beam-bot run review`): its last answer echoed its tool result.
+    Such an answer is no review: the pass ends "not reviewed" (issue 29), never "No comments."."""
+    from bot.app.runs.skill_agent import prose
 
-    bodies: list[str] = []
-
-    async def post(body: str, comments: list[Any]) -> int:
-        bodies.append(body)
-        return len(bodies)
-
-    assert await review_from_text(RunLedger(), '{"paths":["stats.py"]}\n', post)
-    assert await review_from_text(RunLedger(), "The loop skips the first item.", post)
+    assert prose('{"paths":["stats.py"]}\n') == ""
+    assert prose("The loop skips the first item.") == "The loop skips the first item."
     # Its answer in other runs (2026-12-01): the runner's request for prose, repeated.
-    assert await review_from_text(RunLedger(), "No tool call, no JSON and no tags.", post)
-    assert await review_from_text(RunLedger(), "No JSON here: the loop stops one item early.", post)
-    assert bodies == [
-        EMPTY_REVIEW,
-        "The loop skips the first item.",
-        EMPTY_REVIEW,
-        "No JSON here: the loop stops one item early.",
-    ]
+    assert prose("No tool call, no JSON and no tags.") == ""
+    assert (
+        prose("No JSON here: the loop stops one item early.")
+        == "No JSON here: the loop stops one item early."
+    )

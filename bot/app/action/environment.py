@@ -1,0 +1,88 @@
+"""The standard GitHub Actions environment `beam-bot action` reads, checked once, before anything runs.
+
+https://docs.github.com/actions/writing-workflows/choosing-what-your-workflow-does/
+store-information-in-variables#default-environment-variables
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import SecretStr
+
+from bot.beam.errors import BeamError
+
+# The events the Action serves: the commands' comments and automatic reviews (docs/action.md).
+EVENTS = frozenset({"issue_comment", "pull_request_review_comment", "pull_request"})
+REQUIRED = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_TOKEN", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
+DEFAULT_API = "https://api.github.com"
+MISSING_ENVIRONMENT = "BEM-390"
+
+
+@dataclass(frozen=True, slots=True)
+class ActionEnvironment:
+    event: str
+    payload: dict[str, Any]
+    body: bytes  # the event file as GitHub wrote it: stored as a delivery's body is
+    token: SecretStr = field(repr=False)
+    api_url: str
+    server_url: str
+    repository: str
+    run_id: str
+    run_attempt: str
+    temp_dir: Path | None  # RUNNER_TEMP: removed by the runner after the job
+
+    @property
+    def pull_request(self) -> tuple[str, int] | None:
+        """`(owner/repo, number)` of the issue or pull request the event is about."""
+        repo = self.payload.get("repository")
+        full_name = repo.get("full_name") if isinstance(repo, dict) else None
+        for key in ("issue", "pull_request"):
+            item = self.payload.get(key)
+            number = item.get("number") if isinstance(item, dict) else None
+            if isinstance(full_name, str) and isinstance(number, int) and not isinstance(number, bool):
+                return full_name, number
+        return None
+
+    @property
+    def delivery_id(self) -> str:
+        """One delivery per workflow run attempt: a re-run is a new attempt, and does the work again."""
+        return f"actions-{self.run_id}-{self.run_attempt}"
+
+
+def read_environment(env: Mapping[str, str]) -> ActionEnvironment:
+    """The environment, or BEM-390 naming what is missing or wrong (exit code 2)."""
+    missing = [name for name in REQUIRED if not env.get(name)]
+    if missing:
+        raise BeamError(MISSING_ENVIRONMENT, f"not set: {', '.join(missing)}")
+    event = env["GITHUB_EVENT_NAME"]
+    if event not in EVENTS:
+        raise BeamError(
+            MISSING_ENVIRONMENT,
+            f"GITHUB_EVENT_NAME is {event!r}; the Action serves {', '.join(sorted(EVENTS))}",
+        )
+    path = Path(env["GITHUB_EVENT_PATH"])
+    try:
+        body = path.read_bytes()
+        payload = json.loads(body)
+    except (OSError, ValueError) as error:
+        raise BeamError(MISSING_ENVIRONMENT, f"GITHUB_EVENT_PATH cannot be read as JSON: {error}") from None
+    if not isinstance(payload, dict):
+        raise BeamError(MISSING_ENVIRONMENT, "GITHUB_EVENT_PATH does not hold a JSON object")
+    temp = env.get("RUNNER_TEMP")
+    return ActionEnvironment(
+        event=event,
+        payload=payload,
+        body=body,
+        token=SecretStr(env["GITHUB_TOKEN"]),
+        api_url=(env.get("GITHUB_API_URL") or DEFAULT_API).rstrip("/"),
+        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        repository=env["GITHUB_REPOSITORY"],
+        run_id=env["GITHUB_RUN_ID"],
+        run_attempt=env.get("GITHUB_RUN_ATTEMPT") or "1",
+        temp_dir=Path(temp) if temp else None,
+    )

@@ -1,0 +1,316 @@
+"""One review pass: the calls of a review, the overflow retry, the answer read from a call or from the
+text, and the end it came to. `/beam review` (reviews/command.py), automatic reviews (reviews/agent.py)
+and `beam-bot run review` (bot/local/change_run.py) each call it, and pass in only their own way of
+posting (`PostReview`: selection, the findings ledger, the draft, GitHub or the terminal).
+
+A pass ends in exactly one of three ways (`PassEnd.kind`), the same on every path (issue 29):
+
+- **reviewed**: every call answered, with `review_change`, findings written as JSON, or a plain-text
+  review (its prose). "No comments." is posted only when the model said so itself (`review_change`
+  with nothing in it): an answer with nothing in it is not a review.
+- **partial**: a cap (tokens, minutes) or a call that never answered stopped it after some calls had
+  answered. What was found is posted once, its body saying "partial: stopped by X after Y of Z files".
+- **not reviewed**: no call answered (cut by `finish_reason: length` every time, unusable calls every
+  time, the rounds used up on tools, a cap before any finding, a context overflow that survived its
+  retry). Nothing is posted; `code` and `reason` say why, in the catalogue's words.
+
+A context overflow (BEM-092) before any tool ran is retried once, in one call, with the diff of the
+files the first call read cut to at most half, by whole hunks (runs/diff_context.py `cut_diff`), and
+the cut named in the prompt and in the review.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from bot.app.github.models import PullFile
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
+from bot.app.runs import render
+from bot.app.runs.diff_context import DiffCut, cut_diff
+from bot.app.runs.host_tools import ToolReport
+from bot.app.runs.review_context import CallParts, call_session
+from bot.app.runs.skill_agent import prose, run_tools, skill_runner
+from bot.app.runs.usage import RunGuard, Stop
+from bot.beam.agent import FrameSink
+from bot.beam.completion import CompletionClient
+from bot.beam.errors import CATALOG, BeamError
+from bot.beam.hub import RiverBeam
+from bot.beam.runner import Checkpoint
+from bot.beam.sandbox import WorkingTree
+from bot.beam.tools import Tool
+from bot.beam.types import AgentResult, ContentPart, InvokeRequest, StreamChunk, StreamChunkType
+
+PassKind = Literal["reviewed", "partial", "not_reviewed"]
+PostedWith = Literal["review_change", "json", "text"]
+
+NO_ANSWER_CODE = "BEM-095"  # the model's answers held no review at all
+CAPPED_CODE = "BEM-096"  # a per-run cap stopped the review before any call answered
+OVERFLOW_CODE = "BEM-092"
+# Where a call's answer fell back to plain text (the runner's `answered_in_text`), its code leads.
+_WHY_CODE = re.compile(r"^(BEM-\d{3})")
+_CONTEXT_SIZE = re.compile(
+    r"(?:context(?: length| size| window)?|n_ctx|max_model_len)\D{0,40}?(\d{3,7})\s*(?:tokens)?", re.I
+)
+
+
+@dataclass
+class PassPrompts:
+    """What the caller built for one pass: the prompt of every call and the files each call reads."""
+
+    calls: list[str]
+    call_files: list[list[str]]
+    lint_ran: bool = False  # the linters ran: a suggestion must still parse (CheckedSuggestions)
+
+
+# (the files to show, whether this is the overflow retry: one call) -> the prompts
+BuildPrompts = Callable[[list[PullFile], bool], Awaitable[PassPrompts]]
+
+
+@dataclass
+class PassEnd:
+    """How a review pass ended, for its caller to say (tracking comment, summary, check run, exit)."""
+
+    kind: PassKind
+    code: str | None = None  # not reviewed: why, as a BEM code
+    detail: str | None = None  # not reviewed: the code's detail (what the model or server did)
+    reason: str = ""  # not reviewed: the catalogue's sentence and what to do; partial: the line
+    result: AgentResult | None = None  # the last call's result
+    posted_with: PostedWith | None = None
+    review_id: int | None = None
+    stop: Stop | None = None
+    files_read: int = 0
+    files_total: int = 0
+    truncated: list[str] = field(default_factory=list)
+    reported: list[dict[str, Any]] = field(default_factory=list)  # every comment, before screening
+    cut: DiffCut | None = None
+    answered_in_text: str | None = None  # why the model was asked for plain text, when it was
+
+    @property
+    def answer(self) -> str:
+        return self.result.text if self.result is not None else ""
+
+    @property
+    def posted(self) -> bool:
+        return self.kind != "not_reviewed"
+
+
+def cap_words(stop: Stop) -> str:
+    if stop.by is not None:
+        return f"a cancel by @{stop.by}"
+    assert stop.limit is not None
+    return render.limit_words(stop.limit, stop.value)
+
+
+def partial_line(by: str, read: int, total: int) -> str:
+    """The line a partial review's body carries, the same on every path."""
+    return f"**partial:** stopped by {by} after {read} of {total} file{'s' if total != 1 else ''}."
+
+
+def not_reviewed_reason(code: str, detail: str | None = None) -> str:
+    """The catalogue's sentence for why no review was posted, with what to do about it."""
+    entry = CATALOG[code]
+    return render.beam_failure(entry.message, detail, entry.hint)
+
+
+def context_size(detail: str) -> int | None:
+    """The context size a server's overflow error named, if it named one."""
+    match = _CONTEXT_SIZE.search(detail)
+    return int(match.group(1)) if match else None
+
+
+@dataclass
+class ReviewPass:
+    """One review of `files` on `tree`, posted through `post` at most once."""
+
+    tree: WorkingTree
+    files: list[PullFile]
+    prompts: BuildPrompts
+    meter: CompletionClient
+    guard: RunGuard
+    post: PostReview
+    blob_url: Callable[[str, int, int], str]
+    run_id: str
+    repository: str
+    number: int
+    on_frame: FrameSink | None = None
+    fold_outside: bool = True  # a comment outside the diff goes into the body (off: dropped)
+    extra_tools: Sequence[Tool] = ()
+    hub: Callable[[], RiverBeam] = RiverBeam
+    checkpoint: Checkpoint | None = None  # a one-call review's conversation, kept after each round
+    refusals: frozenset[str] = frozenset()
+    session: uuid.UUID | None = None  # a one-call review's session; the run id when None
+    on_overflow: Callable[[], Any] | None = None  # told before the overflow retry
+    tool_steps: int = 0
+    _reported: list[dict[str, Any]] = field(default_factory=list)
+    _posted: int | None = None
+    _cut: DiffCut | None = None
+
+    async def run(self) -> PassEnd:
+        prompts = await self.prompts(self.files, False)
+        try:
+            return await self._calls(prompts)
+        except BeamError as error:
+            if error.code != OVERFLOW_CODE or self.tool_steps or self._reported or self._posted is not None:
+                raise
+        sent = prompts.call_files[0] if prompts.call_files else [f.filename for f in self.files]
+        self._cut = cut_diff(self.files, sent)
+        if self.on_overflow is not None:
+            self.on_overflow()
+        retry = await self.prompts(self._cut.files, True)
+        retry.calls = [f"{self._cut.named()}\n\n{text}" for text in retry.calls]
+        try:
+            return await self._calls(retry)
+        except BeamError as error:
+            if error.code != OVERFLOW_CODE:
+                raise
+            size = context_size(error.detail or "")
+            said = (
+                f"the server's context is {size} tokens"
+                if size
+                else "the server did not say its context size"
+            )
+            detail = f"even with the diff cut to half ({self._cut.kept} characters); {said}"
+            reason = not_reviewed_reason(OVERFLOW_CODE, detail)
+            return PassEnd("not_reviewed", OVERFLOW_CODE, detail, reason, cut=self._cut)
+
+    async def _frame(self, frame: StreamChunk) -> None:
+        self.tool_steps += frame.type is StreamChunkType.TOOL
+        if self.on_frame is not None:
+            await self.on_frame(frame)
+
+    async def _post(self, body: str, comments: list[dict[str, Any]], extra: str = "") -> int | None:
+        """The caller's post, with what the pass adds to the body: the overflow cut, the partial line."""
+        lines = [body.strip()] if body.strip() else []
+        if self._cut is not None:
+            lines.append(f"<sub>{self._cut.named()}</sub>")
+        if extra:
+            lines.append(extra)
+        self._posted = await self.post("\n\n".join(lines), comments)
+        return self._posted
+
+    async def _post_now(self, body: str, comments: list[dict[str, Any]]) -> int | None:
+        """A one-call review is posted from inside its tool call, as it always was."""
+        self._reported.extend(comments)
+        return await self._post(body, comments)
+
+    async def _calls(self, prompts: PassPrompts) -> PassEnd:
+        chunked = len(prompts.calls) > 1
+        parts = CallParts()
+
+        async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
+            self._reported.extend(comments)
+            return await parts.collect(body, comments)
+
+        post_part: PostReview = collect if chunked else self._post_now
+        total = len({name for names in prompts.call_files for name in names})
+        end = PassEnd("not_reviewed", files_total=total, cut=self._cut)
+        answered = 0
+        unanswered: str | None = None
+        for index, text in enumerate(prompts.calls):
+            report = ToolReport()
+            review = ReviewChangeTool(
+                DiffMap.from_files((f.filename, f.patch) for f in self.files),
+                report,
+                post_part,
+                self.tree.sandbox,
+                fold_outside=self.fold_outside,
+                checked=CheckedSuggestions(ruff=prompts.lint_ran),
+            )
+            tools = run_tools(self.tree, report, blob_url=self.blob_url, extra=[review, *self.extra_tools])
+            hub = self.hub()
+            one = not chunked and self._cut is None
+            hub.register_agent(
+                skill_runner(
+                    "review",
+                    self.meter,
+                    tools,
+                    checkpoint=self.checkpoint if one else None,
+                    refusals=self.refusals,
+                    should_stop=self.guard,
+                )
+            )
+            run = uuid.UUID(self.run_id)
+            request = InvokeRequest(
+                agent_name="review",
+                content=[ContentPart.text_part(text)],
+                session_id=(self.session or run) if one else call_session(self.run_id, index),
+                request_id=run if index == 0 else call_session(self.run_id, index),
+                metadata={"repository": self.repository, "number": self.number},
+            )
+            result = (await hub.invoke(request, on_frame=self._frame)).result
+            end.result = result
+            end.truncated += report.truncated
+            metadata = result.metadata if isinstance(result.metadata, dict) else {}
+            why = metadata.get("answered_in_text")
+            if isinstance(why, str):
+                end.answered_in_text = why
+            with_ = await self._answer(tools, report, result, post_part)
+            if with_ is not None:
+                answered += 1
+                end.posted_with = with_
+                end.files_read += (
+                    len(set(prompts.call_files[index])) if index < len(prompts.call_files) else 0
+                )
+            else:
+                unanswered = unanswered or (why if isinstance(why, str) else None) or NO_ANSWER_CODE
+            if self.guard.stop is not None:
+                end.stop = self.guard.stop
+                break
+        end.reported = list(self._reported)
+        calls = len(prompts.calls)
+        if answered == 0:
+            return self._not_reviewed(end, unanswered)
+        if (answered == calls and end.stop is None) or not chunked:
+            end.kind = "reviewed"
+        else:
+            end.kind = "partial"
+            by = cap_words(end.stop) if end.stop is not None else _code_words(unanswered)
+            end.reason = partial_line(by, end.files_read, total)
+        if chunked:
+            merged = parts.merged()
+            if merged is not None:
+                await self._post(*merged, extra=end.reason if end.kind == "partial" else "")
+        end.review_id = self._posted
+        return end
+
+    async def _answer(
+        self, tools: Sequence[Tool], report: ToolReport, result: AgentResult, post: PostReview
+    ) -> PostedWith | None:
+        """How this call answered, posting (or collecting) what it said; None when it said nothing."""
+        if report.reviewed:
+            return "review_change"
+        if self.guard.stop is not None or result.interrupted:
+            return None
+        if await review_in_text(tools, result.text):  # findings written as JSON
+            return "json"
+        body = prose(result.text)
+        if not body:
+            return None
+        report.reviewed = True
+        await post(body, [])
+        return "text"
+
+    def _not_reviewed(self, end: PassEnd, why: str | None) -> PassEnd:
+        end.kind = "not_reviewed"
+        if end.stop is not None:
+            end.code = CAPPED_CODE
+            end.detail = f"stopped by {cap_words(end.stop)}"
+            end.reason = not_reviewed_reason(CAPPED_CODE, end.detail)
+            return end
+        match = _WHY_CODE.match(why or "")
+        code = match.group(1) if match and match.group(1) in CATALOG else NO_ANSWER_CODE
+        detail = (why or "")[len(code) :].lstrip(": ") or None if match else None
+        end.code, end.detail = code, detail
+        end.reason = not_reviewed_reason(code, detail)
+        return end
+
+
+def _code_words(why: str | None) -> str:
+    """A call that never answered, in the words a partial line uses."""
+    code = _WHY_CODE.match(why or "")
+    return f"{code.group(1)} (a call gave no answer)" if code else f"{NO_ANSWER_CODE} (a call gave no answer)"

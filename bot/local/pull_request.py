@@ -1,0 +1,273 @@
+"""`beam-bot review|summarize|ask <pull request URL>`: a pull request on GitHub, from a terminal.
+
+The pull request is read through the API with a token (GITHUB_TOKEN, else GH_TOKEN, else what the
+`gh` CLI is logged in with), its commits are fetched into a temporary repository (the token reaches
+git only in its environment, never in argv or a file), and the run is `beam-bot run`'s change run
+(change_run.py), the GitHub commands' own prompt, tools and review pass, with the pull request's
+title and description. The review is printed as `run review` prints it; `--post` posts it with the
+same typed call the App makes (a review, event COMMENT, with the inline comments it kept).
+
+GitHub Enterprise Server: https://HOST/OWNER/REPO/pull/N is read from https://HOST/api/v3
+(GITHUB_API_URL, when set, names the API instead: a test's fake GitHub, or a proxy).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TextIO
+
+import httpx
+from pydantic import SecretStr
+
+from bot.app.github.api import GitHubApi, GitHubError
+from bot.app.github.auth import ONE_INSTALLATION, TokenAuth
+from bot.app.github.client import InstallationClient
+from bot.app.github.models import PullRequest
+from bot.beam.completion import CompletionClient
+from bot.beam.errors import BeamError
+from bot.local.change_run import ChangeRun
+from bot.local.git import TemporaryWorktree, UsageError, check_repository
+from bot.local.options import RunOptions, resolve_skill
+
+_URL = re.compile(
+    r"^https?://(?P<host>[^/\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/pulls?/(?P<number>\d+)(?:[/?#].*)?$"
+)
+BAD_URL, NO_TOKEN = "BEM-391", "BEM-392"
+
+
+@dataclass(frozen=True, slots=True)
+class PullTarget:
+    host: str
+    owner: str
+    repo: str
+    number: int
+    api_url: str
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.owner}/{self.repo}"
+
+
+def parse_pull_url(url: str, env: Mapping[str, str]) -> PullTarget:
+    """The pull request a URL names, and the API to read it from; BEM-391 when it names none."""
+    found = _URL.match(url.strip())
+    if found is None:
+        raise BeamError(BAD_URL, f"{url!r}")
+    host = found.group("host")
+    api = env.get("GITHUB_API_URL") or (
+        "https://api.github.com"
+        if host.lower() in ("github.com", "www.github.com")
+        else f"https://{host}/api/v3"
+    )
+    repo = found.group("repo").removesuffix(".git")
+    return PullTarget(host, found.group("owner"), repo, int(found.group("number")), api.rstrip("/"))
+
+
+def find_token(host: str, env: Mapping[str, str]) -> SecretStr:
+    """GITHUB_TOKEN, GH_TOKEN, or the gh CLI's token for the host; BEM-392 when there is none."""
+    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
+        if env.get(name):
+            return SecretStr(env[name])
+    gh = shutil.which("gh")
+    if gh is not None:
+        try:
+            done = subprocess.run(
+                [gh, "auth", "token", "--hostname", host],
+                capture_output=True,
+                text=True,
+                timeout=20,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            done = None
+        if done is not None and done.returncode == 0 and done.stdout.strip():
+            return SecretStr(done.stdout.strip())
+    raise BeamError(NO_TOKEN, f"for {host}")
+
+
+def _git_env(token: SecretStr) -> dict[str, str]:
+    """git's environment with the token as an HTTP header: in no argv, config file or URL."""
+    basic = base64.b64encode(f"x-access-token:{token.get_secret_value()}".encode()).decode()
+    return {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "http.extraHeader",
+        "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}",
+    }
+
+
+def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
+    done = subprocess.run(
+        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, timeout=600, check=False
+    )
+    if done.returncode != 0:
+        last = done.stderr.strip().splitlines()[-1:] or ["git failed"]
+        raise UsageError(f"git {args[0]}: {last[0]}")
+
+
+def fetch_pull(
+    parent: Path, pull: PullRequest, default_branch: str, clone_url: str, token: SecretStr
+) -> Path:
+    """A repository with the pull request's head, its base branch and the default branch (for
+    `.github/beam.yml`, read from there as on GitHub), as `origin/...`."""
+    repo = parent / "repo"
+    _git(parent, "init", "-q", str(repo))
+    _git(repo, "config", "user.name", "beam-bot")
+    _git(repo, "remote", "add", "origin", clone_url)
+    refspecs = {
+        f"refs/pull/{pull.number}/head:refs/remotes/pull/{pull.number}",
+        f"+refs/heads/{pull.base.ref}:refs/remotes/origin/{pull.base.ref}",
+        f"+refs/heads/{default_branch}:refs/remotes/origin/{default_branch}",
+    }
+    _git(repo, "fetch", "-q", "--no-tags", "origin", *sorted(refspecs), env=_git_env(token))
+    _git(repo, "symbolic-ref", "refs/remotes/origin/HEAD", f"refs/remotes/origin/{default_branch}")
+    return repo
+
+
+@dataclass(frozen=True, slots=True)
+class PullOptions:
+    skill: str  # review, summarize, ask
+    url: str
+    instructions: str = ""
+    post: bool = False
+    as_json: bool = False
+
+
+async def run_pull(
+    options: PullOptions,
+    *,
+    env: Mapping[str, str] | None = None,
+    client: CompletionClient | None = None,
+    out: TextIO = sys.stdout,
+    err: TextIO = sys.stderr,
+) -> int:
+    """0 done, 1 a failed run or GitHub call, 2 bad usage (a bad URL, no token)."""
+    env = os.environ if env is None else env
+    prog = f"beam-bot {options.skill}"
+    try:
+        target = parse_pull_url(options.url, env)
+        token = find_token(target.host, env)
+        if options.skill == "ask" and not options.instructions.strip():
+            raise UsageError('ask needs a question: beam-bot ask URL "what does this change do?"')
+    except (BeamError, UsageError) as error:
+        err.write(f"{prog}: {error}\n")
+        return 2
+    parent = Path(tempfile.mkdtemp(prefix="beam-pull-"))
+    try:
+        async with httpx.AsyncClient(base_url=target.api_url, timeout=30.0) as http:
+            gh = InstallationClient(
+                TokenAuth(GitHubApi(http, base_url=target.api_url), token), ONE_INSTALLATION
+            )
+            try:
+                pull = await gh.get_pull(target.owner, target.repo, target.number)
+                repository = await gh.get_repo(target.owner, target.repo)
+            except GitHubError as error:
+                err.write(f"{prog}: {error}\n")
+                return 1
+            clone_url = repository.clone_url
+            repo = fetch_pull(parent, pull, repository.default_branch, clone_url, token)
+            return await _run(options, target, pull, repo, gh, client, out, err)
+    except UsageError as error:
+        err.write(f"{prog}: {error}\n")
+        return 2
+    finally:
+        shutil.rmtree(parent, ignore_errors=True)
+
+
+async def _run(
+    options: PullOptions,
+    target: PullTarget,
+    pull: PullRequest,
+    repo: Path,
+    gh: InstallationClient,
+    client: CompletionClient | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    from bot.local.run import pick_client
+
+    repo = check_repository(repo)
+    run_options = RunOptions(
+        skill=options.skill,
+        repo=repo,
+        instructions=options.instructions,
+        as_json=options.as_json,
+        ref=pull.head.sha,
+        base=pull.base.sha,
+    )
+    skill = resolve_skill(options.skill, set())
+    change_run = ChangeRun.prepare(repo, skill, run_options, pull.head.sha)
+    # The prompt names the pull request as GitHub has it, not as a local change.
+    change_run.change = replace(
+        change_run.change,
+        repository=target.full_name,
+        title=pull.title,
+        body=pull.body,
+        head_ref=pull.head.ref,
+        base=replace(change_run.change.base, label=pull.base.ref),
+        requester=pull.user.login if pull.user else change_run.change.requester,
+    )
+    owned = client is None
+    if client is None:
+        client, described = pick_client()
+        if not options.as_json:
+            out.write(f"using the {described}\n")
+    try:
+        if not options.as_json:
+            out.write(f"{target.full_name}#{target.number}: {pull.title} ({pull.head.sha[:12]})\n")
+            out.flush()
+        with TemporaryWorktree(repo, pull.head.sha) as worktree:
+            code = await change_run.run(worktree.path, client, out, err)
+    finally:
+        aclose = getattr(client, "aclose", None)
+        if owned and aclose is not None:
+            await aclose()
+    if code != 0 or not options.post:
+        return code
+    return await _post(options, target, pull, change_run, gh, out, err)
+
+
+async def _post(
+    options: PullOptions,
+    target: PullTarget,
+    pull: PullRequest,
+    change_run: ChangeRun,
+    gh: InstallationClient,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    review = change_run.review
+    try:
+        if options.skill == "review" and review is not None:
+            made = await gh.create_review(
+                target.owner,
+                target.repo,
+                target.number,
+                pull.head.sha,
+                review.body,
+                "COMMENT",
+                review.comments,
+            )
+            where = made.html_url or f"review {made.id}"
+        else:
+            text = change_run.answer.strip()
+            if not text:
+                err.write(f"beam-bot {options.skill}: the run gave no answer to post\n")
+                return 1
+            comment = await gh.create_comment(target.owner, target.repo, target.number, text)
+            where = comment.html_url
+    except GitHubError as error:
+        err.write(f"beam-bot {options.skill}: not posted: {error}\n")
+        return 1
+    out.write(f"posted: {where}\n")
+    return 0

@@ -1,0 +1,1 @@
+"""Tests of bot/app/reviews, module by module."""

@@ -1,0 +1,181 @@
+"""`beam-bot review|summarize|ask <pull request URL>` as a process, against the fake GitHub and real git:
+the pull request read through the API with a token, the review printed as `run review` prints it,
+`--post` posting it as the App posts one, and the errors of a bad URL or a missing token."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from bot.beam.errors import BeamError
+from bot.local.pull_request import find_token, parse_pull_url
+from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
+from tests.support.fake_github_state import PullFile
+from tests.support.git_http import GitHttpServer
+from tests.support.openai_server import FakeOpenAI
+
+REPO = "octo/demo"
+NUMBER = 7
+PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
+URL = f"https://github.com/{REPO}/pull/{NUMBER}"
+
+
+@dataclass
+class Stack:
+    fake: FakeGitHub
+    api_url: str
+    git: GitHttpServer
+    llm: FakeOpenAI
+    token: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GITHUB_", "GH_"))}
+        return {
+            **keep,
+            "GITHUB_TOKEN": self.token,
+            "GITHUB_API_URL": self.api_url,
+            "BEAM_API_KEY": "cli-llm-key",
+            "BEAM_API_BASE_URL": self.llm.url,
+            "BEAM_MODEL": "fake-model",
+            **extra,
+        }
+
+    def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "bot.cli", *args],
+            env=env or self.env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+
+    def script_review(self) -> None:
+        self.llm.reply_tool_calls(
+            (
+                "review_change",
+                {
+                    "body": "The fix is right.",
+                    "comments": [{"path": "src/calc.py", "line": 2, "body": "Good catch."}],
+                },
+            )
+        )
+        self.llm.reply_text("Reviewed.")
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[Stack]:
+    with ExitStack() as exits:
+        git = exits.enter_context(GitHttpServer(tmp_path / "git", token=None))
+        fake = exits.enter_context(checked_fake_github(git_base_url=git.url))
+        api_url = exits.enter_context(serve_fake_github(fake))
+        llm = exits.enter_context(FakeOpenAI())
+        token, _ = fake.mint_token(1)
+        git.set_token(lambda password: password == token)
+        main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
+        head = git.commit(
+            REPO,
+            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+            branch="feature",
+            message="Fix add",
+        )
+        git.create_pull_ref(REPO, NUMBER, head)
+        fake.add_repo(REPO)
+        fake.add_pull(
+            REPO,
+            number=NUMBER,
+            title="Fix add so that it adds",
+            body="Closes #3.",
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+        )
+        yield Stack(fake, api_url, git, llm, token)
+
+
+def test_review_of_a_url_prints_the_review_and_posts_nothing(stack: Stack) -> None:
+    stack.script_review()
+
+    done = stack.cli("review", URL)
+
+    assert done.returncode == 0, done.stderr
+    assert f"{REPO}#{NUMBER}: Fix add so that it adds" in done.stdout
+    assert "The fix is right." in done.stdout and "src/calc.py:2" in done.stdout
+    # The prompt is the pull request's, as GitHub has it.
+    prompt = stack.llm.requests[0]["messages"][-1]["content"]
+    assert "Fix add so that it adds" in prompt and "Closes #3." in prompt and "src/calc.py" in prompt
+    assert stack.fake.reviews_on(REPO, NUMBER) == []
+    # git fetched with the token, which no output shows.
+    assert any(r.authorized for r in stack.git.requests)
+    assert stack.token not in done.stdout + done.stderr
+
+
+def test_post_posts_the_review_as_the_app_would(stack: Stack) -> None:
+    stack.script_review()
+
+    done = stack.cli("review", URL, "--post")
+
+    assert done.returncode == 0, done.stderr
+    [review] = stack.fake.reviews_on(REPO, NUMBER)
+    assert review.event == "COMMENT" and review.commit_id == stack.fake.pull(REPO, NUMBER).head_sha
+    assert "The fix is right." in review.body and "model `fake-model`" in review.body  # the footer
+    assert len(review.comment_ids) == 1
+    assert "posted:" in done.stdout
+
+
+def test_ask_answers_and_posts_the_answer_as_a_comment(stack: Stack) -> None:
+    stack.llm.reply_text("It makes add add.")
+
+    done = stack.cli("ask", URL, "what does this change do?", "--post")
+
+    assert done.returncode == 0, done.stderr
+    assert "It makes add add." in done.stdout
+    assert "what does this change do?" in stack.llm.requests[0]["messages"][-1]["content"]
+    assert [c.body for c in stack.fake.comments_on(REPO, NUMBER)] == ["It makes add add."]
+
+
+def test_a_bad_url_and_a_missing_token_are_clear_errors_with_exit_2(stack: Stack, tmp_path: Path) -> None:
+    bad = stack.cli("review", "https://github.com/octo/demo/issues/7")
+    assert bad.returncode == 2 and "BEM-391" in bad.stderr and "/pull/" in bad.stderr
+    env = stack.env(PATH=str(tmp_path))  # no gh CLI on the PATH
+    del env["GITHUB_TOKEN"]
+    missing = stack.cli("review", URL, env=env)
+    assert missing.returncode == 2 and "BEM-392" in missing.stderr and "gh auth login" in missing.stderr
+    assert stack.llm.requests == []
+
+
+def test_github_enterprise_urls_read_from_the_hosts_api() -> None:
+    target = parse_pull_url("https://ghe.example.com/team/app/pull/12/files", {})
+    assert (target.full_name, target.number, target.api_url) == (
+        "team/app",
+        12,
+        "https://ghe.example.com/api/v3",
+    )
+    assert parse_pull_url(URL, {}).api_url == "https://api.github.com"
+    assert parse_pull_url(URL, {"GITHUB_API_URL": "http://127.0.0.1:9/"}).api_url == "http://127.0.0.1:9"
+    with pytest.raises(BeamError) as bad:
+        parse_pull_url("github.com/octo/demo/pull/7", {})
+    assert bad.value.code == "BEM-391"
+
+
+def test_the_gh_cli_token_is_used_when_no_variable_is_set(tmp_path: Path) -> None:
+    gh = tmp_path / "gh"
+    gh.write_text(
+        '#!/bin/sh\n[ "$1 $2 $3 $4" = "auth token --hostname ghe.example.com" ] && echo gho_from_cli\n'
+    )
+    gh.chmod(0o755)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PATH", str(tmp_path))
+        assert find_token("ghe.example.com", {}).get_secret_value() == "gho_from_cli"
+        assert find_token("ghe.example.com", {"GITHUB_TOKEN": "ghp_env"}).get_secret_value() == "ghp_env"
+        with pytest.raises(BeamError) as missing:
+            find_token("github.com", {})  # gh knows no token for this host
+        assert missing.value.code == "BEM-392"
