@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ.pop("GITHUB_TOKEN", None)  # the token lives in memory: no child process inherits it
         return anyio.run(run_action, env, sys.stdout, sys.stderr)
     if args.command == "secret-key" and not args.reseal:
-        from bot.app.secret_key import generate_key
+        from bot.app.settings.secret_key import generate_key
 
         # Only the key on stdout, so that `BEAM_SECRET_KEY=$(beam-bot secret-key)` works.
         print(generate_key())
@@ -228,8 +228,8 @@ async def _pending(settings: Settings) -> int:
 
 
 async def _reseal(settings: Settings) -> int:
+    from bot.app.credentials.stored import reseal_stored
     from bot.app.jobs.offline import NoDatabase, open_existing
-    from bot.app.stored_credentials import reseal_stored
 
     keys = settings.secret_keys
     if keys is None:

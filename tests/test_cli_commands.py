@@ -293,7 +293,7 @@ def test_the_open_line_honours_port_and_never_shows_all_interfaces(tmp_path: Pat
 
 
 def test_the_echo_model_and_the_defaults_are_described() -> None:
-    from bot.app.preflight import describe_model
+    from bot.app.web.preflight import describe_model
     from bot.beam.openai_client import DEFAULT_BASE_URL, DEFAULT_MODEL
 
     assert describe_model({}) == (

@@ -15,6 +15,7 @@ import httpx
 
 from bot.app.approvals.flow import WATCH, Approvals, PollTiming
 from bot.app.checks.flow import Checker, jail_state
+from bot.app.credentials.files import AppCredentials
 from bot.app.effects.crash import CrashPoints
 from bot.app.git.checkout import Checkouts
 from bot.app.github.api import GitHubStats
@@ -34,7 +35,7 @@ from bot.app.reviews.threads import ThreadReplies
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs.run import RunDeps
 from bot.app.runs.sweep import finish_abandoned_runs
-from bot.app.settings import AppCredentials, Settings
+from bot.app.settings import Settings
 from bot.app.webhooks.dispatch import JobDispatcher, Sweeper
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import CompletionClient, EchoClient

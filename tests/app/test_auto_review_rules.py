@@ -10,7 +10,7 @@ import pytest
 
 from bot.app.github.models import Account, Label, PullFile, PullRef, PullRequest, ReviewComment
 from bot.app.repo_config import config_json_schema, parse_repo_config
-from bot.app.review_config import AutoReviewConfig, debounce_seconds
+from bot.app.repo_config.review_config import AutoReviewConfig, debounce_seconds
 from bot.app.reviews import render
 from bot.app.reviews.findings import finding_key, fresh_findings, known_keys, marker, normalise
 from bot.app.reviews.scope import added_lines, diff_digest, scope_of, skip_reason, touches_paths

@@ -19,7 +19,6 @@ RANK = {
     "action": 7,  # issue 31: `beam-bot action`, one event through the assembled app, over web's intake
     "web": 6,
     "assembly": 5,
-    "preflight": 5,
     "webhooks": 4,
     "approvals": 3,
     "reviews": 3,
@@ -32,28 +31,16 @@ RANK = {
     "limits": 1,
     "commands": 0,
     "repo_config": 0,
-    "review_config": 0,
     "permissions": 0,
     "settings": 0,
-    "check_settings": 0,  # issue 22: the server's settings for checks, a base of `settings.Settings`
-    "limit_settings": 0,  # the costs and limits, a base of `settings.Settings`
     "logs": 0,
     "fence": 0,  # the write fence: set by the worker pool, checked by the GitHub client
-    "stored_credentials": 1.25,  # issue 23: where a process finds the App's credentials, over jobs
-    "credential_settings": 0,  # BEAM_SECRET_KEY, a base of `settings.Settings`
-    "github_settings": 0,  # BEAM_GITHUB_TIMEOUT and BEAM_GITHUB_OUTAGE_WAIT, a base of `settings.Settings`
-    "secret_key": 0,  # the keyring BEAM_SECRET_KEY names
+    "credentials": 1.25,  # issue 23: where a process finds the App's credentials, over settings and jobs
     "markdown": 0,  # issue 28: the one escaping of untrusted text in comments
 }
 SIDEWAYS = {
     ("repo_config", "permissions"),
-    ("repo_config", "review_config"),
     ("limits", "jobs"),
-    ("settings", "check_settings"),
-    ("settings", "limit_settings"),
-    ("settings", "credential_settings"),
-    ("settings", "github_settings"),
-    ("credential_settings", "secret_key"),
 }
 
 

@@ -13,15 +13,8 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from pydantic import SecretStr, ValidationError
 
-from bot.app.settings import (
-    AppCredentials,
-    Settings,
-    SettingsError,
-    describe_validation_error,
-    load_credentials,
-    load_settings,
-    write_credentials_file,
-)
+from bot.app.credentials.files import AppCredentials, load_credentials, write_credentials_file
+from bot.app.settings import Settings, SettingsError, describe_validation_error, load_settings
 from bot.app.web.server import serve
 
 SECRET = "whsec-0123456789-abcdef"

@@ -16,7 +16,8 @@ import httpx
 import pytest
 import yaml
 
-from bot.app.settings import Settings, load_credentials
+from bot.app.credentials.files import load_credentials
+from bot.app.settings import Settings
 from bot.app.web.setup import DEFAULT_MANIFEST, build_manifest, load_manifest
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github, shared_app_key
 from tests.support.web_app import running_app, runtime_of

@@ -18,16 +18,8 @@ import pytest
 from pydantic import SecretStr, ValidationError
 from sqlalchemy import text
 
-from bot.app.jobs.store import Store
-from bot.app.secret_key import SecretKeys, generate_key, parse_keys
-from bot.app.settings import (
-    AppCredentials,
-    Settings,
-    SettingsError,
-    describe_validation_error,
-    write_credentials_file,
-)
-from bot.app.stored_credentials import (
+from bot.app.credentials.files import AppCredentials, write_credentials_file
+from bot.app.credentials.stored import (
     CredentialsError,
     load_app_credentials,
     read_stored,
@@ -35,6 +27,9 @@ from bot.app.stored_credentials import (
     save_stored,
     storage_for,
 )
+from bot.app.jobs.store import Store
+from bot.app.settings import Settings, SettingsError, describe_validation_error
+from bot.app.settings.secret_key import SecretKeys, generate_key, parse_keys
 from bot.app.web.server import serve
 from bot.beam.errors import BeamError
 from bot.cli import main

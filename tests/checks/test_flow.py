@@ -12,7 +12,6 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from bot.app.check_settings import CheckSettings
 from bot.app.checks.flow import Checker, CheckReport, check_commit, checks_key, jail_state
 from bot.app.checks.jail import CheckOutcome
 from bot.app.checks.tool import checks_tool
@@ -20,6 +19,7 @@ from bot.app.effects.journal import Journal
 from bot.app.git.checkout import Checkouts
 from bot.app.jobs.store import Store
 from bot.app.repo_config import RepoConfig, parse_repo_config
+from bot.app.settings import Settings
 from bot.beam.errors import BeamError
 from bot.beam.types import AgentInput
 from tests.support.db import db_url_fixture, pg_database_url_fixture, store_fixture  # noqa: F401
@@ -63,7 +63,7 @@ def world(tmp_path: Path) -> Iterator[World]:
         head = server.seed(REPO, FILES)
         checkouts = Checkouts(tmp_path / "work", tmp_path / "runs")
         checker = Checker(
-            CheckSettings(_env_file=None, max_check_seconds=5),  # type: ignore[call-arg]
+            Settings(_env_file=None, max_check_seconds=5),  # type: ignore[call-arg]
             cache_root=tmp_path / "cache",
             scratch_root=tmp_path / "scratch",
         )

@@ -26,6 +26,7 @@ from bot.app.action.held import fetch_held, publish_held
 from bot.app.approvals.flow import WATCH
 from bot.app.approvals.pushes import Pushes
 from bot.app.assembly import build_handler
+from bot.app.credentials.files import AppCredentials
 from bot.app.github.api import GitHubApi
 from bot.app.github.auth import ACTIONS_LOGIN, ONE_INSTALLATION, GitHubApp, TokenAuth
 from bot.app.github.client import InstallationClient
@@ -36,7 +37,7 @@ from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.logs import configure_logging
 from bot.app.reviews.review import KIND as AUTO_REVIEW
-from bot.app.settings import AppCredentials, Settings, SettingsError, load_settings
+from bot.app.settings import Settings, SettingsError, load_settings
 from bot.app.web.app import GITHUB_HEADERS
 from bot.app.web.intake import installation_of, job_key_for
 from bot.app.web.metrics import Metrics

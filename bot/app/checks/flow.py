@@ -21,12 +21,12 @@ from typing import Any
 
 import anyio
 
-from bot.app.check_settings import CheckSettings
 from bot.app.checks.jail import CheckOutcome, CheckSpec, JailLimits, JailStatus, jail_status, run_checks
 from bot.app.checks.redaction import redact
 from bot.app.effects.journal import Journal
 from bot.app.git.checkout import Checkouts
 from bot.app.repo_config import RepoConfig
+from bot.app.settings import Settings
 from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.checks")
@@ -103,7 +103,7 @@ def report_of(result: dict[str, Any]) -> CheckReport | None:
 class Checker:
     """Runs a repository's checks in the jail under the server's settings; one per process."""
 
-    def __init__(self, settings: CheckSettings, *, cache_root: Path, scratch_root: Path) -> None:
+    def __init__(self, settings: Settings, *, cache_root: Path, scratch_root: Path) -> None:
         self.settings = settings
         self.cache_root = cache_root
         self.scratch_root = scratch_root

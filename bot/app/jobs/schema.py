@@ -81,7 +81,7 @@ schema_version = Table(
 )
 
 # Issue 23: the App's credentials from the setup page, sealed with BEAM_SECRET_KEY
-# (bot/app/stored_credentials.py), so that every process on every host reads them. One row.
+# (bot/app/credentials/stored.py), so that every process on every host reads them. One row.
 app_credentials = Table(
     "app_credentials",
     metadata,

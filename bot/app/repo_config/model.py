@@ -15,8 +15,8 @@ from bot.app.permissions import Permission
 from bot.app.repo_config.checks import DEFAULT_CHECKS_TIMEOUT, Checks, ChecksTimeout, Command, check_seconds
 from bot.app.repo_config.durations import duration_pattern, duration_seconds
 from bot.app.repo_config.durations import short as _short
+from bot.app.repo_config.review_config import AutoReviewConfig
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.review_config import AutoReviewConfig
 from bot.beam.globs import PathGlobs, glob_problem
 
 CONFIG_PATH = ".github/beam.yml"

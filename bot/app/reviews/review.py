@@ -31,8 +31,8 @@ from bot.app.jobs.queue import Job
 from bot.app.jobs.signals import PermanentError, Reschedule, RetryableError, seconds_until
 from bot.app.permissions import Permission
 from bot.app.repo_config import RepoLimits, matches_any
+from bot.app.repo_config.review_config import AutoReviewConfig
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
 from bot.app.reviews.agent import AgentReview, Target

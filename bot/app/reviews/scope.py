@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.repo_config import matches_any
-from bot.app.review_config import AutoReviewConfig
+from bot.app.repo_config.review_config import AutoReviewConfig
 
 MAX_REVIEW_FILES = 300  # as many files as a `/beam review` reads; the rest are named in the summary
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(?P<start>\d+)(?:,\d+)? @@")

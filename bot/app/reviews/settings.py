@@ -18,8 +18,8 @@ import yaml
 from bot.app.github.client import InstallationClient
 from bot.app.permissions import Permission
 from bot.app.repo_config import CONFIG_PATH, MAX_CONFIG_BYTES, RepoLimits, parse_repo_config
+from bot.app.repo_config.review_config import AutoReviewConfig
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.review_config import AutoReviewConfig
 from bot.app.reviews import render
 from bot.app.reviews.state import Entry
 

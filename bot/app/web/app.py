@@ -29,6 +29,8 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot.app.checks.flow import checks_detail
+from bot.app.credentials.files import AppCredentials
+from bot.app.credentials.stored import load_app_credentials, wait_for_registration
 from bot.app.github.api import GitHubApi
 from bot.app.github.auth import GitHubApp
 from bot.app.github.timeouts import CONNECT_TIMEOUT
@@ -39,13 +41,12 @@ from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
-from bot.app.preflight import browse_url
 from bot.app.reviews.review import KIND as AUTO_REVIEW
-from bot.app.settings import AppCredentials, Settings, SettingsError, ensure_work_dir
-from bot.app.stored_credentials import load_app_credentials, wait_for_registration
+from bot.app.settings import Settings, SettingsError, ensure_work_dir
 from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake
 from bot.app.web.metrics import CONTENT_TYPE, Metrics, MetricsTransport
+from bot.app.web.preflight import browse_url
 from bot.app.web.proxy import intake_deliverer, proxy_running
 from bot.app.web.redelivery import RedeliverySweep
 from bot.app.web.setup import SetupFlow, install_url, load_manifest, status_page

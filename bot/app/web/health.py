@@ -18,11 +18,11 @@ import anyio.abc
 import httpx
 from sqlalchemy import update
 
+from bot.app.credentials.files import AppCredentials
 from bot.app.github.api import GitHubApi, GitHubError, GitHubStats, RetryPolicy
 from bot.app.github.auth import GitHubApp
 from bot.app.jobs.schema import schema_version
 from bot.app.jobs.store import Store
-from bot.app.settings import AppCredentials
 
 log = logging.getLogger("beam.health")
 

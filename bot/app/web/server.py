@@ -22,9 +22,13 @@ import uvicorn
 from starlette.applications import Starlette
 
 from bot import package_version
+from bot.app.credentials.stored import load_app_credentials
 from bot.app.jobs.store import Store, build_url
 from bot.app.logs import configure_logging
-from bot.app.preflight import (
+from bot.app.settings import Settings
+from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
+from bot.app.web.limits import header_timeout_protocol
+from bot.app.web.preflight import (
     bind_socket,
     browse_url,
     check_work_dir,
@@ -32,10 +36,6 @@ from bot.app.preflight import (
     preflight,
     safe_database_url,
 )
-from bot.app.settings import Settings
-from bot.app.stored_credentials import load_app_credentials
-from bot.app.web.app import AppRuntime, HandlerFactory, JobHandler, create_app
-from bot.app.web.limits import header_timeout_protocol
 
 __all__ = ["configure_logging", "run_worker", "serve"]
 

@@ -40,9 +40,10 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from bot.app import stored_credentials as stored
+from bot.app.credentials import stored
+from bot.app.credentials.files import AppCredentials, write_credentials_file
 from bot.app.jobs.store import Store
-from bot.app.settings import AppCredentials, Settings, normalise_pem, write_credentials_file
+from bot.app.settings import Settings, normalise_pem
 from bot.app.web import setup_pages as pages
 from bot.beam.errors import BeamError
 

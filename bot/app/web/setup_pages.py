@@ -117,7 +117,7 @@ def register(
         else f"<code>{html.escape(webhook_url)}</code>"
     )
     warn = f"<p class=warn>{warning}</p>" if warning else ""
-    # `stored_in`: the credentials file; None: the database, sealed (stored_credentials.py).
+    # `stored_in`: the credentials file; None: the database, sealed (credentials/stored.py).
     where = (
         "this server's database, sealed with <code>BEAM_SECRET_KEY</code>, where every process that has "
         "the key finds them"

@@ -6,30 +6,26 @@ Nothing is read at import; `Settings()` reads the environment when it is built, 
 from keyword arguments (`Settings(_env_file=None, app_id=...)`).
 
 Credentials come from the environment (`BEAM_APP_ID` + key + secret) or, when the environment has
-none, from the database (sealed with BEAM_SECRET_KEY, `stored_credentials.py`), else from
+none, from the database (sealed with BEAM_SECRET_KEY, `credentials/stored.py`), else from
 `<work_dir>/app-credentials.json`, the file setup mode writes without a key (mode 0600). The
 environment wins so that an operator can always override what setup mode stored.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from bot.app.check_settings import CheckSettings
-from bot.app.credential_settings import CredentialSettings
-from bot.app.github_settings import GitHubSettings
-from bot.app.limit_settings import LimitSettings
+from bot.app.settings.secret_key import SecretKeys, parse_keys
 
 CREDENTIALS_FILE = "app-credentials.json"
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOST = re.compile(rf"^(?:\*\.)?{_LABEL}(?:\.{_LABEL})*(?::\d{{1,5}})?$")
 _PEM_RE = re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.+-----END [A-Z ]*PRIVATE KEY-----", re.DOTALL)
 
 
@@ -61,12 +57,12 @@ def split_listen(value: str) -> tuple[str, int]:
     return host, int(port)
 
 
-class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings):
+class Settings(BaseSettings):
     """The server's configuration. Each field is the variable BEAM_<FIELD NAME>:
 
     - APP_ID, PRIVATE_KEY (PEM text; one line with literal \\n accepted) or PRIVATE_KEY_PATH,
       WEBHOOK_SECRET: the App's credentials, all or none. None: setup mode, unless setup mode already
-      stored them, in the database (SECRET_KEY set: `CredentialSettings`) or the work directory.
+      stored them, in the database (SECRET_KEY set: `bot/app/credentials/stored.py`) or the work directory.
     - DATABASE_URL: postgresql://... for several processes; unset or empty: `<work_dir>/beam.db`.
     - WORK_DIR (default ./.beam, made absolute at start; /data in the container): database, stored
       credentials, mirrors. RUNS_DIR: where run trees go (a tmpfs makes big checkouts much faster).
@@ -98,7 +94,8 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
     - Costs and limits (docs/costs-and-limits.md): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
-    - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line). Checks: `CheckSettings`.
+    - LOG_LEVEL (INFO), LOG_FORMAT (text, or json: one JSON object per line). Checks, limits, the
+      secret key and the waits on GitHub: below, each group under its heading.
     - RETENTION_DAYS (30): deliveries' payloads, finished jobs and runs older than this are pruned,
       and so is the effects journal no job that may still run could read (jobs/retention.py); held
       pushes and their audit trail are kept. 0 turns automatic pruning off. PRUNE_INTERVAL
@@ -113,6 +110,83 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
         validate_by_alias=True,
         frozen=True,
     )
+
+    # -- Checks (docs/checks.md).
+
+    max_check_seconds: float = Field(default=1800.0, gt=0, le=24 * 3600)
+    checks_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    checks_cache_dir: Path | None = None
+    check_runs_per_run: int = Field(default=3, ge=0)
+
+    @field_validator("checks_allowed_hosts", mode="before")
+    @classmethod
+    def _hosts(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if isinstance(value, list | tuple):
+            for host in value:
+                if not isinstance(host, str) or not _HOST.fullmatch(host):
+                    raise ValueError(
+                        f"BEAM_CHECKS_ALLOWED_HOSTS: {host!r} is not a host name (e.g. pypi.org, "
+                        "*.pythonhosted.org, or host:port)"
+                    )
+            return tuple(value)
+        return value
+
+    @field_validator("checks_cache_dir")
+    @classmethod
+    def _absolute_cache(cls, value: Path | None) -> Path | None:
+        return None if value is None else value.expanduser().absolute()
+
+    # -- Costs and limits (docs/costs-and-limits.md): prices and caps, which `limits/policy.py` turns
+    # into a `Policy`.
+
+    # Costs and limits (issue 11). A repository's `.github/beam.yml` may lower the per-run and daily
+    # limits, never raise them. 0 means no limit.
+    price_input_per_mtok: float | None = Field(default=None, ge=0)
+    price_output_per_mtok: float | None = Field(default=None, ge=0)
+    max_tokens_per_run: int = Field(default=400_000, ge=0)
+    max_minutes_per_run: float = Field(default=20.0, ge=0)
+    runs_per_user_per_day: int = Field(default=50, ge=0)
+    runs_per_repo_per_day: int = Field(default=500, ge=0)
+    tokens_per_installation_per_month: int = Field(default=50_000_000, ge=0)
+    max_concurrency_per_installation: int = Field(default=2, ge=0)
+    # A review's diff context (reviews/budget.py): tokens per model call, and how many calls one review
+    # may make when its pull request does not fit in one; `review.max_calls` in a repository lowers it.
+    review_tokens_per_call: int = Field(default=24_000, ge=2_000)
+    review_max_calls: int = Field(default=3, ge=1, le=20)
+    # Issue 23: the largest held commit (its git bundle, kept in the database until the push row goes);
+    # a bigger one is refused when it would be held (BEM-370).
+    max_held_push_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+
+    # -- The secret key (`secret_keys` is its keyring, None when unset), and setup mode's look for
+    # credentials another host registered.
+
+    # Issue 23: one or more Fernet keys, comma-separated; the first seals, all open (docs/configuration.md).
+    secret_key: SecretStr | None = None
+    # Seconds between looks, in setup mode, for credentials another host registered in the shared
+    # database: the server then serves them without a restart. 0: it never looks.
+    setup_poll_interval: float = Field(default=5.0, ge=0)
+
+    @field_validator("secret_key")
+    @classmethod
+    def _secret_key(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None:
+            parse_keys(value.get_secret_value())
+        return value
+
+    @property
+    def secret_keys(self) -> SecretKeys | None:
+        return None if self.secret_key is None else SecretKeys(self.secret_key.get_secret_value())
+
+    # -- How long beam-bot waits on GitHub: one call, and an outage.
+
+    # Seconds one GitHub API call may take before the client gives up; with GitHub's own 10 s limit
+    # it also bounds how long a retry waits before it looks for a write a dead attempt began (issue 23).
+    github_timeout: float = Field(default=30.0, gt=0, le=300)
+    # Issue 23: seconds a run that GitHub fails with a 5xx or no answer waits for it, trying again
+    # with a growing backoff, before it fails (BEM-380); 0 fails it at once.
+    github_outage_wait: float = Field(default=1800.0, ge=0)
 
     app_id: int | None = Field(default=None, gt=0)
     private_key: SecretStr | None = None
@@ -306,21 +380,6 @@ class Settings(CheckSettings, LimitSettings, CredentialSettings, GitHubSettings)
         return self.llm_api_key is not None
 
 
-@dataclass(frozen=True, slots=True)
-class AppCredentials:
-    """What authenticates the App to GitHub and GitHub to us. Never logged: repr hides the secrets."""
-
-    app_id: int
-    private_key: SecretStr
-    webhook_secret: SecretStr
-    slug: str | None = None
-    client_id: str | None = None
-    source: str = "env"
-
-    def __repr__(self) -> str:
-        return f"AppCredentials(app_id={self.app_id}, slug={self.slug!r}, source={self.source!r})"
-
-
 def load_settings() -> Settings:
     """Settings from the environment, or `SettingsError` with one line per problem (no secret values)."""
     try:
@@ -351,59 +410,6 @@ def _variable_name(loc: tuple[int | str, ...]) -> str:
     return "BEAM_" + "_".join(str(p) for p in loc).upper()
 
 
-def load_credentials(settings: Settings) -> AppCredentials | None:
-    """The App credentials from the environment, else from the stored file, else None (setup mode).
-
-    Blocking (small file reads): call it at start or through `anyio.to_thread.run_sync`.
-    """
-    if settings.app_id is not None:
-        assert settings.webhook_secret is not None  # the model validator guarantees it
-        key = settings.private_key
-        if key is None:
-            assert settings.private_key_path is not None
-            key = _read_key_file(settings.private_key_path)
-        return AppCredentials(settings.app_id, key, settings.webhook_secret, source="env")
-    return read_credentials_file(settings.credentials_path)
-
-
-def _read_key_file(path: Path) -> SecretStr:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SettingsError(f"BEAM_PRIVATE_KEY_PATH: cannot read {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise SettingsError(f"BEAM_PRIVATE_KEY_PATH: {path} is not a PEM text file") from None
-    try:
-        return SecretStr(normalise_pem(text, f"BEAM_PRIVATE_KEY_PATH ({path})"))
-    except ValueError as exc:
-        raise SettingsError(str(exc)) from None
-
-
-def read_credentials_file(path: Path) -> AppCredentials | None:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise SettingsError(f"cannot read the stored App credentials {path}: {exc.strerror}") from None
-    try:
-        data = json.loads(raw)
-        creds = AppCredentials(
-            app_id=int(data["app_id"]),
-            private_key=SecretStr(normalise_pem(str(data["pem"]), f"the key in {path}")),
-            webhook_secret=SecretStr(str(data["webhook_secret"])),
-            slug=data.get("slug"),
-            client_id=data.get("client_id"),
-            source="file",
-        )
-    except (ValueError, KeyError, TypeError):
-        raise SettingsError(
-            f"the stored App credentials {path} are damaged: delete the file to register again, "
-            "or set BEAM_APP_ID, BEAM_PRIVATE_KEY and BEAM_WEBHOOK_SECRET"
-        ) from None
-    return creds
-
-
 def ensure_work_dir(path: Path) -> None:
     """Creates the work directory (0700) with a `.gitignore` of `*`.
 
@@ -416,34 +422,3 @@ def ensure_work_dir(path: Path) -> None:
         ignore.write_text(
             "# beam-bot's work directory: credentials, database, mirrors. Never commit it.\n*\n"
         )
-
-
-def write_credentials_file(path: Path, creds: AppCredentials) -> None:
-    """Writes the file atomically, readable by this user only from its first byte (mode 0600).
-
-    The temporary file is created with 0600 by `os.open`, so the secret is never world-readable, even
-    between creation and `chmod`; the rename makes a half-written file impossible.
-    """
-    ensure_work_dir(path.parent)
-    body = json.dumps(
-        {
-            "app_id": creds.app_id,
-            "slug": creds.slug,
-            "client_id": creds.client_id,
-            "webhook_secret": creds.webhook_secret.get_secret_value(),
-            "pem": creds.private_key.get_secret_value(),
-        },
-        indent=2,
-    ).encode()
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            os.fchmod(fh.fileno(), 0o600)  # the umask can only remove bits; this pins the mode exactly
-            fh.write(body)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

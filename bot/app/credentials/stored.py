@@ -29,18 +29,12 @@ from pydantic import SecretStr
 from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
 
+from bot.app.credentials.files import AppCredentials, load_credentials, read_credentials_file
 from bot.app.jobs.database import build_url
 from bot.app.jobs.schema import app_credentials
 from bot.app.jobs.store import Store
-from bot.app.secret_key import GENERATE_HINT, SecretKeys
-from bot.app.settings import (
-    AppCredentials,
-    Settings,
-    SettingsError,
-    load_credentials,
-    normalise_pem,
-    read_credentials_file,
-)
+from bot.app.settings import Settings, SettingsError, normalise_pem
+from bot.app.settings.secret_key import GENERATE_HINT, SecretKeys
 from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.credentials")
