@@ -160,9 +160,11 @@ class SkillRun:
                 await self._finish(Outcome("", cancelled_by=existing["cancelled_by"]), None)
                 return
             try:
-                if await self._resume_finished():
-                    return
+                # The hook first: what an earlier attempt achieved (a held push to watch again, a
+                # posted review) is re-armed even where its final state was recorded too.
                 recovered = await self.recover(self) if self.recover is not None else None
+                if recovered is None and await self._resume_finished():
+                    return
             except GitHubError as error:  # the review it posts again, or looks for, with GitHub down
                 await self._finish(None, await self.waits.failure(error))
                 return
