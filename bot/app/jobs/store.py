@@ -1,25 +1,37 @@
-"""The app's durable records: delivery intake, runs and memory, as queries over `Transactions`.
+"""The app's durable records: the engines and transactions, then delivery intake, runs and memory.
 
 The webhook path (`accept_delivery`) is group-committed (`bot.app.jobs.group_commit`). On SQLite its
 transaction runs whole in one worker thread on the raw sqlite3 connection (`run_hot`,
-`bot.app.jobs.fastpath`): one thread hop instead of one per cursor operation. The engines,
-transactions and compare-and-set live in `bot.app.jobs.transactions`.
+`bot.app.jobs.fastpath`): one thread hop instead of one per cursor operation. Write transactions go
+through `write()`: on SQLite they begin with `BEGIN IMMEDIATE` and, within one process, queue on an
+async lock, so writers wait in order instead of sleeping in SQLite's busy handler.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self, TypeVar
 
-from sqlalchemy import func, insert, select, update
+import anyio
+from sqlalchemy import Engine, Table, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from bot.app.jobs.database import build_url, normalize_url
+from bot.app.jobs.checkpoint import Checkpointer
+from bot.app.jobs.database import BEGIN_MODE, build_url, create_engines, normalize_url
 from bot.app.jobs.fairness import insert_turns
-from bot.app.jobs.fastpath import INSERT_DELIVERY, INSERT_JOB, HotConnection
+from bot.app.jobs.fastpath import INSERT_DELIVERY, INSERT_JOB, HotConnection, sqlite_transaction
 from bot.app.jobs.group_commit import IntakeBatcher, IntakeRequest
+from bot.app.jobs.migrations import upgrade_schema
 from bot.app.jobs.schema import (
     JOB_STATES,
     deliveries,
@@ -29,7 +41,9 @@ from bot.app.jobs.schema import (
     queued_job,
     runs,
 )
-from bot.app.jobs.transactions import Clock, Transactions, check_columns
+from bot.app.jobs.transactions import STATE_TABLES, Clock, check_columns, install_claim_function
+
+T = TypeVar("T")
 
 __all__ = [
     "Clock",
@@ -65,8 +79,136 @@ class MemoryItem:
 
 
 @dataclass(slots=True)
-class Store(Transactions):
-    """The database handle every part of the app shares; open it with `await Store.open(url)`."""
+class Store:
+    """The database handle every part of the app shares; open it with `await Store.open(url)`: its
+    engines and transactions (SQLite's write lock, the hot path's thread, compare-and-set), then the
+    app's queries."""
+
+    engine: AsyncEngine
+    clock: Clock = time.time
+    sync_engine: Engine | None = None  # SQLite only: the webhook path's engine
+    _write_lock: anyio.Lock | None = None
+    _checkpointer: Checkpointer | None = None  # SQLite files: WAL checkpoints off the commit path
+    _hot_thread: ThreadPoolExecutor | None = None  # SQLite: the thread hot transactions run on
+
+    @classmethod
+    async def open(cls, url: str, *, clock: Clock = time.time) -> Self:
+        """Connect, then create or upgrade the schema (see `bot.app.jobs.schema`)."""
+        parsed = make_url(normalize_url(url))
+        if parsed.get_backend_name() == "sqlite" and parsed.database:
+            await anyio.Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        engine, sync_engine = create_engines(url)
+        # fast_acquire: an uncontended lock takes no extra trip through the event loop.
+        lock = anyio.Lock(fast_acquire=True) if sync_engine is not None else None
+        store = cls(engine, clock, sync_engine, lock)
+        if sync_engine is not None:
+            store._hot_thread = ThreadPoolExecutor(1, thread_name_prefix="beam-sqlite")
+        if sync_engine is not None and parsed.database:
+            store._checkpointer = Checkpointer(parsed.database)
+        try:
+            async with store.write() as conn:
+                await upgrade_schema(conn, clock())
+                if not store.is_sqlite:
+                    await install_claim_function(conn)
+        except BaseException:
+            await store.close()
+            raise
+        if store._checkpointer is not None:
+            store._checkpointer.start()  # after the schema: WAL mode is set on the file by then
+        return store
+
+    async def close(self) -> None:
+        if self._checkpointer is not None:
+            await anyio.to_thread.run_sync(self._checkpointer.stop)
+        await self.engine.dispose()
+        if self._hot_thread is not None:
+            self._hot_thread.shutdown(wait=False)
+        if self.sync_engine is not None:
+            await anyio.to_thread.run_sync(self.sync_engine.dispose)
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.engine.dialect.name == "sqlite"
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncConnection]:
+        """A transaction that will write: committed on exit, rolled back on error.
+
+        Do not call other writing Store methods inside it: on SQLite they wait for this one's lock.
+        """
+        lock = self._write_lock if self._write_lock is not None else contextlib.nullcontext()
+        async with lock, self.engine.connect() as conn:
+            if self._write_lock is not None:
+                await conn.execution_options(**{BEGIN_MODE: "immediate"})
+            async with conn.begin():
+                yield conn
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncConnection]:
+        """A read-only transaction: one consistent snapshot, no write lock."""
+        async with self.engine.connect() as conn, conn.begin():
+            yield conn
+
+    async def run_hot(self, work: Callable[[HotConnection], T]) -> T:
+        """Run `work` as one write transaction of the hot path (see `bot.app.jobs.fastpath`).
+
+        On SQLite it runs whole in one worker thread on the raw sqlite3 connection (one hop, where
+        the async adapter pays one per cursor operation); on PostgreSQL on SQLAlchemy's connection.
+        """
+        if self.sync_engine is None or self._write_lock is None or self._hot_thread is None:
+            async with self.write() as conn:
+                return await conn.run_sync(work)
+        async with self._write_lock:
+            # One thread of our own, not anyio's pool: its limiter and checkpoints cost more than
+            # the hop. Shielded, as anyio's hop is: the lock is held until the transaction has ended.
+            done = asyncio.get_running_loop().run_in_executor(
+                self._hot_thread, sqlite_transaction, self.sync_engine, work
+            )
+            with anyio.CancelScope(shield=True):
+                result = await done
+            return result
+
+    async def call_postgres(self, sql: str, *args: Any) -> list[Any]:
+        """One statement in a transaction of its own, straight on a pooled asyncpg connection: one
+        round trip, where SQLAlchemy's transaction adds a BEGIN and a COMMIT (the PostgreSQL claim)."""
+        async with self.engine.connect() as conn:
+            raw = await conn.get_raw_connection()
+            try:
+                rows: list[Any] = await raw.driver_connection.fetch(sql, *args)  # type: ignore[union-attr]
+            except Exception as error:
+                # An integrity violation (SQLSTATE class 23) as SQLAlchemy reports it everywhere
+                # else, so callers need not import the optional asyncpg to catch it.
+                if str(getattr(error, "sqlstate", "")).startswith("23"):
+                    raise IntegrityError(sql, args, error) from error
+                raise
+            return rows
+
+    def insert_ignore(self, table: Table) -> Any:
+        """`INSERT ... ON CONFLICT DO NOTHING` in this database's dialect."""
+        dialect = sqlite if self.is_sqlite else postgresql
+        return dialect.insert(table).on_conflict_do_nothing()
+
+    async def transition(
+        self, table: str | Table, id: object, from_states: Iterable[str], to_state: str, **values: Any
+    ) -> bool:
+        """Move one row from any of `from_states` to `to_state`; True only for the caller that did it.
+
+        This is the compare-and-set every state machine uses: two callers racing on the same row
+        both send the UPDATE, the database applies one, and the other sees 0 rows changed.
+        """
+        target = STATE_TABLES.get(table if isinstance(table, str) else table.name)
+        if target is None:
+            raise ValueError(f"transition() works on tables with a state column: {sorted(STATE_TABLES)}")
+        check_columns(target, values)
+        if "updated_at" in target.c and "updated_at" not in values:
+            values["updated_at"] = self.clock()
+        stmt = (
+            update(target)
+            .where(target.c.id == id, target.c.state.in_(list(from_states)))
+            .values(state=to_state, **values)
+        )
+        async with self.write() as conn:
+            return (await conn.execute(stmt)).rowcount == 1
 
     _intake: IntakeBatcher = field(init=False)
 
