@@ -224,7 +224,7 @@ def test_postgresql_tests_skip_cleanly_without_the_driver(tmp_path: Path) -> Non
             "no:cacheprovider",
             "-m",
             "postgres",
-            "tests/app/test_store.py",
+            "tests/app/jobs/test_store.py",
         ],
         cwd=ROOT,
         env=env,

@@ -20,7 +20,7 @@ from bot.app.jobs.store import pending_pushes
 from bot.app.settings import Settings
 from bot.app.web import health
 from bot.app.web.metrics import Metrics, MetricsTransport
-from tests.app.test_intake import parse_metrics
+from tests.app.web.test_intake import parse_metrics
 from tests.support.fake_github import FakeGitHub, shared_app_key
 from tests.support.web_app import registered_settings, running_app, runtime_of, store_of
 

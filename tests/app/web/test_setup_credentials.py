@@ -39,7 +39,7 @@ KEY = Fernet.generate_key().decode()
 _COMMAND = json.loads(raw_payload("issue_comment.created.issue.json"))
 _COMMAND["comment"]["body"] = "/beam summarize"
 BODY = json.dumps(_COMMAND).encode()
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -10,7 +10,16 @@ import httpx
 import pytest
 
 from bot.app.github.client import GitHubError
-from tests.app.test_github_client import INSTALLATION, NAME, OWNER, REPO, FakeClock, Rig, make_rig, seed
+from tests.app.github.test_github_client import (
+    INSTALLATION,
+    NAME,
+    OWNER,
+    REPO,
+    FakeClock,
+    Rig,
+    make_rig,
+    seed,
+)
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.fake_github_auth import gidgethub_clock
 from tests.support.fake_github_state import PullFile

@@ -21,7 +21,7 @@ from bot.app.runs.budget import (
 )
 from bot.app.runs.review_context import ReviewContext, UntrustedSection, merge_parts, plan_diff
 
-CALIBRATION = Path(__file__).parent.parent / "data" / "token_calibration.json"
+CALIBRATION = Path(__file__).parents[2] / "data" / "token_calibration.json"
 
 
 def test_the_estimate_never_counts_fewer_tokens_than_the_measured_tokenizer() -> None:

@@ -16,7 +16,7 @@ from starlette.applications import Starlette
 
 from bot.app.settings import Settings
 from bot.app.web.setup import MAX_APP_NAME, suggest_name, unreachable_reason
-from tests.app.test_setup_mode import NEW_SECRET, PUBLIC, TOKEN, form_of, setup_settings, unlock
+from tests.app.web.test_setup_mode import NEW_SECRET, PUBLIC, TOKEN, form_of, setup_settings, unlock
 from tests.support.fake_github import FakeGitHub, checked_fake_github, shared_app_key
 from tests.support.web_app import running_app, runtime_of
 

@@ -12,7 +12,7 @@ from bot.app.commands import Command
 from bot.app.github.payloads import CommentEvent
 from bot.app.webhooks.routing import Act, Ignore, Reply, decide, parse_comment_event
 
-WEBHOOKS = Path(__file__).resolve().parent.parent / "data" / "github" / "webhooks"
+WEBHOOKS = Path(__file__).resolve().parents[2] / "data" / "github" / "webhooks"
 
 
 def load(name: str, **comment: Any) -> dict[str, Any]:

@@ -239,7 +239,7 @@ def test_the_summary_lists_each_range_and_what_became_of_it() -> None:
 
 
 def test_the_docs_show_a_summary_the_bot_would_write() -> None:
-    page = (Path(__file__).parents[2] / "docs" / "automatic-reviews.md").read_text(encoding="utf-8")
+    page = (Path(__file__).parents[3] / "docs" / "automatic-reviews.md").read_text(encoding="utf-8")
     shown = page.split("The summary comment looks like this:\n\n```markdown\n", 1)[1].split("\n```", 1)[0]
 
     def sha(short: str) -> str:

@@ -21,7 +21,7 @@ from bot.app.jobs.retention import prune
 from bot.app.jobs.schema import held_commits, schema_version
 from bot.app.jobs.store import Store, pending_pushes
 from bot.beam.errors import BeamError
-from tests.app.test_checkout import commit_in_tree
+from tests.app.git.test_checkout import commit_in_tree
 from tests.support.git_http import GitHttpServer
 
 pytestmark = pytest.mark.anyio

@@ -18,7 +18,7 @@ from bot.app.webhooks.triage import can_lead_to_work
 from tests.support.db import opened
 from tests.support.webhooks import load_payload, review_comment_payload
 
-SCHEMA = Path(__file__).parents[1] / "data/github/webhook-schemas/pull_request_review_thread.resolved.json"
+SCHEMA = Path(__file__).parents[2] / "data/github/webhook-schemas/pull_request_review_thread.resolved.json"
 
 
 @pytest.mark.parametrize(

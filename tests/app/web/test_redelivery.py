@@ -21,7 +21,7 @@ from bot.app.runs import render
 from bot.app.settings import Settings
 from bot.app.web.metrics import Metrics
 from bot.app.web.redelivery import RedeliverySweep, missed_deliveries
-from tests.app.test_intake import parse_metrics
+from tests.app.web.test_intake import parse_metrics
 from tests.support.fake_github import BASE_URL, FakeGitHub, checked_fake_github
 from tests.support.fake_github_hooks import Attempt
 from tests.support.web_app import registered_settings, running_app, runtime_of

@@ -23,7 +23,7 @@ from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fak
 from tests.support.web_app import running_app, runtime_of
 from tests.support.webhooks import delivery, raw_payload
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PUBLIC = "https://bot.example.org"
 TOKEN = "setup-token-for-the-tests"
 NEW_SECRET = "whsec-from-the-manifest-flow"

@@ -28,7 +28,7 @@ from bot.app.repo_config.__main__ import main
 from bot.app.runs.render import render_config_errors
 from bot.beam.sandbox_policy import BlockedPaths
 
-SCHEMA_FILE = Path(__file__).resolve().parents[2] / "schema" / "beam-config.schema.json"
+SCHEMA_FILE = Path(__file__).resolve().parents[3] / "schema" / "beam-config.schema.json"
 
 # The example of docs/configuration.md (once the README's) as it began, before `docs` and `auto_review`.
 README_EXAMPLE = """\
