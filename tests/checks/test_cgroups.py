@@ -188,6 +188,17 @@ def test_v2_a_delegated_cgroup_is_adopted_through_a_leaf(tmp_path: Path) -> None
     assert not check.path.exists()
 
 
+def test_v2_a_second_process_of_the_bot_makes_its_checks_beside_the_leaf(tmp_path: Path) -> None:
+    """The first process moved every process of the cgroup into `beam-bot`; the next one to start
+    (a worker) finds itself there and makes its checks' cgroups beside the leaf, not below it."""
+    base = _cgroup_tree(tmp_path, subtree="memory", procs="")
+    (base / "beam-bot").mkdir()
+    (tmp_path / "proc" / "cgroup").write_text("0::/system.slice/beam.service/beam-bot\n")
+    found = Cgroups.find(tmp_path / "proc")
+    assert found.base == base, found.reason
+    assert not (base / "beam-bot" / "beam-bot").exists()
+
+
 def test_v2_without_the_memory_controller_there_is_no_cgroup(tmp_path: Path) -> None:
     base = _cgroup_tree(tmp_path, subtree="", procs="")
     (base / "cgroup.controllers").write_text("cpu pids\n")

@@ -177,6 +177,8 @@ def _v2(lines: list[str], mounts: list[str]) -> Cgroups:
     base = _mount_dir(mounts, "cgroup2", None, path) if path is not None else None
     if base is None:
         return Cgroups(None, 0, "no cgroup v2 hierarchy is mounted where this process can see it")
+    if base.name == _LEAF:  # another process of the bot adopted the cgroup first: checks go beside it
+        base = base.parent
     try:
         controllers = (base / "cgroup.controllers").read_text().split()
     except OSError as exc:
