@@ -68,6 +68,25 @@ class ReviewRules(BaseModel):
         "the server's limit (default: the server's, 3).",
     )
 
+    focus: bool = Field(
+        default=True,
+        description="Show the model each changed hunk widened to its enclosing function or class "
+        "(tree-sitter), in calls of about 2,500 tokens, instead of whole files' hunks in calls as "
+        "large as the budget allows.",
+    )
+    passes: int = Field(
+        default=1,
+        ge=1,
+        le=9,
+        description="Reviews run, each with the hunks in a different order; a finding is posted when a "
+        "majority of them report it. May only lower the server's cap (`BEAM_REVIEW_MAX_PASSES`, 3).",
+    )
+    verify: bool = Field(
+        default=True,
+        description="Before a finding is posted, ask the model whether the bug is real and which line "
+        "of the change shows it; a finding it cannot back is dropped, and the review's footer counts it.",
+    )
+
     @field_validator("path_instructions", mode="after")
     @classmethod
     def _check_instructions(cls, value: dict[str, str]) -> dict[str, str]:
@@ -105,6 +124,10 @@ class ReviewRules(BaseModel):
     def calls_limit(self, server_limit: int) -> int:
         """The chunked calls a review may make: the server's limit, or this file's if lower."""
         return server_limit if self.max_calls is None else min(self.max_calls, server_limit)
+
+    def passes_limit(self, server_limit: int) -> int:
+        """The votes one review runs: the repository's `passes`, never over the server's cap."""
+        return max(1, min(self.passes, server_limit))
 
     def posts(self, severity: str) -> bool:
         """Whether a finding of `severity` is at or above the threshold."""
