@@ -2,20 +2,19 @@
 file's syntax is worse than none, since one click commits it.
 
 Python is parsed with `ast`; JavaScript, TypeScript (and TSX) and Go with tree-sitter's maintained
-grammar packages. Any other language has no parser here, so its suggestions are not checked (and
-still offered). What counts is a change: a file that did not parse before the suggestion does not
-make the suggestion wrong.
+grammar packages (loaded by runs/grammars.py). Any other language has no parser here, so its
+suggestions are not checked (and still offered). What counts is a change: a file that did not parse
+before the suggestion does not make the suggestion wrong.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import posixpath
 import warnings
 from collections.abc import Callable
 
-from tree_sitter import Language, Parser
+from bot.app.runs.grammars import GRAMMAR_BY_EXTENSION, parse_tree
 
 Check = Callable[[str], bool]
 
@@ -30,41 +29,20 @@ def _python(text: str) -> bool:
     return True
 
 
-@functools.cache
-def _parser(grammar: str) -> Parser:
-    if grammar == "javascript":
-        import tree_sitter_javascript as module
-
-        return Parser(Language(module.language()))
-    if grammar == "go":
-        import tree_sitter_go as go
-
-        return Parser(Language(go.language()))
-    import tree_sitter_typescript as ts
-
-    return Parser(Language(ts.language_tsx() if grammar == "tsx" else ts.language_typescript()))
-
-
 def _tree_sitter(grammar: str) -> Check:
     def check(text: str) -> bool:
-        tree = _parser(grammar).parse(text.encode("utf-8", "surrogatepass"))
-        return not tree.root_node.has_error
+        return not parse_tree(grammar, text).root_node.has_error
 
     return check
 
 
+# Python is left to `ast` (what the interpreter accepts, not a grammar's approximation of it). Rust's
+# grammar came for focused passes (runs/focus.py); its suggestions stay unchecked until tests cover them.
+_TREE_SITTER = ("javascript", "typescript", "tsx", "go")
 _BY_EXTENSION: dict[str, Check] = {
-    ".py": _python,
-    ".pyi": _python,
-    ".js": _tree_sitter("javascript"),
-    ".mjs": _tree_sitter("javascript"),
-    ".cjs": _tree_sitter("javascript"),
-    ".jsx": _tree_sitter("javascript"),
-    ".ts": _tree_sitter("typescript"),
-    ".mts": _tree_sitter("typescript"),
-    ".cts": _tree_sitter("typescript"),
-    ".tsx": _tree_sitter("tsx"),
-    ".go": _tree_sitter("go"),
+    ext: _python if grammar == "python" else _tree_sitter(grammar)
+    for ext, grammar in GRAMMAR_BY_EXTENSION.items()
+    if grammar == "python" or grammar in _TREE_SITTER
 }
 
 
