@@ -18,7 +18,7 @@ import math
 import posixpath
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from bot.app.github.models import PullFile
@@ -169,6 +169,7 @@ class Section:
     text: str
     tokens: int
     cut: bool = False  # only its first hunks fit
+    part: int = 0  # which part of a file whose hunks were split across calls (1, 2, ...); 0: whole
 
 
 @dataclass
@@ -199,7 +200,7 @@ def _cut(section: Section, room: int, format_hunks: list[str]) -> Section | None
     if len(kept) == 1:
         return None
     text = "\n".join([*kept, "(the rest of this file is not shown)"])
-    return Section(section.item, text, estimate_tokens(text), cut=True)
+    return replace(section, text=text, tokens=estimate_tokens(text), cut=True)
 
 
 def plan_budget(

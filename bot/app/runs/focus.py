@@ -326,6 +326,11 @@ def _render(definition: Definition, hunks: list[Hunk], lines: list[str]) -> Bloc
     return Block("\n".join(out), low, high)
 
 
+def hunk_blocks(item: PullFile) -> list[Block]:
+    """The blocks of a changed file with a patch, unfocused: each hunk as `format_hunk` shows it."""
+    return [Block("\n".join(format_hunk(hunk)), *_span(hunk)) for hunk in parse_hunks(item.patch or "")]
+
+
 def focused_hunks(item: PullFile, source: str | None) -> list[Block]:
     """The blocks of a changed file with a patch: each hunk inside its enclosing definition, hunks
     of one definition together, in the file's order. `source`: the file's text at the head."""

@@ -1,16 +1,20 @@
 """The diff part of a prompt, shared by `/beam review` (runs/prompt.py), automatic reviews
 (reviews/prompt.py) and `beam-bot run`: numbered hunks (diff_context.py) of the files that matter,
-packed into calls within the token budget (budget.py), each call with the linters' findings on its
-files and the extra sections a caller adds, all of it data from outside.
+each widened to its enclosing function or class when focused (focus.py), packed into calls within
+the token budget (budget.py), each call with the linters' findings on its files and the extra
+sections a caller adds, all of it data from outside.
 
 The inputs are what GitHub gives (the pull request's files with their `patch`) plus what the checkout
-holds (the head's `.gitattributes`, linter findings), so a local run builds the same prompt.
+holds (the head's `.gitattributes` and changed files, linter findings), so a local run builds the
+same prompt.
 """
 
 from __future__ import annotations
 
+import math
+import random
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,14 +34,9 @@ from bot.app.runs.budget import (
     plan_budget,
     skip_reason,
 )
-from bot.app.runs.diff_context import (
-    added_lines,
-    file_heading,
-    format_file,
-    format_hunk,
-    normalised_claim,
-    parse_hunks,
-)
+from bot.app.runs.diff_context import added_lines, file_heading, format_file, normalised_claim
+from bot.app.runs.focus import Block, focused_hunks, hunk_blocks
+from bot.app.runs.grammars import grammar_for
 from bot.app.runs.linters import LintFinding, LintReport, run_linters
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
@@ -48,6 +47,10 @@ RESERVED_TOKENS = 3_000  # the system prompt, the tool schemas and room for the 
 MAX_EXTRA_SHARE = 4  # extra sections take at most a quarter of a call
 MAX_GITATTRIBUTES_BYTES = 256 * 1024
 MAX_NAMED = 40  # file names per list in a prompt; the rest are counted
+# A focused call's diff, in tokens, while the change fits `max_calls` of them. SWE-PRBench: a ~2k-token
+# structured diff beat full context for every model tried, and more pasted context made models worse.
+FOCUS_TOKENS = 2_500
+MAX_SOURCE_BYTES = 512 * 1024  # a changed file read for focus; a larger one is shown as bare hunks
 
 
 @dataclass(frozen=True)
@@ -62,13 +65,19 @@ class UntrustedSection:
 @dataclass(frozen=True)
 class ReviewContext:
     """What a prompt gets beyond the pull request's files: the checkout's `.gitattributes` at the
-    head, the linters' report, extra sections, and the budget (tokens per call, calls)."""
+    head, the linters' report, extra sections, and the budget (tokens per call, calls).
+    `sources`: the head's text of the changed files, to widen each hunk to its enclosing definition
+    (focus.py); None shows bare hunks in calls as large as the budget allows. `order`: 0 packs the
+    files by importance; another number, a shuffled order of files and hunks, the same for the
+    same number (a review run several times, each pass seeing the hunks in another order)."""
 
     gitattributes: str | None = None
     lint: LintReport | None = None
     sections: Sequence[UntrustedSection] = ()
     tokens_per_call: int = DEFAULT_TOKENS_PER_CALL
     max_calls: int = DEFAULT_MAX_CALLS
+    sources: Mapping[str, str] | None = None
+    order: int = 0
 
 
 @dataclass
@@ -81,8 +90,13 @@ class DiffChunk:
 
 @dataclass
 class DiffPlan:
+    """The calls of a review. `shape`, for logs and the review's footer: "whole" (one call holds every
+    shown file whole), "per file" (several calls, no file split) or "per hunk" (some file's hunks
+    are split across calls, or cut)."""
+
     chunks: list[DiffChunk] = field(default_factory=list)
     budget: BudgetPlan = field(default_factory=BudgetPlan)
+    shape: str = "whole"
 
     @property
     def left_out(self) -> list[tuple[str, str]]:
@@ -91,12 +105,6 @@ class DiffPlan:
     def left_out_names(self) -> list[str]:
         """For the summary's "not reviewed" line: each file with why."""
         return [f"{path} ({why})" for path, why in self.left_out]
-
-
-def _blocks(item: PullFile) -> list[str]:
-    blocks = [file_heading(item)]
-    blocks += ["\n".join(format_hunk(h)) for h in parse_hunks(item.patch or "")]
-    return blocks
 
 
 def _lint_lines(findings: Sequence[LintFinding]) -> list[str]:
@@ -125,8 +133,127 @@ def _extra_lines(sections: Sequence[UntrustedSection], room: int) -> list[str]:
     return out
 
 
+@dataclass
+class _File:
+    """One shown file before packing: its heading (with its note when it has no patch), its blocks
+    (each a hunk, or a definition with its hunks when focused) and the linter findings on it."""
+
+    item: PullFile
+    heading: str
+    blocks: list[Block]
+    findings: list[LintFinding]
+
+    def text(self) -> str:
+        return "\n".join([self.heading, *(block.text for block in self.blocks)])
+
+    def cost(self) -> int:
+        return estimate_tokens(self.text()) + estimate_tokens("\n".join(_lint_lines(self.findings)))
+
+
+def _shown_files(
+    kept: Sequence[PullFile],
+    rules: Sequence[AttrRule],
+    context: ReviewContext,
+    findings: Sequence[LintFinding],
+) -> list[_File]:
+    """The files in the order they are packed: by importance, or (`context.order`) shuffled, files
+    and each file's blocks, the same way for the same order."""
+    files = ordered(kept, rules)
+    # Not a secret: the same order must give the same plan (tests, a retried pass).
+    shuffle = random.Random(context.order).shuffle if context.order > 0 else None  # noqa: S311
+    if shuffle is not None:
+        shuffle(files)
+    out: list[_File] = []
+    for item in files:
+        lint = [f for f in findings if f.path == item.filename]
+        if not (item.patch or "").strip():
+            out.append(_File(item, format_file(item), [], lint))
+            continue
+        if context.sources is not None:
+            blocks = focused_hunks(item, context.sources.get(item.filename))
+        else:
+            blocks = hunk_blocks(item)
+        if shuffle is not None:
+            shuffle(blocks)
+        out.append(_File(item, file_heading(item), blocks, lint))
+    return out
+
+
+def _parts(shown: _File, room: int) -> list[_File]:
+    """A file larger than a call as parts of whole blocks that each fit in one (a block larger than
+    a call is a part of its own, which the packer then cuts); a file that fits stays whole."""
+    if shown.cost() <= room or len(shown.blocks) < 2:
+        return [shown]
+    note = estimate_tokens(_part_note(99, 99)) + 1
+    groups: list[list[Block]] = [[]]
+    for block in shown.blocks:
+        blocks = [*groups[-1], block]
+        trial = _File(shown.item, shown.heading, blocks, _findings_in(shown.findings, blocks))
+        if groups[-1] and trial.cost() + note > room:
+            groups.append([])
+        groups[-1].append(block)
+    parts = []
+    for index, blocks in enumerate(groups, 1):
+        heading = f"{shown.heading}\n{_part_note(index, len(groups))}"
+        lint = _findings_in(shown.findings, blocks) if index > 1 else _first_part_findings(shown, blocks)
+        parts.append(_File(shown.item, heading, blocks, lint))
+    return parts
+
+
+def _part_note(index: int, count: int) -> str:
+    return f"(part {index} of {count} of this file's hunks; another call of this review shows the rest)"
+
+
+def _findings_in(findings: Sequence[LintFinding], blocks: Sequence[Block]) -> list[LintFinding]:
+    return [f for f in findings if any(b.first <= f.line <= b.last for b in blocks)]
+
+
+def _first_part_findings(shown: _File, blocks: Sequence[Block]) -> list[LintFinding]:
+    """The first part's findings: those on its lines, and those on lines no block shows."""
+    return [
+        f
+        for f in shown.findings
+        if any(b.first <= f.line <= b.last for b in blocks)
+        or not any(b.first <= f.line <= b.last for b in shown.blocks)
+    ]
+
+
+def _pack(
+    shown: Sequence[_File],
+    room: int,
+    max_calls: int,
+    skipped: Sequence[tuple[str, str]],
+    deleted: Sequence[str],
+    *,
+    split: bool,
+) -> tuple[BudgetPlan, dict[tuple[str, int], list[LintFinding]]]:
+    """The calls, by budget.py's first-fit packer. `split`: a file larger than a call goes as parts
+    that other calls may take; otherwise the packer shows its first hunks only (the rest is named)."""
+    sections: list[tuple[Section, list[str]]] = []
+    findings: dict[tuple[str, int], list[LintFinding]] = {}
+    for whole in shown:
+        parts = _parts(whole, room) if split else [whole]
+        for index, part in enumerate(parts, 1 if len(parts) > 1 else 0):
+            section = Section(part.item, part.text(), part.cost(), part=index)
+            sections.append((section, [part.heading, *(block.text for block in part.blocks)]))
+            findings[(part.item.filename, index)] = part.findings
+    budget = plan_budget(sections, room=room, max_calls=max_calls, skipped=skipped, deleted=deleted)
+    return budget, findings
+
+
+def _shape(budget: BudgetPlan) -> str:
+    sections = [section for chunk in budget.chunks for section in chunk]
+    if any(section.cut or section.part for section in sections):
+        return "per hunk"
+    return "whole" if len(budget.chunks) <= 1 else "per file"
+
+
 def plan_diff(files: Sequence[PullFile], context: ReviewContext, overhead: int) -> DiffPlan:
-    """Pack `files` into calls. `overhead`: tokens of the rest of one call's prompt (task, metadata)."""
+    """Pack `files` into calls. `overhead`: tokens of the rest of one call's prompt (task, metadata).
+
+    Focused (`context.sources` given), each file's hunks are widened to their definitions (focus.py)
+    and a call holds about `FOCUS_TOKENS` of them: as many calls as `max_calls` allows before a call
+    grows, and a call grows before a file is left out (up to the whole budget of a call)."""
     rules: list[AttrRule] = parse_gitattributes(context.gitattributes)
     skipped: list[tuple[str, str]] = []
     deleted: list[str] = []
@@ -143,23 +270,28 @@ def plan_diff(files: Sequence[PullFile], context: ReviewContext, overhead: int) 
     extra = _extra_lines(context.sections, extra_room)
     fixed = overhead + RESERVED_TOKENS + estimate_tokens("\n".join(extra)) + _names_reserve(files)
     room = max(500, context.tokens_per_call - fixed)
+    max_calls = max(1, context.max_calls)
     findings = context.lint.findings if context.lint is not None else []
-    sections: list[tuple[Section, list[str]]] = []
-    for item in ordered(kept, rules):
-        text = format_file(item)
-        lint = [f for f in findings if f.path == item.filename]
-        cost = estimate_tokens(text) + estimate_tokens("\n".join(_lint_lines(lint)))
-        sections.append((Section(item, text, cost), _blocks(item)))
-    budget = plan_budget(
-        sections, room=room, max_calls=max(1, context.max_calls), skipped=skipped, deleted=deleted
-    )
-    plan = DiffPlan(budget=budget)
+    shown = _shown_files(kept, rules, context, findings)
+    if context.sources is not None:
+        total = sum(f.cost() for f in shown)
+        full, room = room, min(room, max(FOCUS_TOKENS, math.ceil(total / max_calls)))
+        split = max_calls > 1  # one call: a part has no other call to go to
+        budget, by_part = _pack(shown, room, max_calls, skipped, deleted, split=split)
+        # First fit wastes some room, so `total / max_calls` may not hold every file: grow the calls
+        # a quarter at a time, never past the budget, until nothing is cut or left out for size.
+        while room < full and (budget.cut or len(budget.left_out) > len(skipped)):
+            room = min(full, math.ceil(room * 1.25))
+            budget, by_part = _pack(shown, room, max_calls, skipped, deleted, split=split)
+    else:
+        budget, by_part = _pack(shown, room, max_calls, skipped, deleted, split=False)
+    plan = DiffPlan(budget=budget, shape=_shape(budget))
     for chunk in budget.chunks or [[]]:
-        names = [s.item.filename for s in chunk]
+        names = list(dict.fromkeys(s.item.filename for s in chunk))
         lines = [s.text for s in chunk]
         if deleted:
             lines.append("deleted files (not shown): " + _names(deleted))
-        lines += _lint_lines([f for f in findings if f.path in names])
+        lines += _lint_lines([f for s in chunk for f in by_part[(s.item.filename, s.part)]])
         lines += extra
         plan.chunks.append(DiffChunk(lines, names))
     return plan
@@ -203,6 +335,24 @@ def read_gitattributes(root: SandboxRoot) -> str | None:
         return None
 
 
+def read_sources(root: SandboxRoot, paths: Sequence[str]) -> dict[str, str]:
+    """The head's text of the changed files that focus can read (a grammar knows them), read like any
+    other file of the tree (a symlink out of the checkout is not followed); a file that is absent,
+    over `MAX_SOURCE_BYTES` or not UTF-8 is left out, and its hunks are shown bare."""
+    sources: dict[str, str] = {}
+    for path in paths:
+        if grammar_for(path) is None:
+            continue
+        try:
+            real = root.resolve(path)
+            if not real.is_file() or real.stat().st_size > MAX_SOURCE_BYTES:
+                continue
+            sources[path] = real.read_text(encoding="utf-8")
+        except (BeamError, OSError, UnicodeDecodeError):
+            continue
+    return sources
+
+
 def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
     near = a["path"] == b["path"] and abs(int(a["line"]) - int(b["line"])) <= 1
     return near and normalised_claim(a.get("finding", a["body"])) == normalised_claim(
@@ -230,19 +380,28 @@ async def review_context(
     sections: Sequence[UntrustedSection] = (),
     *,
     lint: bool = True,
+    focus: bool | None = None,
+    order: int = 0,
 ) -> ReviewContext:
     """A review's context from its checkout: the head's `.gitattributes`, the linters' findings on
-    changed lines (unless `review.linters` is off), the budget (`review.max_calls` lowers the server's)."""
+    changed lines (unless `review.linters` is off), the budget (`review.max_calls` lowers the server's),
+    and, focused (`focus`, else `review.focus`), the head's text of the changed files. `order`: the
+    pass's order of files and hunks (0: by importance)."""
     changed = {f.filename: added_lines(f.patch) for f in files if f.status != "removed"}
     report = None
     if lint and rules.linters is not False:
         report = await run_linters(root, changed, enabled=rules.linter_enabled)
+    sources = None
+    if rules.focus if focus is None else focus:
+        sources = await anyio.to_thread.run_sync(read_sources, root, list(changed))
     return ReviewContext(
         gitattributes=await anyio.to_thread.run_sync(read_gitattributes, root),
         lint=report,
         sections=sections,
         tokens_per_call=limits.review_tokens_per_call,
         max_calls=rules.calls_limit(limits.review_max_calls),
+        sources=sources,
+        order=order,
     )
 
 

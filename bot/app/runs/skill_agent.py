@@ -95,7 +95,9 @@ async def run_prompts(
     review = skill == "review"
     if not review or sections is None:
         sections = ()
-    context = await review_context(sandbox, files, rules, limits, sections, lint=review)
+    # Focus (`review.focus`) is the review's: other skills read the bare hunks, as many as one call holds.
+    focus = None if review else False
+    context = await review_context(sandbox, files, rules, limits, sections, lint=review, focus=focus)
     _, coverage = build_prompt(
         event,
         skill,
