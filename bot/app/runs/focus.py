@@ -172,7 +172,7 @@ def definitions_around(root: Node, grammar: str, first: int, last: int) -> list[
         span, kind, name, counted = found
         if kind == "function" and chain and chain[-1].kind in _METHOD_HOLDERS:
             kind = "method"
-        qualified = ".".join([*(d.name for d in chain), name])
+        qualified = f"{chain[-1].name}.{name}" if chain else name
         chain.append(Definition(kind, qualified, span.start_point.row + 1, _end_row(span) + 1))
 
 
