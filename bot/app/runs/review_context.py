@@ -279,9 +279,9 @@ def plan_diff(files: Sequence[PullFile], context: ReviewContext, overhead: int) 
         split = max_calls > 1  # one call: a part has no other call to go to
         budget, by_part = _pack(shown, room, max_calls, skipped, deleted, split=split)
         # First fit wastes some room, so `total / max_calls` may not hold every file: grow the calls
-        # a quarter at a time, never past the budget, until nothing is cut or left out for size.
+        # a tenth at a time, never past the budget, until nothing is cut or left out for size.
         while room < full and (budget.cut or len(budget.left_out) > len(skipped)):
-            room = min(full, math.ceil(room * 1.25))
+            room = min(full, math.ceil(room * 1.1))
             budget, by_part = _pack(shown, room, max_calls, skipped, deleted, split=split)
     else:
         budget, by_part = _pack(shown, room, max_calls, skipped, deleted, split=False)
