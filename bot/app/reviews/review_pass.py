@@ -236,6 +236,8 @@ class ReviewPass:
         """The votes, then the majority's findings checked, then one review posted."""
         ends: list[PassEnd] = []
         for order in range(max(1, self.passes)):
+            if order and await self.guard() is not None:  # a cap reached by the votes before
+                break
             ends.append(await self._vote(order, collect=True))
             if self.guard.stop is not None:
                 break
