@@ -4,18 +4,22 @@ clean changes, for the review pipeline against the bare model, in the same run.
 Two corpora (`--corpus written|real|all`): the 24 written cases (bench/data/review_cases/, see
 review_eval_cases.py) and 35 real bug fixes from public repositories, reverted (real_bugs.py; they
 are rebuilt from local mirrors, `--mirrors DIR`). Each case is read as a two-commit repository by
-the named configurations of `CONFIGS` (`--variants`); those issue 30 plans after issue 29's
-review-pass refactor are listed without a reviewer, so the table keeps their rows and adding one is
-one entry:
+the named configurations of `CONFIGS` (`--variants`), each adding one of issue 30's steps to the one
+before, so the table says what each part adds:
 
 - `bare`: one call with the raw `git diff`, asked for JSON findings `[{path, line, claim}]`, read
   leniently (fenced or not, wrapped or not);
-- `pipeline`: the automatic review as the bot runs it (reviews/agent.py, in process): the prompt of
-  `reviews/prompt.build_review_prompts` (numbered hunks, token budget and order, linter findings on
-  changed lines), the `review` skill with the sandbox tools on the checkout and `review_change`; the
-  findings are the inline comments the bot would post;
+- `pipeline`: the automatic review as the bot runs it, through its own review pass
+  (reviews/review_pass.py, in process) with the prompts of reviews/agent.py (numbered hunks, token
+  budget and order, linter findings on changed lines), the `review` skill's tool loop with the
+  sandbox tools and `review_change`; the findings are the inline comments it would post. Issue 30's
+  steps are off: no structured output, whole files' hunks, one pass, no verification;
 - `plain`: the same pipeline with issue 21's items 1-3 off: the diff as GitHub's raw patches in
-  GitHub's file order under the old character cap, no linters (the prompt as it was before them).
+  GitHub's file order under the old character cap, no linters (the prompt as it was before them);
+- `structured`: + the review asked for as structured output (a JSON schema), the tool loop its
+  fallback; `focused`: + focused passes (each hunk widened to its enclosing definition, small
+  calls); `votes3`: + three votes, a majority's findings kept; `verify`: + the verification pass.
+  `verify` is the bot's default (`review.passes` aside, which is 1 unless a repository raises it).
 
 Measures per reviewer: recall (bug cases with a finding within 3 lines of a gold line whose claim
 states the bug, by the rubric judge of review_judge.py), the same counting any finding on the line
@@ -39,7 +43,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,26 +71,20 @@ from review_eval_cases import (
 from review_judge import praises, states_bug
 
 from bot.app.github.models import PullFile, PullRequest
-from bot.app.reviews.diffmap import DiffMap
+from bot.app.limits.policy import Limits
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews.prompt import TASK, build_review_prompts
-from bot.app.reviews.review_tool import CheckedSuggestions, ReviewChangeTool, review_in_text
+from bot.app.reviews.review_pass import PassPrompts, ReviewPass
 from bot.app.reviews.scope import Scope
-from bot.app.runs.diff_context import added_lines
-from bot.app.runs.host_tools import ToolReport, host_tools
-from bot.app.runs.linters import run_linters
 from bot.app.runs.prompt import MAX_BODY_CHARS
-from bot.app.runs.review_context import ReviewContext, merge_parts, read_gitattributes
-from bot.app.runs.skill_agent import skill_runner
-from bot.beam.completion import Completion, CompletionClientBase
-from bot.beam.hub import RiverBeam
+from bot.app.runs.review_context import review_context
+from bot.app.runs.usage import Meter, RunGuard
+from bot.beam.completion import Completion
 from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.sandbox import SandboxRoot, WorkingTree
-from bot.beam.sandbox_tools import sandbox_tools
-from bot.beam.tools import ToolSpec
-from bot.beam.types import ContentPart, InvokeRequest
 
 PLAIN_PATCH_CHARS = 60_000  # the character cap of the diff before the token budget (issue 21)
-MAX_ROUNDS = 4  # model calls per review call before the run is stopped (the bot allows 8)
+MAX_MINUTES = 30  # a review's time cap (`max_minutes_per_run`): a stuck case ends, it is not waited on
 REPO = "bench/review-case"
 BARE_PROMPT = (
     "Review this change for bugs. Reply with JSON only: a list of findings, each "
@@ -95,21 +93,21 @@ BARE_PROMPT = (
 )
 
 
-class Metered(CompletionClientBase):
-    """The model client, counting calls and the prompt tokens the server reports."""
+class Metered(Meter):
+    """The run's meter (runs/usage.py), also keeping the last answer for the per-case dump."""
 
     def __init__(self, inner: OpenAiCompatible) -> None:
-        self.inner = inner
-        self.calls = 0
-        self.prompt_tokens = 0
+        super().__init__(inner)
+        self.client = inner
         self.last: Completion | None = None
 
-    async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
-        completion = await self.inner.complete(messages, tools)
-        self.calls += 1
-        self.prompt_tokens += completion.usage.prompt_tokens if completion.usage else 0
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input_tokens
+
+    def _count(self, completion: Completion) -> Completion:
         self.last = completion
-        return completion
+        return super()._count(completion)
 
 
 def pull_files(files: list[ChangedFile]) -> list[PullFile]:
@@ -172,58 +170,64 @@ async def review_bare(client: Metered, repo: Path, base: str, head: str) -> list
     return parse_findings(completion.text or "")
 
 
-async def review_agent(client: Metered, repo: Path, base: str, head: str, *, items_on: bool) -> list[Finding]:
-    """One automatic review as reviews/agent.py runs it, its posted comments as findings."""
+@dataclass(frozen=True)
+class Steps:
+    """Which of issue 30's steps a pipeline configuration takes (all off: the pipeline before it)."""
+
+    items: bool = True  # issue 21's items 1-3: numbered hunks in budget order, linters
+    structured: bool = False
+    focus: bool = False
+    passes: int = 1
+    verify: bool = False
+
+
+async def review_agent(client: Metered, repo: Path, base: str, head: str, *, steps: Steps) -> list[Finding]:
+    """One automatic review through the bot's own review pass (reviews/review_pass.py), with the
+    prompts reviews/agent.py builds; its posted comments are the findings."""
     files = changed_files(repo, base, head)
     pull, scope = pull_request(base, head, files), Scope(pull_files(files), total=len(files))
     tree = WorkingTree(SandboxRoot(repo), ["main"], allowed_push_branches=set())
-    if items_on:
-        changed = {f.filename: added_lines(f.patch) for f in scope.files if f.status != "removed"}
-        context = ReviewContext(
-            gitattributes=read_gitattributes(tree.sandbox), lint=await run_linters(tree.sandbox, changed)
+    rules = ReviewRules(focus=steps.focus, passes=steps.passes, verify=steps.verify)
+    limits = Limits()
+
+    async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
+        names = [f.filename for f in shown]
+        if not steps.items:
+            return PassPrompts([plain_prompt(pull, replace(scope, files=shown))], [names])
+        cap = replace(limits, review_max_calls=1) if one_call else limits
+        context = await review_context(tree.sandbox, shown, rules, cap, order=order)
+        built = build_review_prompts(REPO, pull, replace(scope, files=shown), None, None, context)
+        return PassPrompts(
+            built.texts, [c.files for c in built.plan.chunks], lint_ran=context.lint is not None
         )
-        texts = build_review_prompts(REPO, pull, scope, None, None, context).texts
-    else:
-        texts = [plain_prompt(pull, scope)]
-    parts: list[tuple[str, list[dict[str, Any]]]] = []
 
-    async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
-        parts.append((body, comments))
-        return len(parts)
+    posted: list[tuple[str, list[dict[str, Any]]]] = []
 
-    for text in texts:
-        start = client.calls
+    async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
+        posted.append((body, comments))
+        return len(posted)
 
-        async def guard(start: int = start) -> str | None:
-            # Past MAX_ROUNDS the run stops, unless the last answer is the call that posts.
-            last = client.last.tool_calls if client.last else None
-            posting = any(c.name == "review_change" for c in last or ())
-            return "rounds" if client.calls - start >= MAX_ROUNDS and not posting else None
+    async def nobody() -> str | None:
+        return None
 
-        report = ToolReport()
-        review = ReviewChangeTool(
-            DiffMap.from_files((f.filename, f.patch) for f in scope.files),
-            report,
-            collect,
-            tree.sandbox,
-            fold_outside=False,
-            checked=CheckedSuggestions(ruff=items_on),
-        )
-        blob_url = lambda p, a, b: f"https://example.invalid/{p}#L{a}-L{b}"  # noqa: E731
-        tools = [*sandbox_tools(tree), *host_tools(tree.sandbox, report, blob_url=blob_url), review]
-        hub = RiverBeam()
-        hub.register_agent(skill_runner("review", client, tools, should_stop=guard))  # as reviews/agent.py
-        request = InvokeRequest(
-            agent_name="review",
-            content=[ContentPart.text_part(text)],
-            session_id=uuid.uuid4(),
-            request_id=uuid.uuid4(),
-            metadata={"repository": REPO, "number": 1},
-        )
-        answer = (await hub.invoke(request)).result
-        if not answer.interrupted:  # as reviews/agent.py: findings the model wrote as JSON in its text
-            await review_in_text(tools, answer.text)
-    _, comments = merge_parts(parts) if parts else ("", [])
+    guard = RunGuard(client, Limits(max_minutes_per_run=MAX_MINUTES), month_used=0, cancelled_by=nobody)
+    await ReviewPass(
+        tree=tree,
+        files=scope.files,
+        prompts=prompts,
+        meter=client,
+        guard=guard,
+        post=post,
+        blob_url=lambda p, a, b: f"https://example.invalid/{p}#L{a}-L{b}",
+        run_id=str(uuid.uuid4()),
+        repository=REPO,
+        number=1,
+        fold_outside=False,  # as reviews/agent.py: automatic reviews comment on changed lines only
+        passes=steps.passes,
+        verify=steps.verify,
+        structured=steps.structured,
+    ).run()
+    comments = posted[0][1] if posted else []
     return [
         Finding(str(c["path"]), int(c["line"]), str(c.get("finding", c.get("body", ""))))
         for c in comments
@@ -234,9 +238,9 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ite
 Review = Callable[[Metered, Path, str, str], Awaitable[list[Finding]]]
 
 
-def _agent(items_on: bool) -> Review:
+def _agent(steps: Steps) -> Review:
     async def agent(client: Metered, repo: Path, base: str, head: str) -> list[Finding]:
-        return await review_agent(client, repo, base, head, items_on=items_on)
+        return await review_agent(client, repo, base, head, steps=steps)
 
     return agent
 
@@ -252,17 +256,16 @@ class Config:
     note: str = ""
 
 
-_LATER = "needs issue 29's review-pass refactor"
 CONFIGS: dict[str, Config] = {
     c.name: c
     for c in (
         Config("bare", "bare model", review_bare),
-        Config("pipeline", "pipeline", _agent(items_on=True)),
-        Config("plain", "pipeline, items 1-3 off", _agent(items_on=False)),
-        Config("structured", "+ structured output", None, _LATER),
-        Config("focused", "+ focused passes", None, _LATER),
-        Config("votes3", "+ votes (3)", None, _LATER),
-        Config("verify", "+ verification", None, _LATER),
+        Config("pipeline", "pipeline", _agent(Steps())),
+        Config("plain", "pipeline, items 1-3 off", _agent(Steps(items=False))),
+        Config("structured", "+ structured output", _agent(Steps(structured=True))),
+        Config("focused", "+ focused passes", _agent(Steps(structured=True, focus=True))),
+        Config("votes3", "+ votes (3)", _agent(Steps(structured=True, focus=True, passes=3))),
+        Config("verify", "+ verification", _agent(Steps(structured=True, focus=True, passes=3, verify=True))),
     )
 }
 VARIANTS = tuple(CONFIGS)
@@ -295,7 +298,7 @@ async def run_case(
             result.prompt_tokens = client.prompt_tokens
             last = client.last
             result.reply = (last.text or "" if last.is_text else repr(last.tool_calls))[:2000] if last else ""
-            await client.inner.aclose()
+            await client.client.aclose()
     return result
 
 

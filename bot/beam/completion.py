@@ -104,6 +104,11 @@ class CompletionClientBase:
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
         raise NotImplementedError
 
+    def structured_ok(self) -> bool:
+        """Whether `complete_structured` may answer: False once the server refused schemas (or for a
+        client without them), so a step that needs a constrained answer knows it cannot have one."""
+        return False
+
     async def complete_structured(
         self,
         messages: list[dict[str, Any]],
@@ -150,6 +155,9 @@ class ScriptedClient(CompletionClientBase):
     @property
     def remaining(self) -> int:
         return len(self._steps)
+
+    def structured_ok(self) -> bool:
+        return self.structured
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
         self.requests.append(([dict(m) for m in messages], list(tools)))

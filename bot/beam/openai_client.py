@@ -52,6 +52,7 @@ _KEY_VARS = ("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
 _BASE_URL_VARS = ("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL")
 _MODEL_VARS = ("BEAM_MODEL", "GFS_BEAM_MODEL")
 _TOOLS_VAR = "BEAM_MODEL_TOOLS"
+_STRUCTURED_VAR = "BEAM_MODEL_STRUCTURED"
 # Issue 20: a small model on a small machine needs more than a minute a call, and fewer tokens.
 _TIMEOUT_VAR = "BEAM_MODEL_TIMEOUT"
 _MAX_TOKENS_VAR = "BEAM_MODEL_MAX_TOKENS"
@@ -118,6 +119,15 @@ def _temperature(env: Mapping[str, str]) -> float | None:
     return value
 
 
+def _structured(env: Mapping[str, str]) -> bool:
+    """`BEAM_MODEL_STRUCTURED`: `auto` (the default: asked, and not again once the server refuses)
+    or `off` (never asked: for a server that accepts the field but answers badly under it)."""
+    value = (env.get(_STRUCTURED_VAR) or "auto").strip().lower()
+    if value not in ("auto", "off"):
+        raise BeamError("BEM-042", f"{_STRUCTURED_VAR} must be auto or off, not {value!r}")
+    return value == "auto"
+
+
 class _Retryable(Exception):
     """An attempt that failed in a way worth trying again; `error` is what to raise if we stop here."""
 
@@ -169,10 +179,12 @@ class OpenAiCompatible(CompletionClientBase):
         sleep: Sleep | None = None,
         tools_mode: ToolsMode = "auto",
         temperature: float | None = None,
+        structured: bool = True,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.temperature = temperature  # None: REVIEW_TEMPERATURE for reviews, the server's otherwise
         self.model = model
+        self.structured = structured  # False: never ask for structured output (BEAM_MODEL_STRUCTURED=off)
         self.tools_mode: ToolsMode = tools_mode
         self.max_tokens = DEFAULT_MAX_TOKENS
         self.extra_body: Any = default_extra_body()
@@ -204,6 +216,7 @@ class OpenAiCompatible(CompletionClientBase):
             tools_mode=tools_mode,
             timeout=_positive(env, _TIMEOUT_VAR, DEFAULT_TIMEOUT),
             temperature=_temperature(env),
+            structured=_structured(env),
         )
         return client.with_max_tokens(int(_positive(env, _MAX_TOKENS_VAR, DEFAULT_MAX_TOKENS, whole=True)))
 
@@ -298,6 +311,10 @@ class OpenAiCompatible(CompletionClientBase):
         """As `complete`, at the temperature of the agent asking (a review's is low)."""
         return await self._complete(messages, tools, self.temperature_for(input.agent_name))
 
+    def structured_ok(self) -> bool:
+        """False when `BEAM_MODEL_STRUCTURED=off`, or once this server refused a schema."""
+        return self.structured and not structured_output.refused(self.base_url, self.model)
+
     async def complete_structured(
         self,
         messages: list[dict[str, Any]],
@@ -311,7 +328,7 @@ class OpenAiCompatible(CompletionClientBase):
         cut by `max_tokens` (a cut object is no answer), or when it is not JSON. The caller then asks
         as before. Sent at the review temperature: structured answers are the review's findings.
         `on_usage` gets the tokens of the call (a usage meter), whatever it returns."""
-        if structured_output.refused(self.base_url, self.model):
+        if not self.structured_ok():
             return None
         body = self.request_body(messages, [], temperature=self.temperature_for("review"))
         body["response_format"] = structured_output.response_format(name, schema)

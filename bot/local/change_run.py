@@ -140,7 +140,7 @@ class ChangeRun:
         event, pull = change.event(self.options.instructions), change.pull_request()
         built: list[tuple[Coverage, ReviewContext]] = []
 
-        async def prompts(shown: list[PullFile], one_call: bool) -> PassPrompts:
+        async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
             coverage, context = await run_prompts(
                 tree.sandbox,
                 event,
@@ -153,6 +153,7 @@ class ChangeRun:
                 limits=self.policy.limits,
                 one_call=one_call,
                 sections=rules_sections(self.config.review, [f.filename for f in shown]),
+                order=order,
             )
             built.append((coverage, context))
             return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
@@ -179,6 +180,8 @@ class ChangeRun:
                         on_frame=printer,
                         session=uuid.uuid4(),
                         on_overflow=overflowed,
+                        passes=self.config.review.passes_limit(self.policy.limits.review_max_passes),
+                        verify=self.config.review.verify,
                     ).run()
                     result = end.result
                 else:
@@ -243,7 +246,7 @@ class ChangeRun:
         """Every skill but `review`: one call, retried once with half the diff (by whole hunks) when the
         model's context overflowed before any tool ran, as on GitHub (runs/run.py)."""
 
-        built = await prompts(files, False)
+        built = await prompts(files, False, 0)
         tools = run_tools(tree, report, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
         hub = RiverBeam()
         hub.register_agent(skill_runner(self.skill.name, usage.meter, tools, should_stop=guard))
@@ -263,7 +266,7 @@ class ChangeRun:
                 overflowed()
                 sent = built.call_files[0] if built.call_files else []  # the files the prompt showed
                 cut = cut_diff(files, sent)
-                built = await prompts(cut.files, True)
+                built = await prompts(cut.files, True, 0)
                 built.calls = [f"{cut.named()}\n\n{text}" for text in built.calls]
                 notes.append(cut.named())
         raise AssertionError("unreachable: the retry returns or raises")

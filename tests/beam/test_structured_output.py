@@ -73,7 +73,7 @@ def agent_input(agent: str) -> AgentInput:
 
 
 async def test_unset_temperature_is_low_for_reviews_and_the_servers_otherwise() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_text("ok")
         llm.reply_text("ok")
         llm.reply_text("ok")
@@ -89,7 +89,7 @@ async def test_unset_temperature_is_low_for_reviews_and_the_servers_otherwise() 
 async def test_beam_model_temperature_is_sent_with_every_call() -> None:
     client = OpenAiCompatible.from_env({"BEAM_API_KEY": "k", "BEAM_MODEL_TEMPERATURE": "0.7"})
     assert client is not None and client.temperature == 0.7
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_text("ok")
         llm.reply_text("ok")
         async with make(llm, temperature=client.temperature) as live:
@@ -114,7 +114,7 @@ def test_an_empty_temperature_is_unset() -> None:
 
 
 async def test_the_schema_is_sent_and_the_answer_parsed() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_text(json.dumps(ANSWER))
         async with make(llm) as client:
             answer = await client.complete_structured(MESSAGES, SCHEMA, name="review_change")
@@ -137,7 +137,7 @@ async def test_the_schema_is_sent_and_the_answer_parsed() -> None:
     ],
 )
 async def test_a_server_that_refuses_the_schema_gets_the_fallback_once(status: int, message: str) -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_error(status, message)
         async with make(llm) as client:
             assert await client.complete_structured(MESSAGES, SCHEMA) is None
@@ -151,7 +151,7 @@ async def test_a_server_that_refuses_the_schema_gets_the_fallback_once(status: i
 
 
 async def test_other_errors_are_not_taken_for_a_refusal() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_error(400, "temperature must be at most 2")
         async with make(llm) as client:
             with pytest.raises(BeamError) as caught:
@@ -163,7 +163,7 @@ async def test_other_errors_are_not_taken_for_a_refusal() -> None:
 async def test_a_structured_answer_cut_by_max_tokens_is_not_used() -> None:
     cut = json.dumps(ANSWER)[:-1]  # the model was stopped inside the object
     whole_but_cut = json.dumps(ANSWER)  # even a parseable one: the server says it was stopped
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.enqueue(chat_response(text_message(cut), finish_reason="length"))
         llm.enqueue(chat_response(text_message(whole_but_cut), finish_reason="length"))
         llm.reply_text("not json at all")
@@ -176,7 +176,7 @@ async def test_a_structured_answer_cut_by_max_tokens_is_not_used() -> None:
 
 async def test_the_tokens_of_every_structured_call_reach_the_usage_sink() -> None:
     seen: list[TokenUsage] = []
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_text(json.dumps(ANSWER), usage=usage(120, 30))
         llm.enqueue(chat_response(text_message("{"), finish_reason="length", usage=usage(100, 50)))
         async with make(llm) as client:

@@ -199,7 +199,10 @@ class FakeOpenAI:
     """A scripted `POST /v1/chat/completions` server on a random loopback port (or `port`).
 
     Replies are served from a FIFO queue. With the queue empty it answers `fallback_text` if given,
-    else a 500 that is also recorded as a test error. `api_key`, if given, must be the Bearer token
+    else a 500 that is also recorded as a test error. Without `structured`, it is a server that has no
+    structured output: a request with `response_format` `json_schema` gets the 400 such servers
+    give, uses no scripted reply, and is kept in `refused_schemas` (not in `requests`), so a test
+    scripts the model's answers and not the bot's one probe of the server. `api_key`, if given, must be the Bearer token
     (a wrong one gets OpenAI's 401, which is server behaviour, not a test error).
     """
 
@@ -211,8 +214,11 @@ class FakeOpenAI:
         fallback_text: str | None = None,
         validate: bool = True,
         host: str = "127.0.0.1",
+        structured: bool = False,
     ) -> None:
-        self.host = host  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
+        self.host = host
+        self.structured = structured
+        self.refused_schemas: list[Any] = []  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
         self.api_key = api_key
         self.fallback_text = fallback_text
         self.validate = validate
@@ -379,6 +385,10 @@ class FakeOpenAI:
 
     def _next_reply(self, received: Received, problems: list[str]) -> Reply:
         with self._lock:
+            asked = received.json.get("response_format") if isinstance(received.json, dict) else None
+            if not self.structured and isinstance(asked, dict) and asked.get("type") == "json_schema":
+                self.refused_schemas.append(received.json)
+                return Reply(400, error_body("response_format type json_schema is not supported"))
             self.received.append(received)
             if problems:
                 self.errors.extend(problems)

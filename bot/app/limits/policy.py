@@ -26,6 +26,7 @@ class Limits:
     check_runs_per_run: int | None = None  # `run_checks` calls by the author skill (docs/checks.md)
     # A review over one call's diff budget is read in chunks, one model call each, at most this many.
     review_max_calls: int = 3
+    review_max_passes: int = 3  # votes one review may run (`review.passes` lowers it)
     review_tokens_per_call: int = 24_000
 
 
@@ -69,6 +70,7 @@ class Policy:
                 tokens_per_installation_per_month=whole(settings.tokens_per_installation_per_month),
                 check_runs_per_run=whole(settings.check_runs_per_run),
                 review_max_calls=settings.review_max_calls,
+                review_max_passes=settings.review_max_passes,
                 review_tokens_per_call=settings.review_tokens_per_call,
             ),
             prices=Prices(settings.price_input_per_mtok, settings.price_output_per_mtok),

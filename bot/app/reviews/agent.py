@@ -229,7 +229,7 @@ class AgentReview:
         async def post_covered(body: str, comments: list[dict[str, Any]]) -> int | None:
             return await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
 
-        async def prompts(shown: list[PullFile], one_call: bool) -> PassPrompts:
+        async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
             limits = self.deps.policy.limits
             if one_call:  # the overflow retry: the cut diff, all in one call
                 limits = replace(limits, review_max_calls=1)
@@ -260,6 +260,8 @@ class AgentReview:
             number=self.pull.number,
             on_frame=on_frame,
             fold_outside=False,
+            passes=self.rules.passes_limit(self.deps.policy.limits.review_max_passes),
+            verify=self.rules.verify,
         )
         end: PassEnd | None = None
         try:

@@ -166,9 +166,16 @@ async def review_step(
     memory = RunMemory(run.deps.store, event.repository.full_name, run.number)
     remembered = await memory.facts()
 
-    async def prompts(shown: list[PullFile], one_call: bool) -> PassPrompts:
+    async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
         coverage, context = await run.workspace.prompt(
-            tree, pull, shown, total, one_call=one_call, sections=sections, remembered=remembered
+            tree,
+            pull,
+            shown,
+            total,
+            one_call=one_call,
+            sections=sections,
+            remembered=remembered,
+            order=order,
         )
         built.append((coverage, context))
         return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
@@ -193,6 +200,8 @@ async def review_step(
         refusals=run.plan.refusals_for_model | CHECK_TOOL_REFUSALS,
         session=uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{run.number}"),
         on_overflow=memory.forget_turns,
+        passes=rules.passes_limit(run.deps.policy.limits.review_max_passes),
+        verify=rules.verify,
     )
     end = await review.run()
     await tracker.flush()

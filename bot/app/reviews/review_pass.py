@@ -17,6 +17,21 @@ A pass ends in exactly one of three ways (`PassEnd.kind`), the same on every pat
 A context overflow (BEM-092) before any tool ran is retried once, in one call, with the diff of the
 files the first call read cut to at most half, by whole hunks (runs/diff_context.py `cut_diff`), and
 the cut named in the prompt and in the review.
+
+Issue 30 adds three steps, each the same on every path:
+
+- **Structured output.** Each call first asks the server for the review as JSON matching
+  `review_change`'s arguments (runs/answer_checks.py `review_schema`), where it can constrain its
+  decoding to a schema; the answer goes through `review_change`'s own checks. A server that cannot
+  (refused once per base URL and model), or an answer cut short, falls back to the tool loop.
+- **Votes** (`passes` > 1, the repository's `review.passes` under the server's cap): the whole pass
+  runs that many times, the caller building each vote's prompts with the hunks in another order
+  (`order`), and only the findings a majority reported are posted (votes.py).
+- **Verification** (`verify`, `review.verify`): each finding left is checked against the code before
+  it is posted (verification.py); the footer counts what was checked and dropped.
+
+With either of the last two, every call's findings are collected and the review is posted once at the
+end; without them, a one-call review posts from inside its tool call, as it always did.
 """
 
 from __future__ import annotations
@@ -30,7 +45,10 @@ from typing import Any, Literal
 from bot.app.github.models import PullFile
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
+from bot.app.reviews.verification import Verifier
+from bot.app.reviews.votes import majority
 from bot.app.runs import render
+from bot.app.runs.answer_checks import review_schema, structured_review_args
 from bot.app.runs.diff_context import DiffCut, cut_diff
 from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.review_context import CallParts, call_session
@@ -46,13 +64,29 @@ from bot.beam.tools import Tool
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest, StreamChunk, StreamChunkType
 
 PassKind = Literal["reviewed", "partial", "not_reviewed"]
-PostedWith = Literal["review_change", "json", "text"]
+PostedWith = Literal["review_change", "structured", "json", "text"]
 
 NO_ANSWER_CODE = "BEM-095"  # the model's answers held no review at all
 CAPPED_CODE = "BEM-096"  # a per-run cap stopped the review before any call answered
 OVERFLOW_CODE = "BEM-092"
 # Where a call's answer fell back to plain text (the runner's `answered_in_text`), its code leads.
 _WHY_CODE = re.compile(r"^(BEM-\d{3})")
+# A structured call offers no tool: the prompt's words about `review_change` and `read_file` are
+# answered by this note, so the model is not told to use a tool that does not work in the call.
+STRUCTURED_SYSTEM = (
+    "You are a careful code reviewer. You report only real problems in the change you are shown "
+    "(bugs, security holes, crashes, wrong behaviour), each on the line that has it, and you answer "
+    "with JSON only."
+)
+STRUCTURED_NOTE = (
+    "No tool can be called in this answer (not review_change, not read_file): answer with "
+    "review_change's arguments as JSON instead, from the hunks shown. `body`: one or two sentences "
+    "on the change. `comments`: one entry per real problem, each with `path` (as the `## path` "
+    "heading writes it), `line` (the number shown before the line), `severity`, `claim` (what is "
+    "wrong and what goes wrong because of it) and `suggestion` (the replacement line(s), or null). "
+    "A comment that only describes or praises the change is not a finding. No real problem: "
+    '`"comments": []`.'
+)
 _CONTEXT_SIZE = re.compile(
     r"(?:context(?: length| size| window)?|n_ctx|max_model_len)\D{0,40}?(\d{3,7})\s*(?:tokens)?", re.I
 )
@@ -67,8 +101,9 @@ class PassPrompts:
     lint_ran: bool = False  # the linters ran: a suggestion must still parse (CheckedSuggestions)
 
 
-# (the files to show, whether this is the overflow retry: one call) -> the prompts
-BuildPrompts = Callable[[list[PullFile], bool], Awaitable[PassPrompts]]
+# (the files to show, whether this is the overflow retry: one call, the vote's order: 0 the plan's
+# own, another number another order of the same hunks) -> the prompts
+BuildPrompts = Callable[[list[PullFile], bool, int], Awaitable[PassPrompts]]
 
 
 @dataclass
@@ -89,6 +124,7 @@ class PassEnd:
     reported: list[dict[str, Any]] = field(default_factory=list)  # every comment, before screening
     cut: DiffCut | None = None
     answered_in_text: str | None = None  # why the model was asked for plain text, when it was
+    collected: tuple[str, list[dict[str, Any]]] | None = None  # a vote's review, not posted yet
 
     @property
     def answer(self) -> str:
@@ -145,26 +181,44 @@ class ReviewPass:
     refusals: frozenset[str] = frozenset()
     session: uuid.UUID | None = None  # a one-call review's session; the run id when None
     on_overflow: Callable[[], Any] | None = None  # told before the overflow retry
+    passes: int = 1  # votes: the review runs this many times; a majority's findings are posted
+    verify: bool = False  # each finding is checked against the code before it is posted
+    structured: bool = True  # ask for the review as JSON matching a schema, where the server can
     tool_steps: int = 0
     _reported: list[dict[str, Any]] = field(default_factory=list)
     _posted: int | None = None
     _cut: DiffCut | None = None
 
     async def run(self) -> PassEnd:
-        prompts = await self.prompts(self.files, False)
+        if self.passes <= 1 and not self.verify:
+            return await self._vote(0, collect=False)
+        return await self._voted()
+
+    async def _vote(self, order: int, *, collect: bool) -> PassEnd:
+        """One review of the change (a vote, when there are several), with the overflow retry."""
+        self._reported = []
+        steps = self.tool_steps
+        if self._cut is not None:  # an earlier vote overflowed: the others read the cut diff too
+            return await self._cut_calls(order, collect)
+        prompts = await self.prompts(self.files, False, order)
         try:
-            return await self._calls(prompts)
+            return await self._calls(prompts, order, collect)
         except BeamError as error:
-            if error.code != OVERFLOW_CODE or self.tool_steps or self._reported or self._posted is not None:
+            ran = self.tool_steps > steps or self._reported or self._posted is not None
+            if error.code != OVERFLOW_CODE or ran:
                 raise
         sent = prompts.call_files[0] if prompts.call_files else [f.filename for f in self.files]
         self._cut = cut_diff(self.files, sent)
         if self.on_overflow is not None:
             self.on_overflow()
-        retry = await self.prompts(self._cut.files, True)
+        return await self._cut_calls(order, collect)
+
+    async def _cut_calls(self, order: int, collect: bool) -> PassEnd:
+        assert self._cut is not None
+        retry = await self.prompts(self._cut.files, True, order)
         retry.calls = [f"{self._cut.named()}\n\n{text}" for text in retry.calls]
         try:
-            return await self._calls(retry)
+            return await self._calls(retry, order, collect)
         except BeamError as error:
             if error.code != OVERFLOW_CODE:
                 raise
@@ -177,6 +231,75 @@ class ReviewPass:
             detail = f"even with the diff cut to half ({self._cut.kept} characters); {said}"
             reason = not_reviewed_reason(OVERFLOW_CODE, detail)
             return PassEnd("not_reviewed", OVERFLOW_CODE, detail, reason, cut=self._cut)
+
+    async def _voted(self) -> PassEnd:
+        """The votes, then the majority's findings checked, then one review posted."""
+        ends: list[PassEnd] = []
+        for order in range(max(1, self.passes)):
+            if order and await self.guard() is not None:  # a cap reached by the votes before
+                break
+            ends.append(await self._vote(order, collect=True))
+            if self.guard.stop is not None:
+                break
+        answered = [e for e in ends if e.kind != "not_reviewed" and e.collected is not None]
+        if not answered:
+            return next((e for e in ends if e.stop is not None), ends[0])
+        first = answered[0]
+        assert first.collected is not None
+        body, comments = first.collected
+        notes: list[str] = []
+        if self.passes > 1:
+            tally = majority([e.collected[1] for e in answered if e.collected is not None])
+            comments = tally.kept
+            notes.append(tally.line(self.passes))
+        end = PassEnd(
+            "reviewed",
+            result=first.result,
+            posted_with=first.posted_with,
+            files_read=max(e.files_read for e in answered),
+            files_total=first.files_total,
+            truncated=sorted({name for e in ends for name in e.truncated}),
+            cut=self._cut,
+            answered_in_text=first.answered_in_text,
+        )
+        unchecked = 0
+        if self.verify and comments:
+            checked = await self._verifier().check(comments)
+            comments, unchecked = checked.kept, checked.unchecked
+            notes.append(checked.footer())
+        end.stop = self.guard.stop
+        end.reported = list(comments)
+        partial = next((e.reason for e in answered if e.kind == "partial"), "")
+        if not partial and end.stop is not None and len(ends) < self.passes:
+            by = cap_words(end.stop)
+            partial = f"**partial:** stopped by {by} after {len(ends)} of {self.passes} review passes."
+        if not partial and unchecked and end.stop is not None:
+            partial = f"**partial:** stopped by {cap_words(end.stop)} before every finding was checked."
+        if partial:
+            end.kind, end.reason = "partial", partial
+        lines = [f"<sub>{note}</sub>" for note in notes] + ([partial] if partial else [])
+        await self._post(body, comments, extra="\n\n".join(lines))
+        end.review_id = self._posted
+        return end
+
+    def _verifier(self) -> Verifier:
+        ask = getattr(self.meter, "complete_structured", None)
+        ok = getattr(self.meter, "structured_ok", None)
+
+        async def structured(messages: list[dict[str, Any]], schema: dict[str, Any]) -> Any | None:
+            return await ask(messages, schema, name="verdict") if ask is not None else None
+
+        def can_ask() -> bool:
+            return self.structured and ask is not None and ok is not None and bool(ok())
+
+        return Verifier(
+            structured,
+            can_ask,
+            self.tree.sandbox,
+            self.files,
+            self.guard,
+            lambda: cap_words(self.guard.stop) if self.guard.stop is not None else "a cap",
+        )
 
     async def _frame(self, frame: StreamChunk) -> None:
         self.tool_steps += frame.type is StreamChunkType.TOOL
@@ -198,15 +321,16 @@ class ReviewPass:
         self._reported.extend(comments)
         return await self._post(body, comments)
 
-    async def _calls(self, prompts: PassPrompts) -> PassEnd:
+    async def _calls(self, prompts: PassPrompts, order: int, collect: bool) -> PassEnd:
         chunked = len(prompts.calls) > 1
+        gather = chunked or collect
         parts = CallParts()
 
-        async def collect(body: str, comments: list[dict[str, Any]]) -> int | None:
+        async def collect_part(body: str, comments: list[dict[str, Any]]) -> int | None:
             self._reported.extend(comments)
             return await parts.collect(body, comments)
 
-        post_part: PostReview = collect if chunked else self._post_now
+        post_part: PostReview = collect_part if gather else self._post_now
         total = len({name for names in prompts.call_files for name in names})
         end = PassEnd("not_reviewed", files_total=total, cut=self._cut)
         answered = 0
@@ -221,35 +345,11 @@ class ReviewPass:
                 fold_outside=self.fold_outside,
                 checked=CheckedSuggestions(ruff=prompts.lint_ran),
             )
-            tools = run_tools(self.tree, report, blob_url=self.blob_url, extra=[review, *self.extra_tools])
-            hub = self.hub()
-            one = not chunked and self._cut is None
-            hub.register_agent(
-                skill_runner(
-                    "review",
-                    self.meter,
-                    tools,
-                    checkpoint=self.checkpoint if one else None,
-                    refusals=self.refusals,
-                    should_stop=self.guard,
-                )
-            )
-            run = uuid.UUID(self.run_id)
-            request = InvokeRequest(
-                agent_name="review",
-                content=[ContentPart.text_part(text)],
-                session_id=(self.session or run) if one else call_session(self.run_id, index),
-                request_id=run if index == 0 else call_session(self.run_id, index),
-                metadata={"repository": self.repository, "number": self.number},
-            )
-            result = (await hub.invoke(request, on_frame=self._frame)).result
-            end.result = result
-            end.truncated += report.truncated
-            metadata = result.metadata if isinstance(result.metadata, dict) else {}
-            why = metadata.get("answered_in_text")
-            if isinstance(why, str):
-                end.answered_in_text = why
-            with_ = await self._answer(tools, report, result, post_part)
+            with_: PostedWith | None = await self._structured(text, review)
+            if with_ is None and self.guard.stop is None:
+                with_, why = await self._tool_loop(text, review, report, index, order, gather, end)
+            else:
+                why = None
             if with_ is not None:
                 answered += 1
                 end.posted_with = with_
@@ -257,7 +357,7 @@ class ReviewPass:
                     len(set(prompts.call_files[index])) if index < len(prompts.call_files) else 0
                 )
             else:
-                unanswered = unanswered or (why if isinstance(why, str) else None) or NO_ANSWER_CODE
+                unanswered = unanswered or why or NO_ANSWER_CODE
             if self.guard.stop is not None:
                 end.stop = self.guard.stop
                 break
@@ -271,12 +371,74 @@ class ReviewPass:
             end.kind = "partial"
             by = cap_words(end.stop) if end.stop is not None else _code_words(unanswered)
             end.reason = partial_line(by, end.files_read, total)
-        if chunked:
+        if gather:
             merged = parts.merged()
-            if merged is not None:
+            if collect:
+                end.collected = merged or ("", [])
+            elif merged is not None:
                 await self._post(*merged, extra=end.reason if end.kind == "partial" else "")
         end.review_id = self._posted
         return end
+
+    async def _structured(self, text: str, review: ReviewChangeTool) -> PostedWith | None:
+        """The call answered as structured output, through `review_change`'s checks; None when the
+        server cannot constrain its answer, the answer was cut, or it held no review: the tool loop
+        then asks as before."""
+        ask = getattr(self.meter, "complete_structured", None)
+        if not self.structured or ask is None or await self.guard() is not None:
+            return None
+        messages = [
+            {"role": "system", "content": STRUCTURED_SYSTEM},
+            {"role": "user", "content": f"{text}\n\n{STRUCTURED_NOTE}"},
+        ]
+        args = structured_review_args(await ask(messages, review_schema(), name="review_change"))
+        if args is None:
+            return None
+        await review.post_args(args)
+        return "structured" if review.report.reviewed else None
+
+    async def _tool_loop(
+        self,
+        text: str,
+        review: ReviewChangeTool,
+        report: ToolReport,
+        index: int,
+        order: int,
+        gather: bool,
+        end: PassEnd,
+    ) -> tuple[PostedWith | None, str | None]:
+        """The call as the skill's tool loop: how it answered, and why not when it did not."""
+        tools = run_tools(self.tree, report, blob_url=self.blob_url, extra=[review, *self.extra_tools])
+        hub = self.hub()
+        one = not gather and self._cut is None
+        hub.register_agent(
+            skill_runner(
+                "review",
+                self.meter,
+                tools,
+                checkpoint=self.checkpoint if one else None,
+                refusals=self.refusals,
+                should_stop=self.guard,
+            )
+        )
+        run = uuid.UUID(self.run_id)
+        key = call_session(self.run_id, index) if order == 0 else vote_session(self.run_id, order, index)
+        request = InvokeRequest(
+            agent_name="review",
+            content=[ContentPart.text_part(text)],
+            session_id=(self.session or run) if one else key,
+            request_id=run if index == 0 and order == 0 else key,
+            metadata={"repository": self.repository, "number": self.number},
+        )
+        result = (await hub.invoke(request, on_frame=self._frame)).result
+        end.result = result
+        end.truncated += report.truncated
+        metadata = result.metadata if isinstance(result.metadata, dict) else {}
+        why = metadata.get("answered_in_text")
+        if isinstance(why, str):
+            end.answered_in_text = why
+        with_ = await self._answer(tools, report, result, review.post)
+        return with_, why if isinstance(why, str) else None
 
     async def _answer(
         self, tools: Sequence[Tool], report: ToolReport, result: AgentResult, post: PostReview
@@ -308,6 +470,11 @@ class ReviewPass:
         end.code, end.detail = code, detail
         end.reason = not_reviewed_reason(code, detail)
         return end
+
+
+def vote_session(run_id: str, order: int, index: int) -> uuid.UUID:
+    """Each call of each vote is a conversation of its own: no vote sees another's answers."""
+    return uuid.uuid5(uuid.UUID(run_id), f"review-vote-{order}-call-{index}")
 
 
 def _code_words(why: str | None) -> str:

@@ -82,6 +82,7 @@ async def run_prompts(
     notes: Sequence[ReviewNote] = (),
     sections: Sequence[UntrustedSection] | None = None,
     remembered: Sequence[str] = (),
+    order: int = 0,
 ) -> tuple[Coverage, ReviewContext]:
     """The prompt of every call, from the checkout: its `.gitattributes` and, for a review, the
     linters' findings on changed lines and the maintainers' tone and path instructions (issue 21).
@@ -89,7 +90,8 @@ async def run_prompts(
     reviews/selection.py `rules_sections` and the findings ledger).
     `one_call`: the retry after the model's context overflowed (BEM-092), whose files were already
     cut to half the diff (runs/diff_context.py `cut_diff`): all of it in one call.
-    `remembered`: this thread's facts (runs/memory.py), fenced with the pull request as data."""
+    `remembered`: this thread's facts (runs/memory.py), fenced with the pull request as data.
+    `order`: a vote's order of the hunks (reviews/votes.py); 0 is the plan's own."""
     if one_call:
         limits = replace(limits, review_max_calls=1)
     review = skill == "review"

@@ -21,7 +21,7 @@ from bot.app.repo_config import RepoLimits
 from bot.app.runs import render
 from bot.beam.completion import Completion, CompletionClient, completion_call
 from bot.beam.tools import ToolSpec
-from bot.beam.types import AgentInput
+from bot.beam.types import AgentInput, TokenUsage
 
 
 class Meter:
@@ -54,6 +54,28 @@ class Meter:
         self, input: AgentInput, messages: list[dict[str, Any]], tools: list[ToolSpec]
     ) -> Completion:
         return self._count(await self._complete_for(input, messages, tools))
+
+    def structured_ok(self) -> bool:
+        ok = getattr(self.inner, "structured_ok", None)
+        return bool(ok()) if ok is not None else False
+
+    async def complete_structured(
+        self, messages: list[dict[str, Any]], schema: dict[str, Any], *, name: str = "review"
+    ) -> Any | None:
+        """The inner client's structured answer (None where it has none), its tokens counted here
+        like any other call's, so the run's caps see a structured review, a vote and a verification
+        as they see the tool loop."""
+        ask = getattr(self.inner, "complete_structured", None)
+        if ask is None:
+            return None
+        answered: list[TokenUsage] = []
+        try:
+            return await ask(messages, schema, name=name, on_usage=answered.append)
+        finally:
+            for usage in answered:
+                self.calls += 1
+                self.input_tokens += usage.prompt_tokens
+                self.output_tokens += usage.completion_tokens
 
 
 @dataclass(frozen=True, slots=True)

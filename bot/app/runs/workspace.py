@@ -48,6 +48,7 @@ class RunWorkspace:
         one_call: bool = False,
         sections: Sequence[UntrustedSection] | None = None,
         remembered: Sequence[str] = (),
+        order: int = 0,
     ) -> tuple[Coverage, ReviewContext]:
         """The prompt of every call, built as `beam-bot run` builds it for a local change."""
         return await run_prompts(
@@ -61,6 +62,7 @@ class RunWorkspace:
             rules=self.ctx.config.review,
             limits=self.deps.policy.limits,
             one_call=one_call,
+            order=order,
             guidance=self.plan.guidance,
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),

@@ -90,7 +90,9 @@ class Settings(BaseSettings):
     - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
       MODEL_TOOLS (auto): how tools reach the model, native `tools`, described in the prompt (text),
       or native until the server refuses them (auto); docs/models.md. MODEL_TEMPERATURE (unset: 0.2
-      for reviews, the server's own otherwise), read by OpenAiCompatible.from_env like the others.
+      for reviews, the server's own otherwise), MODEL_STRUCTURED (auto: a review's findings asked
+      for as JSON matching a schema until the server refuses; off: never), read by
+      OpenAiCompatible.from_env like the others.
     - Costs and limits (docs/costs-and-limits.md): PRICE_INPUT_PER_MTOK, PRICE_OUTPUT_PER_MTOK,
       MAX_TOKENS_PER_RUN, MAX_MINUTES_PER_RUN, RUNS_PER_USER_PER_DAY, RUNS_PER_REPO_PER_DAY,
       TOKENS_PER_INSTALLATION_PER_MONTH, MAX_CONCURRENCY_PER_INSTALLATION; 0 turns a limit off.
@@ -155,6 +157,8 @@ class Settings(BaseSettings):
     # may make when its pull request does not fit in one; `review.max_calls` in a repository lowers it.
     review_tokens_per_call: int = Field(default=24_000, ge=2_000)
     review_max_calls: int = Field(default=3, ge=1, le=20)
+    # Issue 30: the most votes (`review.passes`) one review may run; each is a whole review's tokens.
+    review_max_passes: int = Field(default=3, ge=1, le=9)
     # Issue 23: the largest held commit (its git bundle, kept in the database until the push row goes);
     # a bigger one is refused when it would be held (BEM-370).
     max_held_push_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
@@ -254,6 +258,7 @@ class Settings(BaseSettings):
     )
     # Issue 20: validated here so a typo stops the start with a clear message; the client gets it.
     model_tools: Literal["auto", "native", "text"] = "auto"
+    model_structured: Literal["auto", "off"] = "auto"
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
@@ -265,7 +270,7 @@ class Settings(BaseSettings):
     def _upper(cls, value: Any) -> Any:
         return value.strip().upper() if isinstance(value, str) else value
 
-    @field_validator("log_format", "model_tools", mode="before")
+    @field_validator("log_format", "model_tools", "model_structured", mode="before")
     @classmethod
     def _lower(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value

@@ -82,7 +82,7 @@ def test_bad_values_get_one_clear_message_each_with_its_line() -> None:
         (
             7,
             "review.max_coments: unknown setting; did you mean 'max_comments'? valid settings are "
-            "path_instructions, max_comments, severity, tone, linters, max_calls",
+            "path_instructions, max_comments, severity, tone, linters, max_calls, focus, passes, verify",
         ),
         (8, "review.path_instructions: the instruction for 'src/**' is empty"),
     ]

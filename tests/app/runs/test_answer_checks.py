@@ -174,7 +174,7 @@ async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_ar
             {"path": "m.py", "line": True, "severity": "minor", "claim": "bool line", "suggestion": None},
         ],
     }
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(structured=True) as llm:
         llm.reply_text(json.dumps(answer))
         async with OpenAiCompatible(llm.url, "k", "m", timeout=10) as client:
             value = await client.complete_structured([{"role": "user", "content": "r"}], review_schema())

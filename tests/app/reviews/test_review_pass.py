@@ -1,0 +1,342 @@
+"""The review pass's issue-30 steps, driven with the scripted model on a real git checkout: the review
+asked as structured output (and its fallback when the server refuses the schema, over real HTTP), the
+calls of a chunked review merged, votes that keep what a majority found, and the verification pass
+that drops a finding it cannot back."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot.app.github.models import PullFile
+from bot.app.limits.policy import Limits
+from bot.app.reviews.review_pass import STRUCTURED_NOTE, PassPrompts, ReviewPass
+from bot.app.reviews.verification import verdict_schema
+from bot.app.runs.answer_checks import review_schema
+from bot.app.runs.usage import Meter, RunGuard
+from bot.beam import structured_output
+from bot.beam.completion import Completion, CompletionClient, PendingToolCall, ScriptedClient
+from bot.beam.openai_client import OpenAiCompatible
+from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.types import TokenUsage
+from tests.support.openai_server import FakeOpenAI
+
+BASE = "def price(x):\n    total = x\n    return total\n\n\ndef name(p):\n    return p.name\n"
+HEAD = "def price(x):\n    total = x\n    return total - 1\n\n\ndef name(p):\n    return p.name.strip()\n"
+OTHER_BASE = "def size(xs):\n    return len(xs)\n"
+OTHER_HEAD = "def size(xs):\n    return len(xs) + 1\n"
+Posted = list[tuple[str, list[dict[str, Any]]]]
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(autouse=True)
+def _forget() -> Any:
+    structured_output.forget_all()
+    yield
+    structured_output.forget_all()
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True, text=True, timeout=30)
+    return done.stdout
+
+
+def checkout(tmp_path: Path) -> tuple[Path, list[PullFile]]:
+    """A two-commit repository at its head, and the change's files with GitHub's `patch`."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True)
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "config", "user.email", "t@example.invalid")
+    git(repo, "config", "user.name", "t")
+    (repo / "m.py").write_text(BASE)
+    (repo / "o.py").write_text(OTHER_BASE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / "m.py").write_text(HEAD)
+    (repo / "o.py").write_text(OTHER_HEAD)
+    git(repo, "commit", "-qam", "head")
+    files = []
+    for path in ("m.py", "o.py"):
+        diff = git(repo, "diff", "HEAD~1", "HEAD", "--", path)
+        patch = diff[diff.index("@@") :]
+        files.append(
+            PullFile(filename=path, status="modified", additions=1, deletions=1, changes=2, patch=patch)
+        )
+    return repo, files
+
+
+def answer(*comments: tuple[str, int, str], body: str = "Reviewed.") -> Completion:
+    """A structured answer as the server sends it: text that is JSON of the schema."""
+    items = [
+        {"path": p, "line": n, "severity": "major", "claim": claim, "suggestion": None}
+        for p, n, claim in comments
+    ]
+    return Completion.of_text(
+        json.dumps({"body": body, "comments": items}),
+        usage=TokenUsage(prompt_tokens=100, completion_tokens=20),
+    )
+
+
+def verdict(real: bool, line: int | None) -> Completion:
+    text = json.dumps({"real": real, "line": line, "evidence": "return total - 1"})
+    return Completion.of_text(text, usage=TokenUsage(prompt_tokens=50, completion_tokens=10))
+
+
+class Rig:
+    def __init__(
+        self, tmp_path: Path, client: CompletionClient, *, calls: int = 1, max_tokens: int | None = None
+    ) -> None:
+        self.repo, self.files = checkout(tmp_path)
+        self.meter = Meter(client)
+        self.posted: Posted = []
+        self.orders: list[int] = []
+        self.calls = calls
+        self.guard = RunGuard(
+            self.meter, Limits(max_tokens_per_run=max_tokens), month_used=0, cancelled_by=self._nobody
+        )
+
+    @staticmethod
+    async def _nobody() -> str | None:
+        return None
+
+    async def prompts(self, shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
+        self.orders.append(order)
+        if self.calls == 1:
+            return PassPrompts(
+                [f"Review the change (order {order}).\n{shown[0].patch}"], [[f.filename for f in shown]]
+            )
+        return PassPrompts([f"Review {f.filename}.\n{f.patch}" for f in shown], [[f.filename] for f in shown])
+
+    async def post(self, body: str, comments: list[dict[str, Any]]) -> int | None:
+        self.posted.append((body, comments))
+        return len(self.posted)
+
+    def review(self, **kwargs: Any) -> ReviewPass:
+        return ReviewPass(
+            tree=WorkingTree(SandboxRoot(self.repo), ["main"], allowed_push_branches=set()),
+            files=self.files,
+            prompts=self.prompts,
+            meter=self.meter,
+            guard=self.guard,
+            post=self.post,
+            blob_url=lambda p, a, b: f"https://example.invalid/{p}#L{a}-L{b}",
+            run_id=str(uuid.uuid4()),
+            repository="o/r",
+            number=1,
+            **kwargs,
+        )
+
+
+def found(posted: Posted) -> list[tuple[str, int, str]]:
+    assert len(posted) == 1, "a review is posted exactly once"
+    return [(c["path"], c["line"], c["finding"]) for c in posted[0][1]]
+
+
+# -- structured output ----------------------------------------------------------------------------
+
+
+async def test_the_review_is_asked_for_as_structured_output_and_goes_through_review_changes_checks(
+    tmp_path: Path,
+) -> None:
+    text = json.dumps(
+        {
+            "body": "One bug.",
+            "comments": [
+                {
+                    "path": "m.py",
+                    "line": 3,
+                    "severity": "major",
+                    "claim": "returns one less",
+                    "suggestion": "",
+                },
+                {
+                    "path": "m.py",
+                    "line": 40,
+                    "severity": "minor",
+                    "claim": "not a line of the change",
+                    "suggestion": None,
+                },
+            ],
+        }
+    )
+    client = ScriptedClient([Completion.of_text(text)], structured=True)
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False, fold_outside=False).run()
+    assert (end.kind, end.posted_with) == ("reviewed", "structured")
+    assert found(rig.posted) == [("m.py", 3, "returns one less")]  # line 40 is outside the diff: dropped
+    assert "```suggestion" not in rig.posted[0][1][0]["body"]  # "" is no suggestion
+    messages, schema = client.structured_requests[0]
+    assert schema == review_schema()
+    assert messages[-1]["content"].endswith(STRUCTURED_NOTE)
+    assert client.requests == []  # no tool loop was needed
+
+
+async def test_a_server_without_structured_output_is_probed_once_then_the_tool_loop_reviews(
+    tmp_path: Path,
+) -> None:
+    review_call = (
+        "review_change",
+        {
+            "body": "One bug.",
+            "comments": [{"path": "m.py", "line": 3, "body": "returns one less", "severity": "major"}],
+        },
+    )
+    with FakeOpenAI() as llm:  # a server that answers 400 to `response_format` json_schema
+        for _ in range(2):
+            llm.reply_tool_calls(review_call)
+            llm.reply_text("Done.")
+        async with OpenAiCompatible(llm.url, "k", "m", timeout=10) as client:
+            first = Rig(tmp_path / "a", client)
+            end = await first.review(verify=False).run()
+            second = Rig(tmp_path / "b", client)
+            again = await second.review(verify=False).run()
+        assert llm.errors == []
+        assert len(llm.refused_schemas) == 1  # remembered for this base URL and model
+        assert llm.refused_schemas[0]["response_format"]["json_schema"]["schema"] == review_schema()
+    assert (end.kind, end.posted_with, again.posted_with) == ("reviewed", "review_change", "review_change")
+    assert found(first.posted) == found(second.posted) == [("m.py", 3, "returns one less")]
+
+
+async def test_a_structured_answer_cut_short_is_never_posted_and_the_tool_loop_answers(
+    tmp_path: Path,
+) -> None:
+    cut = Completion(text='{"body": "One bug.", "comments": [{"path": "m.py", "li', finish_reason="length")
+    call = PendingToolCall(
+        "c1",
+        "review_change",
+        {
+            "body": "Checked.",
+            "comments": [{"path": "m.py", "line": 3, "body": "one less", "severity": "major"}],
+        },
+    )
+    client = ScriptedClient(
+        [cut, Completion.of_tool_calls([call]), Completion.of_text("Done.")], structured=True
+    )
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert end.posted_with == "review_change"
+    assert found(rig.posted) == [("m.py", 3, "one less")]
+    assert '"li' not in rig.posted[0][0] and rig.posted[0][0].startswith("Checked.")
+
+
+# -- calls merged, votes ------------------------------------------------------------------------------
+
+
+async def test_the_calls_of_a_chunked_review_are_merged_into_one_review(tmp_path: Path) -> None:
+    client = ScriptedClient(
+        [
+            answer(("m.py", 3, "returns one less than the total"), body="m.py reviewed."),
+            answer(("o.py", 2, "size is one too many"), ("m.py", 3, "Returns one less than the total!")),
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client, calls=2)
+    end = await rig.review(verify=False).run()
+    assert end.kind == "reviewed" and end.files_read == 2
+    # The second call repeated the first one's finding: it is posted once.
+    assert found(rig.posted) == [
+        ("m.py", 3, "returns one less than the total"),
+        ("o.py", 2, "size is one too many"),
+    ]
+
+
+async def test_a_vote_keeps_the_findings_a_majority_of_the_passes_reported(tmp_path: Path) -> None:
+    client = ScriptedClient(
+        [
+            answer(
+                ("m.py", 3, "Off by one: returns total - 1 instead of total"),
+                ("m.py", 7, "strip may hide names"),
+            ),
+            answer(("m.py", 4, "off-by-one, returns total - 1 instead of the total")),  # the same, a line on
+            answer(("o.py", 2, "size adds one")),
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client)
+    end = await rig.review(passes=3, verify=False).run()
+    assert rig.orders == [0, 1, 2]  # each vote asked for its own order of the hunks
+    assert end.kind == "reviewed"
+    assert found(rig.posted) == [("m.py", 3, "Off by one: returns total - 1 instead of total")]
+    assert (
+        "3 review passes: 1 finding reported by a majority; 2 reported by fewer, not posted."
+        in rig.posted[0][0]
+    )
+    assert rig.meter.tokens == 3 * 120  # every vote's tokens went through the meter
+
+
+async def test_votes_stopped_by_the_token_cap_post_what_ran_as_partial(tmp_path: Path) -> None:
+    client = ScriptedClient(
+        [answer(("m.py", 3, "returns one less")), answer(("m.py", 3, "returns one less"))], structured=True
+    )
+    rig = Rig(tmp_path, client, max_tokens=100)  # the first vote's 120 tokens reach the cap
+    end = await rig.review(passes=3, verify=False).run()
+    assert end.kind == "partial" and end.stop is not None
+    assert "after 1 of 3 review passes" in end.reason and end.reason in rig.posted[0][0]
+    assert client.remaining == 1  # no vote ran past the cap
+
+
+# -- verification -----------------------------------------------------------------------------------
+
+
+async def test_the_verification_drops_a_finding_it_cannot_back_with_a_line_of_the_change(
+    tmp_path: Path,
+) -> None:
+    client = ScriptedClient(
+        [
+            answer(
+                ("m.py", 3, "returns total - 1: callers are charged one less"),
+                ("m.py", 7, "a nice improvement"),
+                ("o.py", 2, "adds one"),
+            ),
+            verdict(True, 3),  # backed by the line itself
+            verdict(False, None),  # the model says it is not a bug
+            verdict(True, 99),  # "real", but the line it cites is not in the change
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=True).run()
+    assert end.kind == "reviewed"
+    assert found(rig.posted) == [("m.py", 3, "returns total - 1: callers are charged one less")]
+    assert "3 findings checked against the code, 2 dropped." in rig.posted[0][0]
+    messages, schema = client.structured_requests[1]
+    assert schema == verdict_schema()
+    question = messages[-1]["content"]
+    assert "callers are charged one less" in question and "```untrusted" in question
+    assert "3 +     return total - 1" in question and "2       total = x" in question  # numbered, marked
+
+
+async def test_without_structured_output_findings_are_posted_unchecked_and_the_footer_says_so(
+    tmp_path: Path,
+) -> None:
+    call = PendingToolCall(
+        "c1",
+        "review_change",
+        {"body": "One.", "comments": [{"path": "m.py", "line": 3, "body": "one less", "severity": "major"}]},
+    )
+    client = ScriptedClient([Completion.of_tool_calls([call]), Completion.of_text("Done.")])
+    rig = Rig(tmp_path, client)
+    await rig.review(verify=True).run()
+    assert found(rig.posted) == [("m.py", 3, "one less")]
+    assert (
+        "1 finding not checked against the code: the model's server cannot answer to a JSON schema."
+        in rig.posted[0][0]
+    )
+
+
+async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path: Path) -> None:
+    client = ScriptedClient(
+        [answer(("m.py", 3, "one less"), ("o.py", 2, "one more")), verdict(True, 3), verdict(True, 2)],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client, max_tokens=170)  # 120 for the review, 60 for the first check: over
+    end = await rig.review(verify=True).run()
+    assert end.kind == "partial" and "before every finding was checked" in end.reason
+    assert found(rig.posted) == [("m.py", 3, "one less")]
+    assert "1 finding checked against the code, 0 dropped; 1 not checked (stopped by" in rig.posted[0][0]
