@@ -233,7 +233,9 @@ class AgentReview:
             limits = self.deps.policy.limits
             if one_call:  # the overflow retry: the cut diff, all in one call
                 limits = replace(limits, review_max_calls=1)
-            context = await review_context(tree.sandbox, shown, self.rules, limits, self.sections)
+            context = await review_context(
+                tree.sandbox, shown, self.rules, limits, self.sections, order=order
+            )
             built = build_review_prompts(
                 self.target.repo,
                 self.pull,

@@ -99,7 +99,9 @@ async def run_prompts(
         sections = ()
     # Focus (`review.focus`) is the review's: other skills read the bare hunks, as many as one call holds.
     focus = None if review else False
-    context = await review_context(sandbox, files, rules, limits, sections, lint=review, focus=focus)
+    context = await review_context(
+        sandbox, files, rules, limits, sections, lint=review, focus=focus, order=order if review else 0
+    )
     _, coverage = build_prompt(
         event,
         skill,
