@@ -142,6 +142,13 @@ def cap_words(stop: Stop) -> str:
     return render.limit_words(stop.limit, stop.value)
 
 
+def _files_read(call_files: list[list[str]], answered: set[int]) -> int:
+    """The files every call of which answered: a file whose hunks were split across calls
+    (runs/review_context.py, "per hunk") is not read while one of its calls is not."""
+    unread = {name for i, names in enumerate(call_files) if i not in answered for name in names}
+    return len({name for names in call_files for name in names} - unread)
+
+
 def partial_line(by: str, read: int, total: int) -> str:
     """The line a partial review's body carries, the same on every path."""
     return f"**partial:** stopped by {by} after {read} of {total} file{'s' if total != 1 else ''}."
@@ -334,6 +341,7 @@ class ReviewPass:
         total = len({name for names in prompts.call_files for name in names})
         end = PassEnd("not_reviewed", files_total=total, cut=self._cut)
         answered = 0
+        answered_calls: set[int] = set()
         unanswered: str | None = None
         for index, text in enumerate(prompts.calls):
             report = ToolReport()
@@ -353,9 +361,8 @@ class ReviewPass:
             if with_ is not None:
                 answered += 1
                 end.posted_with = with_
-                end.files_read += (
-                    len(set(prompts.call_files[index])) if index < len(prompts.call_files) else 0
-                )
+                answered_calls.add(index)
+                end.files_read = _files_read(prompts.call_files, answered_calls)
             else:
                 unanswered = unanswered or why or NO_ANSWER_CODE
             if self.guard.stop is not None:

@@ -300,7 +300,10 @@ def plan_diff(files: Sequence[PullFile], context: ReviewContext, overhead: int) 
 def left_out_lines(plan: DiffPlan, index: int) -> list[str]:
     """What this call does not show: files other calls read, and files no call reads."""
     lines: list[str] = []
-    others = [name for i, chunk in enumerate(plan.chunks) if i != index for name in chunk.files]
+    # A file split across calls ("per hunk") is named once, and also where this call shows part of it.
+    others = list(
+        dict.fromkeys(name for i, chunk in enumerate(plan.chunks) if i != index for name in chunk.files)
+    )
     if others:
         lines.append(
             f"This is part {index + 1} of {len(plan.chunks)} of the review; other parts read: "

@@ -15,7 +15,7 @@ import pytest
 
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Limits
-from bot.app.reviews.review_pass import STRUCTURED_NOTE, PassPrompts, ReviewPass
+from bot.app.reviews.review_pass import STRUCTURED_NOTE, PassPrompts, ReviewPass, _files_read
 from bot.app.reviews.verification import verdict_schema
 from bot.app.runs.answer_checks import review_schema
 from bot.app.runs.usage import Meter, RunGuard
@@ -340,3 +340,11 @@ async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path:
     assert end.kind == "partial" and "before every finding was checked" in end.reason
     assert found(rig.posted) == [("m.py", 3, "one less")]
     assert "1 finding checked against the code, 0 dropped; 1 not checked (stopped by" in rig.posted[0][0]
+
+
+def test_a_file_split_across_calls_is_read_only_when_each_of_its_calls_answered() -> None:
+    # Focused passes split a large file's hunks across calls ("per hunk", runs/review_context.py).
+    calls = [["a.py", "big.py"], ["big.py"], ["c.py"]]
+    assert _files_read(calls, {0, 1, 2}) == 3
+    assert _files_read(calls, {0, 2}) == 2  # big.py's second part was not read
+    assert _files_read(calls, {1}) == 0

@@ -21,6 +21,7 @@ from bot.app.runs.review_context import (
     MAX_SOURCE_BYTES,
     DiffPlan,
     ReviewContext,
+    left_out_lines,
     plan_diff,
     review_context,
 )
@@ -108,6 +109,7 @@ def test_one_big_file_has_its_definitions_split_across_calls() -> None:
     assert [f"f_{i}`" in " ".join(shown) for i in range(6)] == [True] * 6
     texts = ["\n".join(chunk.lines) for chunk in plan.chunks]
     assert all("of this file's hunks; another call of this review shows the rest" in t for t in texts)
+    assert left_out_lines(plan, 1) == ["This is part 2 of 3 of the review; other parts read: src/big.py"]
     # A linter finding goes with the call that shows its line, and with no other.
     assert [("F841" in t, "E1" in t) for t in texts] == [(True, False), (False, False), (False, True)]
 
