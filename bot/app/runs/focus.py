@@ -123,9 +123,25 @@ def _text(node: Node | None) -> str | None:
     return text[:MAX_NAME_CHARS] if text else None
 
 
+def _receiver(node: Node) -> str | None:
+    """A Go method's receiver type (`func (l *Loader) Load()`: Loader), which qualifies its name."""
+    stack = [node.child_by_field_name("receiver")]
+    while stack:
+        current = stack.pop()
+        if current is None:
+            continue
+        if current.type == "type_identifier":
+            return _text(current)
+        stack += reversed(current.children)
+    return None
+
+
 def _own_name(node: Node) -> str | None:
     if node.type == "impl_item":
         return _text(node.child_by_field_name("type"))
+    if node.type == "method_declaration":
+        name, receiver = _text(node.child_by_field_name("name")), _receiver(node)
+        return f"{receiver}.{name}" if receiver and name else name
     named = _text(node.child_by_field_name("name"))
     if named is not None or node.type not in _ANONYMOUS:
         return named

@@ -133,7 +133,7 @@ LANGUAGES = [
     ("loader.js", JAVASCRIPT, "Loader.load", "Loader.load.clean"),
     ("loader.ts", TYPESCRIPT, "Loader.load", "Loader.load.clean"),
     ("panel.tsx", TSX, "Panel.render", "Panel.render.heading"),
-    ("loader.go", GO, "Load", "Load"),  # Go's nested function is a literal: part of its method
+    ("loader.go", GO, "Loader.Load", "Loader.Load"),  # Go's nested function is a literal: part of its method
     ("loader.rs", RUST, "Loader.load", "Loader.load.clean"),
 ]
 
