@@ -58,6 +58,7 @@ def test_the_model_sees_numbered_hunks_and_lint_findings_and_a_broken_suggestion
         # Focused (review.focus, on by default): the hunk names its function, removed lines apart.
         assert "@@ -2 +2 @@ in function `f2` (lines 4-5; the diff: 2-8)\n__new hunk__" in prompt
         assert "__old hunk__ (removed after line 4)\n-    return x + 2" in prompt
+        assert "only the diff's lines take an inline comment" in prompt.split("````")[0]  # ours, not data
         # Linter findings on changed lines only, as data inside the fence.
         fence_end = prompt.rindex("````")
         assert prompt.index("linter findings on changed lines") < fence_end

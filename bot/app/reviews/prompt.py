@@ -10,6 +10,7 @@ from bot.app.github.models import PullRequest
 from bot.app.reviews.scope import Scope
 from bot.app.runs.budget import estimate_tokens
 from bot.app.runs.diff_context import HOW_TO_READ
+from bot.app.runs.focus import HOW_TO_READ_FOCUSED
 from bot.app.runs.prompt import MAX_BODY_CHARS
 from bot.app.runs.review_context import DiffPlan, ReviewContext, left_out_lines, plan_diff
 from bot.beam.untrusted import fenced
@@ -64,7 +65,8 @@ def build_review_prompts(
 ) -> ReviewPrompts:
     context = context or ReviewContext()
     example = scope.files[0].filename if scope.files else "path/to/file"
-    parts = [TASK, f"{HOW_TO_READ} {paths_note(example)}"]
+    how = f"{HOW_TO_READ} {HOW_TO_READ_FOCUSED}" if context.sources is not None else HOW_TO_READ
+    parts = [TASK, f"{how} {paths_note(example)}"]
     if changed is not None and since is not None:
         where = [f"- {path}: lines {_spans(lines)}" for path, lines in sorted(changed.items()) if lines]
         parts.append(

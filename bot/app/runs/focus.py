@@ -32,6 +32,14 @@ from bot.app.github.models import PullFile
 from bot.app.runs.diff_context import Hunk, file_heading, format_file, format_hunk, parse_hunks
 from bot.app.runs.grammars import grammar_for, parse_tree
 
+# Told to the model with diff_context.py's HOW_TO_READ when the hunks are focused: the definition's
+# other lines carry numbers too, and a comment on one would land outside the diff (folded into the
+# body of `/beam review`, dropped by an automatic review).
+HOW_TO_READ_FOCUSED = (
+    "A hunk widened to the function or class around it (`in function f (lines 10-40; the diff: "
+    "18-25)`) numbers that definition's other lines too, for reference: only the diff's lines take "
+    "an inline comment."
+)
 MAX_BLOCK_LINES = 80  # past this, a definition is cut to windows around its hunks
 MIN_MARGIN = 10  # lines kept either side of a hunk in a cut definition, at least
 MAX_NAME_CHARS = 60

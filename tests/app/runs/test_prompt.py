@@ -5,6 +5,7 @@ from __future__ import annotations
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.runs.budget import estimate_tokens
+from bot.app.runs.focus import HOW_TO_READ_FOCUSED
 from bot.app.runs.prompt import REMEMBERED_TITLE, build_prompt
 from bot.app.runs.review_context import RESERVED_TOKENS, ReviewContext
 from tests.support.webhooks import issue_comment_payload, review_comment_payload
@@ -117,3 +118,18 @@ def test_every_call_of_a_pull_request_of_many_files_stays_within_the_budget() ->
         assert estimate_tokens(call) <= 6000 - RESERVED_TOKENS
         assert " more" in call.split("not shown: ")[1]  # the lists of names are capped, and counted
     assert len(coverage.left_out) > 150
+
+
+def test_a_focused_prompt_says_which_numbered_lines_take_a_comment() -> None:
+    # Focused blocks number a definition's lines beyond the diff: the model is told only the diff's
+    # lines take an inline comment. Unfocused prompts do not pay for the sentence.
+    event = CommentEvent.model_validate(issue_comment_payload("/beam review", repo="o/r"))
+    source = "def f(x):\n    y = x\n    return y + 1\n"
+    patch = "@@ -1,3 +1,3 @@\n def f(x):\n     y = x\n-    return y\n+    return y + 1"
+    files = [PullFile(filename="f.py", status="modified", additions=1, deletions=1, patch=patch)]
+    focused, _ = build_prompt(
+        event, "review", "", pull(), files, 1, context=ReviewContext(sources={"f.py": source})
+    )
+    plain, _ = build_prompt(event, "review", "", pull(), files, 1, context=ReviewContext())
+    assert HOW_TO_READ_FOCUSED in focused and "in function `f` (lines 1-3; the diff: 1-3)" in focused
+    assert HOW_TO_READ_FOCUSED not in plain and "in function" not in plain
