@@ -236,7 +236,9 @@ class AgentReview:
             context = await review_context(
                 tree.sandbox, shown, self.rules, limits, self.sections, order=order
             )
-            built = build_review_prompts(
+            # In a worker thread: a focused plan parses the changed files with tree-sitter (runs/focus.py).
+            built = await anyio.to_thread.run_sync(
+                build_review_prompts,
                 self.target.repo,
                 self.pull,
                 replace(self.scope, files=shown),

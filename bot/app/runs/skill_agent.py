@@ -8,10 +8,13 @@ request, its files), so trying the bot on a local checkout is trying what it wil
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
+
+import anyio
 
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
@@ -102,18 +105,22 @@ async def run_prompts(
     context = await review_context(
         sandbox, files, rules, limits, sections, lint=review, focus=focus, order=order if review else 0
     )
-    _, coverage = build_prompt(
-        event,
-        skill,
-        request_text,
-        pull,
-        files,
-        total,
-        guidance=guidance,
-        default_task=default_task,
-        notes=notes,
-        context=context,
-        remembered=remembered,
+    # In a worker thread: a focused plan parses the changed files with tree-sitter (runs/focus.py).
+    _, coverage = await anyio.to_thread.run_sync(
+        functools.partial(
+            build_prompt,
+            event,
+            skill,
+            request_text,
+            pull,
+            files,
+            total,
+            guidance=guidance,
+            default_task=default_task,
+            notes=notes,
+            context=context,
+            remembered=remembered,
+        )
     )
     return coverage, context
 
