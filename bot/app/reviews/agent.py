@@ -246,6 +246,13 @@ class AgentReview:
                 self.since,
                 context,
             )
+            log.info(
+                "auto-review %s: %d call(s), %s%s",
+                run_id,
+                len(built.plan.chunks),
+                built.plan.shape,
+                f", order {order}" if order else "",
+            )
             result.left_out = built.plan.left_out_names()
             result.lint_skipped = lint_skipped(context.lint)
             call_files = [chunk.files for chunk in built.plan.chunks]
