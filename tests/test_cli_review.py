@@ -76,7 +76,10 @@ def test_json_prints_the_review_object(feature: Path) -> None:
     head = git(feature, "rev-parse", "HEAD").strip()
     review = report["review"]
     assert review["commit_id"] == head and review["event"] == "COMMENT"
-    assert review["body"].startswith("One bug.\n\n<sub>model `fake-model`")
+    # A server without structured output cannot check findings against the code: the body says so.
+    why = "the model's server cannot answer to a JSON schema"
+    unchecked = f"<sub>1 finding not checked against the code: {why}.</sub>"
+    assert review["body"].startswith(f"One bug.\n\n{unchecked}\n\n<sub>model `fake-model`")
     assert review["comments"] == [
         {
             "path": "src/calc.py",

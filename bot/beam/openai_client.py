@@ -338,7 +338,7 @@ class OpenAiCompatible(CompletionClientBase):
             detail = error.detail or ""
             if error.code != "BEM-084" or not structured_output.refuses_schema(_status_of(detail), detail):
                 raise
-            log.warning(
+            log.info(  # a server without structured output is usual, not a fault
                 "%s at %s refused response_format json_schema; reading answers as text from now on",
                 self.model,
                 self.base_url,

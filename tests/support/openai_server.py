@@ -202,8 +202,8 @@ class FakeOpenAI:
     else a 500 that is also recorded as a test error. Without `structured`, it is a server that has no
     structured output: a request with `response_format` `json_schema` gets the 400 such servers
     give, uses no scripted reply, and is kept in `refused_schemas` (not in `requests`), so a test
-    scripts the model's answers and not the bot's one probe of the server. `api_key`, if given, must be the Bearer token
-    (a wrong one gets OpenAI's 401, which is server behaviour, not a test error).
+    scripts the model's answers and not the bot's one probe of the server. `api_key`, if given, must
+    be the Bearer token (a wrong one gets OpenAI's 401, which is server behaviour, not a test error).
     """
 
     def __init__(
@@ -218,7 +218,9 @@ class FakeOpenAI:
     ) -> None:
         self.host = host
         self.structured = structured
-        self.refused_schemas: list[Any] = []  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
+        self.refused_schemas: list[
+            Any
+        ] = []  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
         self.api_key = api_key
         self.fallback_text = fallback_text
         self.validate = validate

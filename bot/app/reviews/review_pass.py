@@ -28,10 +28,10 @@ Issue 30 adds three steps, each the same on every path:
   runs that many times, the caller building each vote's prompts with the hunks in another order
   (`order`), and only the findings a majority reported are posted (votes.py).
 - **Verification** (`verify`, `review.verify`): each finding left is checked against the code before
-  it is posted (verification.py); the footer counts what was checked and dropped.
-
-With either of the last two, every call's findings are collected and the review is posted once at the
-end; without them, a one-call review posts from inside its tool call, as it always did.
+  it is posted (verification.py); the footer counts what was checked and dropped. It happens where
+  every review is posted (`_post`), so a one-call review still posts from inside its tool call, as it
+  always did (its draft and its checkpoint keep what was posted); with votes, every call's findings
+  are collected and the review is posted once at the end.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any, Literal
 from bot.app.github.models import PullFile
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
-from bot.app.reviews.verification import Verifier
+from bot.app.reviews.verification import Checked, Verifier
 from bot.app.reviews.votes import majority
 from bot.app.runs import render
 from bot.app.runs.answer_checks import review_schema, structured_review_args
@@ -193,13 +193,17 @@ class ReviewPass:
     structured: bool = True  # ask for the review as JSON matching a schema, where the server can
     tool_steps: int = 0
     _reported: list[dict[str, Any]] = field(default_factory=list)
+    _said: list[dict[str, Any]] = field(default_factory=list)  # the comments posted
+    _checked: Checked | None = None
     _posted: int | None = None
     _cut: DiffCut | None = None
 
     async def run(self) -> PassEnd:
-        if self.passes <= 1 and not self.verify:
-            return await self._vote(0, collect=False)
-        return await self._voted()
+        end = await self._vote(0, collect=False) if self.passes <= 1 else await self._voted()
+        checked = self._checked
+        if end.kind == "reviewed" and checked is not None and checked.unchecked and end.stop is not None:
+            end.kind, end.reason = "partial", _unchecked_line(end.stop)
+        return end
 
     async def _vote(self, order: int, *, collect: bool) -> PassEnd:
         """One review of the change (a vote, when there are several), with the overflow retry."""
@@ -269,23 +273,17 @@ class ReviewPass:
             cut=self._cut,
             answered_in_text=first.answered_in_text,
         )
-        unchecked = 0
-        if self.verify and comments:
-            checked = await self._verifier().check(comments)
-            comments, unchecked = checked.kept, checked.unchecked
-            notes.append(checked.footer())
         end.stop = self.guard.stop
-        end.reported = list(comments)
         partial = next((e.reason for e in answered if e.kind == "partial"), "")
         if not partial and end.stop is not None and len(ends) < self.passes:
             by = cap_words(end.stop)
             partial = f"**partial:** stopped by {by} after {len(ends)} of {self.passes} review passes."
-        if not partial and unchecked and end.stop is not None:
-            partial = f"**partial:** stopped by {cap_words(end.stop)} before every finding was checked."
         if partial:
             end.kind, end.reason = "partial", partial
         lines = [f"<sub>{note}</sub>" for note in notes] + ([partial] if partial else [])
         await self._post(body, comments, extra="\n\n".join(lines))
+        end.stop = self.guard.stop
+        end.reported = list(self._said)
         end.review_id = self._posted
         return end
 
@@ -314,12 +312,20 @@ class ReviewPass:
             await self.on_frame(frame)
 
     async def _post(self, body: str, comments: list[dict[str, Any]], extra: str = "") -> int | None:
-        """The caller's post, with what the pass adds to the body: the overflow cut, the partial line."""
+        """The caller's post, with what the pass adds: the findings checked against the code (and
+        what that dropped), the overflow cut, the partial line."""
         lines = [body.strip()] if body.strip() else []
+        if self.verify and comments:
+            self._checked = await self._verifier().check(comments)
+            comments = self._checked.kept
+            lines.append(f"<sub>{self._checked.footer()}</sub>")
+            if self._checked.unchecked and self.guard.stop is not None and not extra:
+                lines.append(_unchecked_line(self.guard.stop))
         if self._cut is not None:
             lines.append(f"<sub>{self._cut.named()}</sub>")
         if extra:
             lines.append(extra)
+        self._said = list(comments)
         self._posted = await self.post("\n\n".join(lines), comments)
         return self._posted
 
@@ -368,7 +374,6 @@ class ReviewPass:
             if self.guard.stop is not None:
                 end.stop = self.guard.stop
                 break
-        end.reported = list(self._reported)
         calls = len(prompts.calls)
         if answered == 0:
             return self._not_reviewed(end, unanswered)
@@ -384,6 +389,8 @@ class ReviewPass:
                 end.collected = merged or ("", [])
             elif merged is not None:
                 await self._post(*merged, extra=end.reason if end.kind == "partial" else "")
+        end.reported = list(self._reported) if collect else list(self._said)
+        end.stop = self.guard.stop or end.stop
         end.review_id = self._posted
         return end
 
@@ -477,6 +484,10 @@ class ReviewPass:
         end.code, end.detail = code, detail
         end.reason = not_reviewed_reason(code, detail)
         return end
+
+
+def _unchecked_line(stop: Stop) -> str:
+    return f"**partial:** stopped by {cap_words(stop)} before every finding was checked."
 
 
 def vote_session(run_id: str, order: int, index: int) -> uuid.UUID:
