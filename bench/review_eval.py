@@ -100,6 +100,7 @@ class Metered(Meter):
         super().__init__(inner)
         self.client = inner
         self.last: Completion | None = None
+        self.answers: list[str] = []  # the structured answers, for the per-case dump
 
     @property
     def prompt_tokens(self) -> int:
@@ -108,6 +109,13 @@ class Metered(Meter):
     def _count(self, completion: Completion) -> Completion:
         self.last = completion
         return super()._count(completion)
+
+    async def complete_structured(
+        self, messages: list[dict[str, Any]], schema: dict[str, Any], *, name: str = "review"
+    ) -> Any | None:
+        value = await super().complete_structured(messages, schema, name=name)
+        self.answers.append(f"{name}: {json.dumps(value)[:600]}")
+        return value
 
 
 def pull_files(files: list[ChangedFile]) -> list[PullFile]:
@@ -297,7 +305,8 @@ async def run_case(
             result.seconds = time.monotonic() - started
             result.prompt_tokens = client.prompt_tokens
             last = client.last
-            result.reply = (last.text or "" if last.is_text else repr(last.tool_calls))[:2000] if last else ""
+            reply = (last.text or "" if last.is_text else repr(last.tool_calls))[:2000] if last else ""
+            result.reply = "\n".join([*client.answers, reply])[:4000]
             await client.client.aclose()
     return result
 
