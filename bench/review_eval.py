@@ -255,13 +255,11 @@ def _agent(steps: Steps) -> Review:
 
 @dataclass(frozen=True)
 class Config:
-    """A named way to review a case. `review` None: planned, not built yet; the table shows its row
-    empty, so a run's table always has the columns issue 30 asks for."""
+    """A named way to review a case: its row in the table."""
 
     name: str
     label: str
-    review: Review | None
-    note: str = ""
+    review: Review
 
 
 CONFIGS: dict[str, Config] = {
@@ -282,10 +280,7 @@ LABELS = {name: c.label for name, c in CONFIGS.items()}
 
 
 def reviewer(variant: str) -> Review:
-    review = CONFIGS[variant].review
-    if review is None:
-        raise ValueError(f"{variant}: {CONFIGS[variant].note}")
-    return review
+    return CONFIGS[variant].review
 
 
 async def run_case(
@@ -321,7 +316,7 @@ def _ratio(a: float | None, b: float | None) -> str:
     return f"{a / b:.2f}x" if b else ("=" if a == b else "inf")
 
 
-def table(scores: dict[str, Score], planned: list[str] | None = None) -> str:
+def table(scores: dict[str, Score]) -> str:
     """Recall and precision count stated hits; the line-only figures stand beside them."""
     head = (
         "| reviewer | cases | recall | recall, line only | precision | precision, line only | "
@@ -335,8 +330,6 @@ def table(scores: dict[str, Score], planned: list[str] | None = None) -> str:
             f"{s.false_on_clean} | {s.findings_per_case:.2f} | {s.prompt_tokens_per_case:.0f} | "
             f"{s.seconds / max(1, s.cases):.0f} | {s.errors} |"
         )
-    for variant in planned or []:
-        rows.append(f"| {LABELS[variant]} | ({CONFIGS[variant].note}) |" + " |" * 9)
     bare = scores.get("bare")
     if bare is not None:
         rows += [
@@ -355,9 +348,7 @@ def table(scores: dict[str, Score], planned: list[str] | None = None) -> str:
     return "\n".join(rows)
 
 
-def report(
-    meta: dict[str, Any], results: dict[str, list[CaseResult]], planned: list[str] | None = None
-) -> str:
+def report(meta: dict[str, Any], results: dict[str, list[CaseResult]]) -> str:
     cases = len(next(iter(results.values()), []))
     return "\n".join(
         [
@@ -365,7 +356,7 @@ def report(
             f"temperature {meta.get('temperature', 'server default')}",
             f"machine: {meta['machine']}, date: {meta['date']}, corpus: {meta.get('corpus', 'written')}, "
             f"cases: {cases}",
-            table({v: score(r) for v, r in results.items()}, planned),
+            table({v: score(r) for v, r in results.items()}),
         ]
     )
 
@@ -417,9 +408,7 @@ async def main(options: argparse.Namespace) -> None:
         raise SystemExit(
             "the real bugs are rebuilt from mirrors: give --mirrors DIR (see fetch_real_bugs.py)"
         )
-    asked = [v for v in options.variants.split(",") if v]
-    variants = [v for v in asked if CONFIGS[v].review is not None]
-    planned = [v for v in asked if CONFIGS[v].review is None]
+    variants = [v for v in options.variants.split(",") if v]
     meta = {
         "model": options.model,
         "base_url": options.base_url,
@@ -454,7 +443,7 @@ async def main(options: argparse.Namespace) -> None:
             )
         if options.json:  # after every case, so a run stopped early still leaves its figures
             Path(options.json).write_text(json.dumps(dump(results, meta), indent=1), "utf-8")
-    print(report(meta, results, planned))
+    print(report(meta, results))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

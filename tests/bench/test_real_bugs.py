@@ -133,28 +133,36 @@ def test_the_bare_model_reviews_a_real_bug_rebuilt_from_a_mirror(tmp_path: Path)
     assert "-    return i >= n\n+    return i > n" in prompt and temperature == 0.2
 
 
-def test_planned_configurations_keep_their_rows_and_call_no_model(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_verify_configuration_runs_the_bots_review_pass_with_every_step(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Structured answers for three votes (two agree), then one verdict: the benchmark's last row is the
+    bot's own review pass with structured output, focus, votes and verification, over real HTTP."""
     case = next(c for c in load_corpus("written") if c.name == "go_nil_map")
-    with FakeOpenAI() as llm:
-        llm.reply_text('[{"path": "cache.go", "line": 13, "claim": "nil map: Put panics"}]')
+    bug = {
+        "path": "cache.go",
+        "line": 14,
+        "severity": "major",
+        "claim": "nil map: Put panics",
+        "suggestion": None,
+    }
+    other = {"path": "cache.go", "line": 9, "severity": "nit", "claim": "rename the type", "suggestion": None}
+    with FakeOpenAI(structured=True) as llm:
+        llm.reply_text(json.dumps({"body": "One bug.", "comments": [bug, other]}))
+        llm.reply_text(json.dumps({"body": "One bug.", "comments": [dict(bug, claim="Put panics: nil map")]}))
+        llm.reply_text(json.dumps({"body": "Fine.", "comments": []}))
+        llm.reply_text(json.dumps({"real": True, "line": 14, "evidence": "c.items[key] = value"}))
         options = review_eval.parse_args(
-            [
-                "--base-url",
-                llm.url,
-                "--model",
-                "m",
-                "--cases",
-                case.name,
-                "--variants",
-                "bare,structured,votes3",
-            ]
+            ["--base-url", llm.url, "--model", "m", "--cases", case.name, "--variants", "verify"]
         )
         anyio.run(review_eval.main, options)
-        assert len(llm.requests) == 1  # only the bare model ran
+        sent = llm.requests
+        assert llm.errors == [] and llm.pending == 0
+    assert [r["response_format"]["json_schema"]["name"] for r in sent] == ["review_change"] * 3 + ["verdict"]
+    prompts = [r["messages"][-1]["content"] for r in sent[:3]]
+    assert all("in function `New`" in p or "in method" in p or "in function" in p for p in prompts)
     out = capsys.readouterr().out
-    assert "| bare model | 1 | 100% | 100% | 100% | 100% |" in out
-    assert "| + structured output | (needs issue 29's review-pass refactor) |" in out
-    assert "| + votes (3) |" in out
+    assert "| + verification | 1 | 100% | 100% | 100% | 100% |" in out
     assert set(review_eval.CONFIGS) >= {"bare", "pipeline", "structured", "focused", "votes3", "verify"}
 
 
