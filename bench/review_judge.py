@@ -40,6 +40,12 @@ _PROBLEM = re.compile(
     re.IGNORECASE,
 )
 
+# The opening of a claim that tells what the change does: "The function now ...", "This change adds".
+_DESCRIBES = re.compile(
+    r"^\W*(?:the|this)\s+(?:[\w`.()]+\s+){0,4}?(?:now|adds?|added|introduces?|changes?|updates?)\b",
+    re.IGNORECASE,
+)
+
 
 @dataclass(frozen=True)
 class Rubric:
@@ -75,8 +81,16 @@ def missing_concepts(claim: str, rubric: Rubric) -> list[int]:
 
 
 def states_bug(claim: str, rubric: Rubric | None) -> bool:
-    """The judge's verdict: the claim mentions every concept of the rubric and is not praise. A case
-    without a rubric (a clean change) has no bug to state."""
-    if rubric is None or not claim.strip():
+    """The judge's verdict: the claim mentions every concept of the rubric, and is neither praise nor
+    a description of the change: one that names the right tokens ("The function now returns the
+    nickname if it exists") says nothing is wrong, so it states no bug. A case without a rubric (a
+    clean change) has no bug to state."""
+    if rubric is None or not claim.strip() or describes(claim):
         return False
     return not praises(claim) and not missing_concepts(claim, rubric)
+
+
+def describes(claim: str) -> bool:
+    """Whether the claim only tells what the change does ("The function now returns ..."), with no
+    word that says something is wrong."""
+    return bool(_DESCRIBES.match(claim)) and not _PROBLEM.search(claim)

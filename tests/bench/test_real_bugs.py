@@ -66,6 +66,9 @@ def test_the_judge_reads_the_claim_not_the_line() -> None:
     assert not states_bug("Consider renaming the map.", rubric)  # a concept missing
     assert not states_bug("", rubric) and not states_bug("nil map panics", None)
     assert praises("Looks good to me, cleaner code.") and not praises("Better check for nil: it panics.")
+    # A description of the change that happens to name the rubric's words states no bug.
+    assert not states_bug("The function New now initialises the map before the first Put.", rubric)
+    assert states_bug("The function New now skips the map: the first Put panics on a nil map.", rubric)
 
 
 def test_touched_lines_are_the_added_lines_or_the_lines_around_a_deletion() -> None:
