@@ -38,6 +38,7 @@ _PROMISE = re.compile(
     r"check|go through|start|begin|analy[sz]e|examine|get back)\b",
     re.IGNORECASE,
 )
+MAX_STRUCTURED_COMMENTS = 10  # comments one structured answer may hold (`review_schema`)
 _SHORT = 400  # characters: a thank-you or a promise longer than this may hold a real review
 _SHINGLE = 4  # words per shingle when comparing a body with the instructions
 
@@ -71,7 +72,10 @@ def review_schema() -> dict[str, Any]:
     """The schema of a review's findings for structured output (`complete_structured`): a body,
     then comments with path, line, severity, claim and a suggestion that may be null. In the form
     OpenAI's `strict` mode takes (every property required, no others), which llama.cpp, vLLM and
-    Ollama take too; the body comes first, as the model writes it first."""
+    Ollama take too; the body comes first, as the model writes it first. At most
+    `MAX_STRUCTURED_COMMENTS` comments, so a small model that repeats itself cannot run a list on
+    until `max_tokens` cuts the answer: a cut answer is no answer, and the tool loop that then
+    replaces it cost the 1.5B model twelve minutes on one case of issue 30's benchmark."""
     comment = {
         "type": "object",
         "properties": {
@@ -86,7 +90,10 @@ def review_schema() -> dict[str, Any]:
     }
     return {
         "type": "object",
-        "properties": {"body": {"type": "string"}, "comments": {"type": "array", "items": comment}},
+        "properties": {
+            "body": {"type": "string"},
+            "comments": {"type": "array", "items": comment, "maxItems": MAX_STRUCTURED_COMMENTS},
+        },
         "required": ["body", "comments"],
         "additionalProperties": False,
     }

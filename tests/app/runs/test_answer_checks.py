@@ -184,6 +184,7 @@ async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_ar
     item = sent["schema"]["properties"]["comments"]["items"]
     assert list(item["properties"]) == ["path", "line", "severity", "claim", "suggestion"]
     assert set(item["required"]) == set(item["properties"]) and item["additionalProperties"] is False
+    assert sent["schema"]["properties"]["comments"]["maxItems"] == 10  # a repeating model ends its list
     args = structured_review_args(value)
     assert args == {
         "body": "One bug.",
