@@ -73,8 +73,10 @@ from review_judge import praises, states_bug
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
+from bot.app.reviews.claims import problem_claims
+from bot.app.reviews.pass_end import PassPrompts
 from bot.app.reviews.prompt import TASK, build_review_prompts
-from bot.app.reviews.review_pass import PassPrompts, ReviewPass
+from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
 from bot.app.runs.prompt import MAX_BODY_CHARS
 from bot.app.runs.review_context import review_context
@@ -101,6 +103,7 @@ class Metered(Meter):
         self.client = inner
         self.last: Completion | None = None
         self.answers: list[str] = []  # the structured answers, for the per-case dump
+        self.on_stage: Callable[[str, list[dict[str, Any]]], None] | None = None  # `--staged`
 
     @property
     def prompt_tokens(self) -> int:
@@ -234,8 +237,12 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ste
         passes=steps.passes,
         verify=steps.verify,
         structured=steps.structured,
+        on_stage=client.on_stage,
     ).run()
-    comments = posted[0][1] if posted else []
+    return as_findings(posted[0][1] if posted else [])
+
+
+def as_findings(comments: list[dict[str, Any]]) -> list[Finding]:
     return [
         Finding(str(c["path"]), int(c["line"]), str(c.get("finding", c.get("body", ""))))
         for c in comments
@@ -275,6 +282,10 @@ CONFIGS: dict[str, Config] = {
     )
 }
 VARIANTS = tuple(CONFIGS)
+# `--staged`: the `verify` run's stages read as the rows they equal, at the tokens and seconds spent
+# when each was reached. Its first vote is a focused pass (order 0, no verification) and its majority
+# is what `votes3` posts; both go through the same claims rule (reviews/claims.py) `_post` applies.
+STAGED = {"vote 1": "focused", "majority": "votes3"}
 DEFAULT_VARIANTS = "bare,pipeline,structured,focused,votes3,verify"
 LABELS = {name: c.label for name, c in CONFIGS.items()}
 
@@ -284,14 +295,28 @@ def reviewer(variant: str) -> Review:
 
 
 async def run_case(
-    case: Case, variant: str, make_client: Callable[[], OpenAiCompatible], mirrors: Path | None = None
+    case: Case,
+    variant: str,
+    make_client: Callable[[], OpenAiCompatible],
+    mirrors: Path | None = None,
+    staged: dict[str, CaseResult] | None = None,
 ) -> CaseResult:
+    """One case through one configuration; with `staged`, also the rows its stages equal (STAGED)."""
     result = CaseResult(case)
     with tempfile.TemporaryDirectory(prefix="review-eval-") as scratch:
         repo = Path(scratch) / "repo"
         base, head = build_repo(case, repo, mirrors)
         client = Metered(make_client())
         started = time.monotonic()
+
+        def mark(name: str, comments: list[dict[str, Any]]) -> None:
+            if staged is not None and name in STAGED:
+                findings = as_findings(problem_claims(comments).kept)
+                staged[STAGED[name]] = CaseResult(
+                    case, findings, client.prompt_tokens, time.monotonic() - started
+                )
+
+        client.on_stage = mark
         try:
             result.findings = await reviewer(variant)(client, repo, base, head)
         except Exception as exc:  # a failed review scores as no findings, and is counted
@@ -356,9 +381,14 @@ def report(meta: dict[str, Any], results: dict[str, list[CaseResult]]) -> str:
             f"temperature {meta.get('temperature', 'server default')}",
             f"machine: {meta['machine']}, date: {meta['date']}, corpus: {meta.get('corpus', 'written')}, "
             f"cases: {cases}",
-            table({v: score(r) for v, r in results.items()}),
+            *([f"staged rows: {meta['staged']}"] if meta.get("staged") else []),
+            table({v: score(results[v]) for v in sorted(results, key=_row_order)}),
         ]
     )
+
+
+def _row_order(variant: str) -> int:
+    return VARIANTS.index(variant) if variant in VARIANTS else len(VARIANTS)
 
 
 def check_judge(path: Path) -> str:
@@ -430,17 +460,27 @@ async def main(options: argparse.Namespace) -> None:
         return client.with_max_tokens(options.max_tokens)
 
     results: dict[str, list[CaseResult]] = {v: [] for v in variants}
+    staged = options.staged and "verify" in variants
+    if staged:
+        meta["staged"] = "; ".join(f"{row}: the verify run's {stage}" for stage, row in STAGED.items())
+        for row in STAGED.values():
+            results.setdefault(row, [])
     for case in cases:  # case by case, every variant: a stopped run still compares like with like
         for variant in variants:
-            result = await run_case(case, variant, make_client, options.mirrors)
-            results[variant].append(result)
-            hit = "hit" if result.found else ("line" if result.found_line else "-")
-            print(
-                f"{case.name:28} {variant:9} findings={len(result.findings)} {hit:3} "
-                f"tokens={result.prompt_tokens} {result.seconds:.0f}s {result.error or ''}",
-                file=sys.stderr,
-                flush=True,
-            )
+            stages: dict[str, CaseResult] | None = {} if staged and variant == "verify" else None
+            result = await run_case(case, variant, make_client, options.mirrors, stages)
+            rows = [(variant, result)]
+            if stages is not None:  # a stage never reached (the run failed first) found nothing
+                rows += [(row, stages.get(row) or replace(result, findings=[])) for row in STAGED.values()]
+            for name, row_result in rows:
+                results[name].append(row_result)
+                hit = "hit" if row_result.found else ("line" if row_result.found_line else "-")
+                print(
+                    f"{case.name:28} {name:9} findings={len(row_result.findings)} {hit:3} "
+                    f"tokens={row_result.prompt_tokens} {row_result.seconds:.0f}s {row_result.error or ''}",
+                    file=sys.stderr,
+                    flush=True,
+                )
         if options.json:  # after every case, so a run stopped early still leaves its figures
             Path(options.json).write_text(json.dumps(dump(results, meta), indent=1), "utf-8")
     print(report(meta, results))
@@ -463,6 +503,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per model call")
     parser.add_argument("--json", help="write per-case results here (after every case)")
+    parser.add_argument(
+        "--staged",
+        action="store_true",
+        help="read the focused and votes3 rows from the verify run's stages instead of running them",
+    )
     parser.add_argument("--report", nargs="+", help="print the table of --json files, calling no model")
     options = parser.parse_args(argv)
     if not (options.report or options.check_judge) and not (options.base_url and options.model):

@@ -63,7 +63,9 @@ class Stack:
                 "review_change",
                 {
                     "body": "The fix is right.",
-                    "comments": [{"path": "src/calc.py", "line": 2, "body": "Good catch."}],
+                    "comments": [
+                        {"path": "src/calc.py", "line": 2, "body": "Consider a test for negative numbers."}
+                    ],
                 },
             )
         )

@@ -25,7 +25,8 @@ from bot.app.assembly import FINAL_COMMENT_MARGIN
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Policy
 from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
-from bot.app.reviews.review_pass import BuildPrompts, PassPrompts, ReviewPass
+from bot.app.reviews.pass_end import BuildPrompts, PassPrompts
+from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES

@@ -22,7 +22,7 @@ from review_eval_cases import CaseResult, Finding, changed_files, git, load_corp
 from review_judge import Rubric, praises, states_bug  # noqa: E402
 
 from bot.beam.openai_client import OpenAiCompatible  # noqa: E402
-from tests.support.openai_server import FakeOpenAI  # noqa: E402
+from tests.support.openai_server import FakeOpenAI, usage  # noqa: E402
 
 BUGS = load_real_bugs()
 
@@ -167,6 +167,44 @@ def test_the_verify_configuration_runs_the_bots_review_pass_with_every_step(
     out = capsys.readouterr().out
     assert "| + verification | 1 | 100% | 100% | 100% | 100% |" in out
     assert set(review_eval.CONFIGS) >= {"bare", "pipeline", "structured", "focused", "votes3", "verify"}
+
+
+def test_staged_rows_are_read_from_the_verify_runs_first_vote_and_majority(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--staged`: one verify run gives the focused row (its first vote) and the votes3 row (its
+    majority) too, each with the tokens spent when it was reached, and the praise left out as the
+    bot's own posting leaves it out."""
+    case = next(c for c in load_corpus("written") if c.name == "go_nil_map")
+
+    def comment(line: int, claim: str) -> dict[str, object]:
+        return {"path": "cache.go", "line": line, "severity": "major", "claim": claim, "suggestion": None}
+
+    first = [
+        comment(14, "nil map: Put panics"),
+        comment(9, "rename the type"),
+        comment(14, "A nice cleanup."),
+    ]
+    with FakeOpenAI(structured=True) as llm:
+        llm.reply_text(json.dumps({"body": "x", "comments": first}), usage=usage(100))
+        llm.reply_text(
+            json.dumps({"body": "x", "comments": [comment(14, "Put panics: nil map")]}), usage=usage(100)
+        )
+        llm.reply_text(json.dumps({"body": "x", "comments": []}), usage=usage(100))
+        llm.reply_text(
+            json.dumps({"real": True, "line": 14, "evidence": "c.items[key] = v"}), usage=usage(50)
+        )
+        options = review_eval.parse_args(
+            ["--base-url", llm.url, "--model", "m", "--cases", case.name, "--variants", "verify", "--staged"]
+        )
+        anyio.run(review_eval.main, options)
+        assert llm.errors == [] and llm.pending == 0
+    out = capsys.readouterr().out
+    assert "staged rows: focused: the verify run's vote 1; votes3: the verify run's majority" in out
+    rows = [line for line in out.splitlines() if line.startswith("| + ")]
+    assert rows[0].startswith("| + focused passes | 1 | 100% | 100% | 50% | 50% | 0 | 2.00 | 100 |")
+    assert rows[1].startswith("| + votes (3) | 1 | 100% | 100% | 100% | 100% | 0 | 1.00 | 300 |")
+    assert rows[2].startswith("| + verification | 1 | 100% | 100% | 100% | 100% | 0 | 1.00 | 350 |")
 
 
 def test_the_judge_check_file_reads_enough_findings_and_reports_agreement() -> None:

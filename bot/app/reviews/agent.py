@@ -29,8 +29,9 @@ from bot.app.reviews import render
 from bot.app.reviews.drafts import draft_key
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
+from bot.app.reviews.pass_end import PassEnd, PassPrompts
 from bot.app.reviews.prompt import build_review_prompts
-from bot.app.reviews.review_pass import PassEnd, PassPrompts, ReviewPass
+from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.selection import select_findings
 from bot.app.reviews.state import Entry

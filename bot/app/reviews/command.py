@@ -28,7 +28,8 @@ from bot.app.git.checkout import RunTree
 from bot.app.github.client import InlineComment, PullFile, PullRequest
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews.drafts import ReviewDraft, keep_draft, kept_draft
-from bot.app.reviews.review_pass import BuildPrompts, PassPrompts, ReviewPass
+from bot.app.reviews.pass_end import BuildPrompts, PassPrompts
+from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import RUN_NAMESPACE, Outcome

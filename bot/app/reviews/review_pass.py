@@ -3,7 +3,8 @@ text, and the end it came to. `/beam review` (reviews/command.py), automatic rev
 and `beam-bot run review` (bot/local/change_run.py) each call it, and pass in only their own way of
 posting (`PostReview`: selection, the findings ledger, the draft, GitHub or the terminal).
 
-A pass ends in exactly one of three ways (`PassEnd.kind`), the same on every path (issue 29):
+A pass ends in exactly one of three ways (`PassEnd.kind`, pass_end.py), the same on every path (issue
+29):
 
 - **reviewed**: every call answered, with `review_change`, findings written as JSON, or a plain-text
   review (its prose). "No comments." is posted only when the model said so itself (`review_change`
@@ -18,7 +19,7 @@ A context overflow (BEM-092) before any tool ran is retried once, in one call, w
 files the first call read cut to at most half, by whole hunks (runs/diff_context.py `cut_diff`), and
 the cut named in the prompt and in the review.
 
-Issue 30 adds three steps, each the same on every path:
+Issue 30 adds four steps, each the same on every path:
 
 - **Structured output.** Each call first asks the server for the review as JSON matching
   `review_change`'s arguments (runs/answer_checks.py `review_schema`), where it can constrain its
@@ -27,6 +28,8 @@ Issue 30 adds three steps, each the same on every path:
 - **Votes** (`passes` > 1, the repository's `review.passes` under the server's cap): the whole pass
   runs that many times, the caller building each vote's prompts with the hunks in another order
   (`order`), and only the findings a majority reported are posted (votes.py).
+- **Claims that name a problem**: a comment that only describes or praises the change is not posted,
+  and the footer counts it (claims.py).
 - **Verification** (`verify`, `review.verify`): each finding left is checked against the code before
   it is posted (verification.py); the footer counts what was checked and dropped. It happens where
   every review is posted (`_post`), so a one-call review still posts from inside its tool call, as it
@@ -36,41 +39,52 @@ Issue 30 adds three steps, each the same on every path:
 
 from __future__ import annotations
 
-import re
+import logging
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from bot.app.github.models import PullFile
+from bot.app.reviews.claims import problem_claims
 from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.pass_end import (
+    NO_ANSWER_CODE,
+    OVERFLOW_CODE,
+    BuildPrompts,
+    PassEnd,
+    PassPrompts,
+    PostedWith,
+    cap_words,
+    code_words,
+    context_size,
+    files_read,
+    not_reviewed,
+    not_reviewed_reason,
+    partial_line,
+    unchecked_line,
+)
 from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
 from bot.app.reviews.verification import Checked, Verifier
 from bot.app.reviews.votes import majority
-from bot.app.runs import render
 from bot.app.runs.answer_checks import review_schema, structured_review_args
 from bot.app.runs.diff_context import DiffCut, cut_diff
 from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.skill_agent import prose, run_tools, skill_runner
-from bot.app.runs.usage import RunGuard, Stop
+from bot.app.runs.usage import RunGuard
 from bot.beam.agent import FrameSink
 from bot.beam.completion import CompletionClient
-from bot.beam.errors import CATALOG, BeamError
+from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.runner import Checkpoint
 from bot.beam.sandbox import WorkingTree
 from bot.beam.tools import Tool
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest, StreamChunk, StreamChunkType
 
-PassKind = Literal["reviewed", "partial", "not_reviewed"]
-PostedWith = Literal["review_change", "structured", "json", "text"]
+log = logging.getLogger("beam.reviews")
 
-NO_ANSWER_CODE = "BEM-095"  # the model's answers held no review at all
-CAPPED_CODE = "BEM-096"  # a per-run cap stopped the review before any call answered
-OVERFLOW_CODE = "BEM-092"
-# Where a call's answer fell back to plain text (the runner's `answered_in_text`), its code leads.
-_WHY_CODE = re.compile(r"^(BEM-\d{3})")
+
 # A structured call offers no tool: the prompt's words about `review_change` and `read_file` are
 # answered by this note, so the model is not told to use a tool that does not work in the call.
 STRUCTURED_SYSTEM = (
@@ -90,83 +104,6 @@ STRUCTURED_NOTE = (
     "that describes, summarises or praises the change is not a bug: leave it out. No bug: "
     '`"comments": []`.'
 )
-_CONTEXT_SIZE = re.compile(
-    r"(?:context(?: length| size| window)?|n_ctx|max_model_len)\D{0,40}?(\d{3,7})\s*(?:tokens)?", re.I
-)
-
-
-@dataclass
-class PassPrompts:
-    """What the caller built for one pass: the prompt of every call and the files each call reads."""
-
-    calls: list[str]
-    call_files: list[list[str]]
-    lint_ran: bool = False  # the linters ran: a suggestion must still parse (CheckedSuggestions)
-
-
-# (the files to show, whether this is the overflow retry: one call, the vote's order: 0 the plan's
-# own, another number another order of the same hunks) -> the prompts
-BuildPrompts = Callable[[list[PullFile], bool, int], Awaitable[PassPrompts]]
-
-
-@dataclass
-class PassEnd:
-    """How a review pass ended, for its caller to say (tracking comment, summary, check run, exit)."""
-
-    kind: PassKind
-    code: str | None = None  # not reviewed: why, as a BEM code
-    detail: str | None = None  # not reviewed: the code's detail (what the model or server did)
-    reason: str = ""  # not reviewed: the catalogue's sentence and what to do; partial: the line
-    result: AgentResult | None = None  # the last call's result
-    posted_with: PostedWith | None = None
-    review_id: int | None = None
-    stop: Stop | None = None
-    files_read: int = 0
-    files_total: int = 0
-    truncated: list[str] = field(default_factory=list)
-    reported: list[dict[str, Any]] = field(default_factory=list)  # every comment, before screening
-    cut: DiffCut | None = None
-    answered_in_text: str | None = None  # why the model was asked for plain text, when it was
-    collected: tuple[str, list[dict[str, Any]]] | None = None  # a vote's review, not posted yet
-
-    @property
-    def answer(self) -> str:
-        return self.result.text if self.result is not None else ""
-
-    @property
-    def posted(self) -> bool:
-        return self.kind != "not_reviewed"
-
-
-def cap_words(stop: Stop) -> str:
-    if stop.by is not None:
-        return f"a cancel by @{stop.by}"
-    assert stop.limit is not None
-    return render.limit_words(stop.limit, stop.value)
-
-
-def _files_read(call_files: list[list[str]], answered: set[int]) -> int:
-    """The files every call of which answered: a file whose hunks were split across calls
-    (runs/review_context.py, "per hunk") is not read while one of its calls is not."""
-    unread = {name for i, names in enumerate(call_files) if i not in answered for name in names}
-    return len({name for names in call_files for name in names} - unread)
-
-
-def partial_line(by: str, read: int, total: int) -> str:
-    """The line a partial review's body carries, the same on every path."""
-    return f"**partial:** stopped by {by} after {read} of {total} file{'s' if total != 1 else ''}."
-
-
-def not_reviewed_reason(code: str, detail: str | None = None) -> str:
-    """The catalogue's sentence for why no review was posted, with what to do about it."""
-    entry = CATALOG[code]
-    return render.beam_failure(entry.message, detail, entry.hint)
-
-
-def context_size(detail: str) -> int | None:
-    """The context size a server's overflow error named, if it named one."""
-    match = _CONTEXT_SIZE.search(detail)
-    return int(match.group(1)) if match else None
 
 
 @dataclass
@@ -194,6 +131,8 @@ class ReviewPass:
     passes: int = 1  # votes: the review runs this many times; a majority's findings are posted
     verify: bool = False  # each finding is checked against the code before it is posted
     structured: bool = True  # ask for the review as JSON matching a schema, where the server can
+    # told each vote's findings, then the majority's (a benchmark reads each step from one run)
+    on_stage: Callable[[str, list[dict[str, Any]]], None] | None = None
     tool_steps: int = 0
     _reported: list[dict[str, Any]] = field(default_factory=list)
     _said: list[dict[str, Any]] = field(default_factory=list)  # the comments posted
@@ -205,7 +144,7 @@ class ReviewPass:
         end = await self._vote(0, collect=False) if self.passes <= 1 else await self._voted()
         checked = self._checked
         if end.kind == "reviewed" and checked is not None and checked.unchecked and end.stop is not None:
-            end.kind, end.reason = "partial", _unchecked_line(end.stop)
+            end.kind, end.reason = "partial", unchecked_line(end.stop)
         return end
 
     async def _vote(self, order: int, *, collect: bool) -> PassEnd:
@@ -253,6 +192,7 @@ class ReviewPass:
             if order and await self.guard() is not None:  # a cap reached by the votes before
                 break
             ends.append(await self._vote(order, collect=True))
+            self._stage(f"vote {order + 1}", (ends[-1].collected or ("", []))[1])
             if self.guard.stop is not None:
                 break
         answered = [e for e in ends if e.kind != "not_reviewed" and e.collected is not None]
@@ -266,6 +206,7 @@ class ReviewPass:
             tally = majority([e.collected[1] for e in answered if e.collected is not None])
             comments = tally.kept
             notes.append(tally.line(self.passes))
+            self._stage("majority", comments)
         end = PassEnd(
             "reviewed",
             result=first.result,
@@ -289,6 +230,11 @@ class ReviewPass:
         end.reported = list(self._said)
         end.review_id = self._posted
         return end
+
+    def _stage(self, name: str, comments: list[dict[str, Any]]) -> None:
+        log.info("review %s: %s: %d findings", self.run_id, name, len(comments))
+        if self.on_stage is not None:
+            self.on_stage(name, list(comments))
 
     def _verifier(self) -> Verifier:
         ask = getattr(self.meter, "complete_structured", None)
@@ -315,15 +261,20 @@ class ReviewPass:
             await self.on_frame(frame)
 
     async def _post(self, body: str, comments: list[dict[str, Any]], extra: str = "") -> int | None:
-        """The caller's post, with what the pass adds: the findings checked against the code (and
-        what that dropped), the overflow cut, the partial line."""
+        """The caller's post, with what the pass adds: the comments that name no problem left out
+        (claims.py), the findings checked against the code (and what that dropped), the overflow
+        cut, the partial line."""
         lines = [body.strip()] if body.strip() else []
+        described = problem_claims(comments)
+        comments = described.kept
+        if described.dropped:
+            lines.append(f"<sub>{described.footer()}</sub>")
         if self.verify and comments:
             self._checked = await self._verifier().check(comments)
             comments = self._checked.kept
             lines.append(f"<sub>{self._checked.footer()}</sub>")
             if self._checked.unchecked and self.guard.stop is not None and not extra:
-                lines.append(_unchecked_line(self.guard.stop))
+                lines.append(unchecked_line(self.guard.stop))
         if self._cut is not None:
             lines.append(f"<sub>{self._cut.named()}</sub>")
         if extra:
@@ -371,7 +322,7 @@ class ReviewPass:
                 answered += 1
                 end.posted_with = with_
                 answered_calls.add(index)
-                end.files_read = _files_read(prompts.call_files, answered_calls)
+                end.files_read = files_read(prompts.call_files, answered_calls)
             else:
                 unanswered = unanswered or why or NO_ANSWER_CODE
             if self.guard.stop is not None:
@@ -379,12 +330,12 @@ class ReviewPass:
                 break
         calls = len(prompts.calls)
         if answered == 0:
-            return self._not_reviewed(end, unanswered)
+            return not_reviewed(end, unanswered)
         if (answered == calls and end.stop is None) or not chunked:
             end.kind = "reviewed"
         else:
             end.kind = "partial"
-            by = cap_words(end.stop) if end.stop is not None else _code_words(unanswered)
+            by = cap_words(end.stop) if end.stop is not None else code_words(unanswered)
             end.reason = partial_line(by, end.files_read, total)
         if gather:
             merged = parts.merged()
@@ -474,31 +425,7 @@ class ReviewPass:
         await post(body, [])
         return "text"
 
-    def _not_reviewed(self, end: PassEnd, why: str | None) -> PassEnd:
-        end.kind = "not_reviewed"
-        if end.stop is not None:
-            end.code = CAPPED_CODE
-            end.detail = f"stopped by {cap_words(end.stop)}"
-            end.reason = not_reviewed_reason(CAPPED_CODE, end.detail)
-            return end
-        match = _WHY_CODE.match(why or "")
-        code = match.group(1) if match and match.group(1) in CATALOG else NO_ANSWER_CODE
-        detail = (why or "")[len(code) :].lstrip(": ") or None if match else None
-        end.code, end.detail = code, detail
-        end.reason = not_reviewed_reason(code, detail)
-        return end
-
-
-def _unchecked_line(stop: Stop) -> str:
-    return f"**partial:** stopped by {cap_words(stop)} before every finding was checked."
-
 
 def vote_session(run_id: str, order: int, index: int) -> uuid.UUID:
     """Each call of each vote is a conversation of its own: no vote sees another's answers."""
     return uuid.uuid5(uuid.UUID(run_id), f"review-vote-{order}-call-{index}")
-
-
-def _code_words(why: str | None) -> str:
-    """A call that never answered, in the words a partial line uses."""
-    code = _WHY_CODE.match(why or "")
-    return f"{code.group(1)} (a call gave no answer)" if code else f"{NO_ANSWER_CODE} (a call gave no answer)"

@@ -15,7 +15,8 @@ import pytest
 
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Limits
-from bot.app.reviews.review_pass import STRUCTURED_NOTE, PassPrompts, ReviewPass, _files_read
+from bot.app.reviews.pass_end import PassPrompts, files_read
+from bot.app.reviews.review_pass import STRUCTURED_NOTE, ReviewPass
 from bot.app.reviews.verification import verdict_schema
 from bot.app.runs.answer_checks import review_schema
 from bot.app.runs.usage import Meter, RunGuard
@@ -270,6 +271,20 @@ async def test_a_vote_keeps_the_findings_a_majority_of_the_passes_reported(tmp_p
     assert rig.meter.tokens == 3 * 120  # every vote's tokens went through the meter
 
 
+async def test_each_vote_and_the_majority_are_told_to_an_observer(tmp_path: Path) -> None:
+    client = ScriptedClient(
+        [
+            answer(("m.py", 3, "returns one less"), ("m.py", 7, "strip may hide names")),
+            answer(("m.py", 3, "returns one less")),
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client)
+    stages: list[tuple[str, int]] = []
+    await rig.review(passes=2, verify=False, on_stage=lambda name, c: stages.append((name, len(c)))).run()
+    assert stages == [("vote 1", 2), ("vote 2", 1), ("majority", 1)]
+
+
 async def test_votes_stopped_by_the_token_cap_post_what_ran_as_partial(tmp_path: Path) -> None:
     client = ScriptedClient(
         [answer(("m.py", 3, "returns one less")), answer(("m.py", 3, "returns one less"))], structured=True
@@ -279,6 +294,49 @@ async def test_votes_stopped_by_the_token_cap_post_what_ran_as_partial(tmp_path:
     assert end.kind == "partial" and end.stop is not None
     assert "after 1 of 3 review passes" in end.reason and end.reason in rig.posted[0][0]
     assert client.remaining == 1  # no vote ran past the cap
+
+
+# -- claims that name no problem ------------------------------------------------------------------
+
+
+async def test_a_comment_that_only_praises_the_change_is_not_posted_and_the_footer_counts_it(
+    tmp_path: Path,
+) -> None:
+    client = ScriptedClient(
+        [
+            answer(
+                ("m.py", 3, "Off by one: returns total - 1, so callers are charged one less"),
+                ("m.py", 3, "The function now correctly handles the total, a nice improvement."),
+                ("o.py", 2, "The size is now computed once, which is more efficient."),
+            )
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert end.kind == "reviewed"
+    assert found(rig.posted) == [
+        ("m.py", 3, "Off by one: returns total - 1, so callers are charged one less")
+    ]
+    assert (
+        "2 comments only described or praised the change without naming a problem: not posted."
+        in (rig.posted[0][0])
+    )
+
+
+async def test_praise_is_left_out_before_the_verification_asks_about_it(tmp_path: Path) -> None:
+    client = ScriptedClient(
+        [
+            answer(("m.py", 3, "returns one less"), ("m.py", 3, "Uses total - 1, which is cleaner.")),
+            verdict(True, 3),
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client)
+    await rig.review(verify=True).run()
+    assert found(rig.posted) == [("m.py", 3, "returns one less")]
+    assert client.remaining == 0 and len(client.structured_requests) == 2  # the review, one verdict
+    assert "1 finding checked against the code, 0 dropped." in rig.posted[0][0]
 
 
 # -- verification -----------------------------------------------------------------------------------
@@ -291,8 +349,8 @@ async def test_the_verification_drops_a_finding_it_cannot_back_with_a_line_of_th
         [
             answer(
                 ("m.py", 3, "returns total - 1: callers are charged one less"),
-                ("m.py", 7, "a nice improvement"),
-                ("o.py", 2, "adds one"),
+                ("m.py", 7, "the loop may skip the last name"),
+                ("o.py", 2, "size is one too many"),
             ),
             verdict(True, 3),  # backed by the line itself
             verdict(False, None),  # the model says it is not a bug
@@ -345,6 +403,6 @@ async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path:
 def test_a_file_split_across_calls_is_read_only_when_each_of_its_calls_answered() -> None:
     # Focused passes split a large file's hunks across calls ("per hunk", runs/review_context.py).
     calls = [["a.py", "big.py"], ["big.py"], ["c.py"]]
-    assert _files_read(calls, {0, 1, 2}) == 3
-    assert _files_read(calls, {0, 2}) == 2  # big.py's second part was not read
-    assert _files_read(calls, {1}) == 0
+    assert files_read(calls, {0, 1, 2}) == 3
+    assert files_read(calls, {0, 2}) == 2  # big.py's second part was not read
+    assert files_read(calls, {1}) == 0

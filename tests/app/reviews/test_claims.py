@@ -1,0 +1,72 @@
+"""The rule that keeps a finding only when its claim names a problem (reviews/claims.py).
+
+The praising claims are ones Qwen2.5-Coder-1.5B wrote on the very line of a real bug in issue 30's
+benchmark run; the claims that state a bug are the judge check's reference claims
+(bench/data/real_bugs/judge_check.json), so the rule is tried on what models and reviewers write.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bot.app.reviews.claims import names_a_problem, problem_claims
+
+JUDGE_CHECK = Path(__file__).resolve().parents[3] / "bench" / "data" / "real_bugs" / "judge_check.json"
+
+PRAISE_OR_DESCRIPTION = [
+    "The function now correctly handles quoted values in cookies, which was previously not handled.",
+    "The method now checks the type of the output value before unmarshaling the flag's value, which "
+    "prevents a panic if the type does not match.",
+    "If there are no header routes, it calls the next handler. This is a minor improvement.",
+    "count now uses len(), an optimisation.",
+    "The Vary header is set to Accept-Encoding when compressing.",
+    "Uses issupserset to compare the excluded sets.",
+    "The check that the value fits in len_ bits looks correct.",
+    "Good catch.",
+    "The method now checks if the new length of the key is greater than the current length. This "
+    "ensures that the capacity is increased only when necessary, preventing unnecessary allocation.",
+]
+PROBLEMS = [
+    "returns one less than the total",
+    "Missing return after next.ServeHTTP: with no routes the handler serves the request twice.",
+    "s.__class__ is str is fooled by proxy objects; use type(s).",
+    "With a * modifier the group (pattern)* captures only the last repetition.",
+    "The != operator returns value.Num == rpvn, so not-equal queries match equal values.",
+    "Consider a test for negative numbers.",
+    "The loop bound in tolit may be off by one.",
+    # The praise words are there, and so is the defect: the defect wins.
+    "The function now correctly rounds, but raises ValueError for a negative precision.",
+    # Not English: not this rule's to judge.
+    "Le total est faux quand la liste est vide.",
+]
+
+
+@pytest.mark.parametrize("claim", PRAISE_OR_DESCRIPTION)
+def test_a_claim_that_describes_or_praises_the_change_names_no_problem(claim: str) -> None:
+    assert not names_a_problem(claim)
+
+
+@pytest.mark.parametrize("claim", PROBLEMS)
+def test_a_claim_that_says_what_is_wrong_names_a_problem(claim: str) -> None:
+    assert names_a_problem(claim)
+
+
+def test_no_claim_a_reader_marked_as_stating_its_bug_is_dropped() -> None:
+    findings = json.loads(JUDGE_CHECK.read_text("utf-8"))["findings"]
+    stated = [f["claim"] for f in findings if f["mine"]]
+    assert len(stated) >= 20
+    assert [c for c in stated if not names_a_problem(c)] == []
+
+
+def test_the_comments_kept_and_the_count_dropped() -> None:
+    comments = [
+        {"path": "a.py", "line": 1, "finding": "Off by one: the last item is skipped.", "body": "x"},
+        {"path": "a.py", "line": 2, "finding": "A nice cleanup.", "body": "x"},
+        {"path": "a.py", "line": 3, "body": "The loop is now simpler and more readable."},
+    ]
+    described = problem_claims(comments)
+    assert [c["line"] for c in described.kept] == [1] and described.dropped == 2
+    assert described.footer().startswith("2 comments only described or praised the change")
