@@ -294,7 +294,7 @@ def test_the_open_line_honours_port_and_never_shows_all_interfaces(tmp_path: Pat
 
 def test_the_echo_model_and_the_defaults_are_described() -> None:
     from bot.app.web.preflight import describe_model
-    from bot.beam.openai_client import DEFAULT_BASE_URL, DEFAULT_MODEL
+    from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MODEL
 
     assert describe_model({}) == (
         f"model: the echo model (no API key set; with BEAM_API_KEY: {DEFAULT_MODEL} at {DEFAULT_BASE_URL})"

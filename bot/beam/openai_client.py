@@ -34,6 +34,7 @@ import httpx
 from bot.beam import structured_output, text_protocol
 from bot.beam.completion import Completion, CompletionClientBase, UsageSink
 from bot.beam.errors import BeamError
+from bot.beam.model_env import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, read_model_env
 from bot.beam.text_protocol import ToolsMode
 from bot.beam.tool_dialects import looks_like_call, read_message
 from bot.beam.tools import ToolSpec
@@ -41,28 +42,12 @@ from bot.beam.types import AgentInput, TokenUsage
 
 log = logging.getLogger("beam.llm")
 
-DEFAULT_BASE_URL = "https://integrate.api.nvidia.com/v1"
-DEFAULT_MODEL = "deepseek-ai/deepseek-v4-pro-0813"
-DEFAULT_MAX_TOKENS = 4096
 MIN_MAX_TOKENS = 16
 ERROR_BODY_LIMIT = 500
-
-_KEY_VARS = ("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
-# The asymmetry (`BEAM_API_BASE_URL` against `GFS_BEAM_BASE_URL`) is the original's.
-_BASE_URL_VARS = ("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL")
-_MODEL_VARS = ("BEAM_MODEL", "GFS_BEAM_MODEL")
-_TOOLS_VAR = "BEAM_MODEL_TOOLS"
-_STRUCTURED_VAR = "BEAM_MODEL_STRUCTURED"
-# Issue 20: a small model on a small machine needs more than a minute a call, and fewer tokens.
-_TIMEOUT_VAR = "BEAM_MODEL_TIMEOUT"
-_MAX_TOKENS_VAR = "BEAM_MODEL_MAX_TOKENS"
-DEFAULT_TIMEOUT = 60.0
-_TEMPERATURE_VAR = "BEAM_MODEL_TEMPERATURE"
 # A review wants the likeliest reading of the code, not variety (issue 30); other calls keep the
 # server's own default unless BEAM_MODEL_TEMPERATURE says otherwise.
 REVIEW_TEMPERATURE = 0.2
 REVIEW_AGENTS = frozenset({"review"})
-MAX_TEMPERATURE = 2.0  # OpenAI's bound; llama.cpp and vLLM take the same range
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -70,62 +55,6 @@ Sleep = Callable[[float], Awaitable[None]]
 def default_extra_body() -> dict[str, Any]:
     """Turns off "thinking" on chat templates that have it, as the original does by default."""
     return {"chat_template_kwargs": {"thinking": False}}
-
-
-def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:
-    """The first variable that is set, even to "": the original falls back only when one is unset.
-
-    A value that is not valid UTF-8 (Python keeps such bytes as lone surrogates) counts as unset,
-    as Rust's `std::env::var` reports it as an error.
-    """
-    for name in names:
-        value = env.get(name)
-        if value is None:
-            continue
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            continue
-        return value
-    return None
-
-
-def _positive(env: Mapping[str, str], name: str, default: float, *, whole: bool = False) -> float:
-    """A positive number from `name` (seconds, tokens), the default when unset or empty."""
-    text = (env.get(name) or "").strip()
-    if not text:
-        return default
-    try:
-        value = int(text) if whole else float(text)
-    except ValueError:
-        value = 0
-    if not (value > 0 and math.isfinite(value)):
-        kind = "a whole number" if whole else "a number"
-        raise BeamError("BEM-042", f"{name} must be {kind} above 0, not {text!r}")
-    return value
-
-
-def _temperature(env: Mapping[str, str]) -> float | None:
-    """BEAM_MODEL_TEMPERATURE: None when unset or empty, else a number from 0 to 2."""
-    text = (env.get(_TEMPERATURE_VAR) or "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (0.0 <= value <= MAX_TEMPERATURE):
-        raise BeamError("BEM-042", f"{_TEMPERATURE_VAR} must be a number from 0 to 2, not {text!r}")
-    return value
-
-
-def _structured(env: Mapping[str, str]) -> bool:
-    """`BEAM_MODEL_STRUCTURED`: `auto` (the default: asked, and not again once the server refuses)
-    or `off` (never asked: for a server that accepts the field but answers badly under it)."""
-    value = (env.get(_STRUCTURED_VAR) or "auto").strip().lower()
-    if value not in ("auto", "off"):
-        raise BeamError("BEM-042", f"{_STRUCTURED_VAR} must be auto or off, not {value!r}")
-    return value == "auto"
 
 
 class _Retryable(Exception):
@@ -199,26 +128,19 @@ class OpenAiCompatible(CompletionClientBase):
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAiCompatible | None:
         """The client the environment describes, or None without a key (an empty BEAM_API_KEY included)."""
-        env = os.environ if env is None else env
-        api_key = _first_set(env, _KEY_VARS)
-        if not api_key:
+        said = read_model_env(os.environ if env is None else env)
+        if said is None:
             return None
-        base_url = _first_set(env, _BASE_URL_VARS)
-        model = _first_set(env, _MODEL_VARS)
-        tools_mode = text_protocol.parse_mode(env.get(_TOOLS_VAR))
-        if tools_mode is None:
-            wrong = env.get(_TOOLS_VAR)
-            raise BeamError("BEM-042", f"{_TOOLS_VAR} must be auto, native or text, not {wrong!r}")
         client = cls(
-            DEFAULT_BASE_URL if base_url is None else base_url,
-            api_key,
-            DEFAULT_MODEL if model is None else model,
-            tools_mode=tools_mode,
-            timeout=_positive(env, _TIMEOUT_VAR, DEFAULT_TIMEOUT),
-            temperature=_temperature(env),
-            structured=_structured(env),
+            said.base_url,
+            said.api_key,
+            said.model,
+            tools_mode=said.tools_mode,
+            timeout=said.timeout,
+            temperature=said.temperature,
+            structured=said.structured,
         )
-        return client.with_max_tokens(int(_positive(env, _MAX_TOKENS_VAR, DEFAULT_MAX_TOKENS, whole=True)))
+        return client.with_max_tokens(said.max_tokens)
 
     def with_max_tokens(self, n: int) -> OpenAiCompatible:
         self.max_tokens = max(n, MIN_MAX_TOKENS)

@@ -21,7 +21,7 @@ from sqlalchemy.engine import make_url
 from bot.app.jobs.offline import describe
 from bot.app.jobs.store import Store, build_url
 from bot.app.settings import Settings, SettingsError, ensure_work_dir
-from bot.beam.openai_client import DEFAULT_BASE_URL, DEFAULT_MODEL
+from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MODEL
 
 DATABASE_TIMEOUT = 15.0
 _LOOPBACK_NAMES = {"0.0.0.0": "localhost", "::": "localhost", "": "localhost"}  # noqa: S104
