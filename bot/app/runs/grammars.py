@@ -10,10 +10,9 @@ loads the Rust grammar.
 from __future__ import annotations
 
 import functools
+import importlib
 import posixpath
 import threading
-from collections.abc import Callable
-from typing import Any
 
 from tree_sitter import Language, Parser, Tree
 
@@ -33,49 +32,14 @@ GRAMMAR_BY_EXTENSION: dict[str, str] = {
 }
 
 
-def _python() -> Any:
-    import tree_sitter_python
-
-    return tree_sitter_python.language()
-
-
-def _javascript() -> Any:
-    import tree_sitter_javascript
-
-    return tree_sitter_javascript.language()
-
-
-def _typescript() -> Any:
-    import tree_sitter_typescript
-
-    return tree_sitter_typescript.language_typescript()
-
-
-def _tsx() -> Any:
-    import tree_sitter_typescript
-
-    return tree_sitter_typescript.language_tsx()
-
-
-def _go() -> Any:
-    import tree_sitter_go
-
-    return tree_sitter_go.language()
-
-
-def _rust() -> Any:
-    import tree_sitter_rust
-
-    return tree_sitter_rust.language()
-
-
-_LANGUAGES: dict[str, Callable[[], Any]] = {
-    "python": _python,
-    "javascript": _javascript,
-    "typescript": _typescript,
-    "tsx": _tsx,
-    "go": _go,
-    "rust": _rust,
+# grammar -> (the package that ships it, the function in it that returns the compiled language)
+_LANGUAGES: dict[str, tuple[str, str]] = {
+    "python": ("tree_sitter_python", "language"),
+    "javascript": ("tree_sitter_javascript", "language"),
+    "typescript": ("tree_sitter_typescript", "language_typescript"),
+    "tsx": ("tree_sitter_typescript", "language_tsx"),
+    "go": ("tree_sitter_go", "language"),
+    "rust": ("tree_sitter_rust", "language"),
 }
 GRAMMARS = frozenset(_LANGUAGES)
 
@@ -88,7 +52,8 @@ def grammar_for(path: str) -> str | None:
 @functools.cache
 def language(grammar: str) -> Language:
     """The compiled grammar `grammar` (a name in `GRAMMARS`), loaded once per process."""
-    return Language(_LANGUAGES[grammar]())
+    package, function = _LANGUAGES[grammar]
+    return Language(getattr(importlib.import_module(package), function)())
 
 
 _local = threading.local()
