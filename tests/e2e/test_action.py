@@ -136,7 +136,7 @@ def test_beam_review_in_a_workflow_posts_the_review_and_exits_0(runner: Runner) 
             "review_change",
             {
                 "body": "The fix is right.",
-                "comments": [{"path": "src/calc.py", "line": 2, "body": "Good catch."}],
+                "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
             },
         )
     )

@@ -50,7 +50,10 @@ def script_review(bot: BotProcess) -> None:
     bot.llm.reply_tool_calls(
         (
             "review_change",
-            {"body": "The fix is right.", "comments": [{"path": "src/calc.py", "line": 2, "body": "Good."}]},
+            {
+                "body": "The fix is right.",
+                "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
+            },
         )
     )
     bot.llm.reply_text("Reviewed: `src/calc.py:2` now adds.")

@@ -28,7 +28,7 @@ THOUGHT = "PRIVATE-REASONING-4711"
 READ = {"path": "src/calc.py"}
 REVIEW = {
     "body": "The fix is right.",
-    "comments": [{"path": "src/calc.py", "line": 2, "body": "Good catch."}],
+    "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
 }
 # What must never reach GitHub.
 RAW = (
@@ -184,7 +184,7 @@ def test_each_dialect_posts_its_review_and_nothing_raw(bot: BotProcess, dialect:
     "answer",
     [
         f"My review:\n```json\n{json.dumps(REVIEW)}\n```",  # the tool's arguments, without the call
-        'Found one: [{"file": "src/calc.py", "line": 2, "issue": "Good catch."}]',  # a list of findings
+        'Found one: [{"file": "src/calc.py", "line": 2, "issue": "Check for overflow."}]',  # findings
     ],
 )
 def test_findings_written_as_json_in_the_answer_are_posted_inline(bot: BotProcess, answer: str) -> None:
@@ -196,7 +196,9 @@ def test_findings_written_as_json_in_the_answer_are_posted_inline(bot: BotProces
     posted = bot.fake.reviews_on(REPO, 7)
     assert len(posted) == reviews + 1
     [comment] = [bot.fake.comments[i] for i in posted[-1].comment_ids]
-    assert (comment.path, comment.line) == ("src/calc.py", 2) and comment.body.startswith("Good catch.")
+    assert (comment.path, comment.line) == ("src/calc.py", 2) and comment.body.startswith(
+        "Check for overflow."
+    )
     assert "```json" not in posted[-1].body and '"line"' not in posted[-1].body
     assert_clean(bot)
 

@@ -81,7 +81,7 @@ def script_review(bot: BotProcess) -> None:
             {
                 "body": "The fix is right.",
                 "comments": [
-                    {"path": "src/calc.py", "line": 2, "body": "Good catch."},
+                    {"path": "src/calc.py", "line": 2, "body": "Check for overflow."},
                     {"path": "src/calc.py", "line": 40, "body": "Not in the diff."},
                 ],
             },

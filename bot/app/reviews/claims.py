@@ -9,8 +9,9 @@ posted finding must name a problem, in words a reviewer uses for one.
 
 The rule reads English only, and errs towards posting:
 
-- a claim with a word for a defect (`wrong`, `missing`, `raises`, `off by one`, `should`, ...) or a
-  request for a change (a sentence that starts `Use`, `Add`, `Check`, ...) names a problem, unless
+- a claim with a word for a defect (`wrong`, `missing`, `raises`, `off by one`, `should`, ...), a
+  request for a change (a sentence that starts `Use`, `Add`, `Check`, ...) or a question names a
+  problem, unless
   the only defect words sit in a clause that says the change *prevents* or *fixes* them;
 - a claim that praises (`improves`, `correctly`, `more efficient`, `cleaner`) and names no defect
   does not;
@@ -62,7 +63,8 @@ _REQUEST = re.compile(
 )
 # What a description of the change says: what it now does, what is set or added, what it uses.
 _DESCRIBES = re.compile(
-    r"\bnow\b|\b(?:this|the) (?:change|pr|pull request|commit|patch|diff|update)\b|"
+    r"^(?:the|this|it|that) (?:\w+ )?(?:`[^`]*` )?now\b|\bnow (?:correctly|properly|also)\b|"
+    r"\b(?:this|the) (?:change|pr|pull request|commit|patch|diff|update)\b|"
     r"^(?:it |this )?(?:adds|uses|sets|removes|moves|renames|updates|introduces|changes|appends|"
     r"replaces|refactors|implements)\b|"
     r"\b(?:is|are|gets|get) (?:now )?(?:set|appended|added|created|initiali[sz]ed|moved|renamed|"
@@ -78,8 +80,8 @@ def names_a_problem(claim: str) -> bool:
     if not text:
         return False
     bare = _BENEFIT.sub(" ", text)
-    if _DEFECT.search(bare) or _REQUEST.search(bare):
-        return True
+    if _DEFECT.search(bare) or _REQUEST.search(bare) or text.rstrip().endswith("?"):
+        return True  # a question to the author ("intended?") asks for a check too
     if _PRAISE.search(text):
         return False
     if _WEAK.search(bare):
