@@ -19,7 +19,7 @@ before, so the table says what each part adds:
 - `structured`: + the review asked for as structured output (a JSON schema), the tool loop its
   fallback; `focused`: + focused passes (each hunk widened to its enclosing definition, small
   calls); `votes3`: + three votes, a majority's findings kept; `verify`: + the verification pass.
-  `verify` is the bot's default (`review.passes` aside, which is 1 unless a repository raises it).
+  `default` is what a repository gets with no `review` section: `verify` with one pass.
 
 Measures per reviewer: recall (bug cases with a finding within 3 lines of a gold line whose claim
 states the bug, by the rubric judge of review_judge.py), the same counting any finding on the line
@@ -279,6 +279,12 @@ CONFIGS: dict[str, Config] = {
         Config("focused", "+ focused passes", _agent(Steps(structured=True, focus=True))),
         Config("votes3", "+ votes (3)", _agent(Steps(structured=True, focus=True, passes=3))),
         Config("verify", "+ verification", _agent(Steps(structured=True, focus=True, passes=3, verify=True))),
+        # What a repository gets without a `review` section: one focused pass, verified.
+        Config(
+            "default",
+            "default: focused, verified, 1 pass",
+            _agent(Steps(structured=True, focus=True, verify=True)),
+        ),
     )
 }
 VARIANTS = tuple(CONFIGS)

@@ -26,11 +26,15 @@ PRAISE_OR_DESCRIPTION = [
     "Uses issupserset to compare the excluded sets.",
     "The check that the value fits in len_ bits looks correct.",
     "Good catch.",
+    # What the model wrote on a clean change: a value named, as what the change now returns.
+    "The function now returns 'required' when the username is empty.",
+    "The function now returns null when the username is valid.",
     "The method now checks if the new length of the key is greater than the current length. This "
     "ensures that the capacity is increased only when necessary, preventing unnecessary allocation.",
 ]
 PROBLEMS = [
     "returns one less than the total",
+    "`name` can be None here",
     "Missing return after next.ServeHTTP: with no routes the handler serves the request twice.",
     "s.__class__ is str is fooled by proxy objects; use type(s).",
     "With a * modifier the group (pattern)* captures only the last repetition.",
