@@ -62,7 +62,7 @@ _REQUEST = re.compile(
 )
 # What a description of the change says: what it now does, what is set or added, what it uses.
 _DESCRIBES = re.compile(
-    r"^(?:the|this|it|that) (?:\w+ )?(?:`[^`]*` )?now\b|\bnow (?:correctly|properly|also)\b|"
+    r"^(?:the|this|it|that) (?:(?:\w+|`[^`]*`) ){0,3}now\b|\bnow (?:correctly|properly|also)\b|"
     r"\b(?:this|the) (?:change|pr|pull request|commit|patch|diff|update)\b|"
     r"^(?:it |this )?(?:adds|uses|sets|removes|moves|renames|updates|introduces|changes|appends|"
     r"replaces|refactors|implements)\b|"

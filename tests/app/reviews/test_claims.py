@@ -29,6 +29,9 @@ PRAISE_OR_DESCRIPTION = [
     # What the model wrote on a clean change: a value named, as what the change now returns.
     "The function now returns 'required' when the username is empty.",
     "The function now returns null when the username is valid.",
+    # A few words between the subject and "now": still what the change now does.
+    "The `tolit` loop bound now stops at len_.",
+    "The call to `next.ServeHTTP` now happens once per request.",
     "The method now checks if the new length of the key is greater than the current length. This "
     "ensures that the capacity is increased only when necessary, preventing unnecessary allocation.",
 ]
@@ -40,6 +43,8 @@ PROBLEMS = [
     "With a * modifier the group (pattern)* captures only the last repetition.",
     "The != operator returns value.Num == rpvn, so not-equal queries match equal values.",
     "Consider a test for negative numbers.",
+    # "now" far into the sentence, after the problem is named.
+    "The `tolit` loop reads one byte past the buffer now that the bound uses <=.",
     "The loop bound in tolit may be off by one.",
     # The praise words are there, and so is the defect: the defect wins.
     "The function now correctly rounds, but raises ValueError for a negative precision.",
