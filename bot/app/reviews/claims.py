@@ -15,6 +15,8 @@ The rule reads English only, and errs towards posting:
   the only defect words sit in a clause that says the change *prevents* or *fixes* them;
 - a claim that praises (`improves`, `correctly`, `more efficient`, `cleaner`) and names no defect
   does not;
+- an error named as a value ("the error message is added") is not a word for a defect, and a
+  claim that is only a line of code names nothing;
 - a claim with no word for a problem that reads as a description ("The function now returns ...",
   "The Vary header is set to ...", "Uses X to ...") is not posted; any other (a terse "returns one
   less than the total", a claim in another language) is given the benefit of the doubt.
@@ -29,6 +31,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+# An error named as a value the code produces (its message, its code), not as something that goes
+# wrong: "The error message for the required field is added" describes the change.
+_ERROR_VALUE = re.compile(
+    r"\berror (?:messages?|strings?|texts?|codes?)\b|\bindicat\w* (?:an? |the )?error\b", re.I
+)
+# A claim that is only a line of code ("return null;") says nothing about it.
+_CODE_ONLY = re.compile(r"^[^.?!]*[;{}]$")
 # A clause that says what the change guards against: its defect words are not a claim of a defect.
 _BENEFIT = re.compile(
     r"\b(?:prevent\w*|avoid\w*|ensur\w*|fix\w*|guard\w* against|protect\w* against|"
@@ -62,7 +71,10 @@ _REQUEST = re.compile(
 )
 # What a description of the change says: what it now does, what is set or added, what it uses.
 _DESCRIBES = re.compile(
-    r"^(?:the|this|it|that) (?:(?:\w+|`[^`]*`) ){0,3}now\b|\bnow (?:correctly|properly|also)\b|"
+    r"^(?:the|this|it|that) (?:(?:\w+|`[^`]*`) ){0,3}now\b|"
+    r"^(?:the|this|it|that) (?:\w+ )?(?:`[^`]*` )?(?:returns|calls|checks|pads|computes)\b|"
+    r"\b(?:has|have) been (?:modified|changed|updated|added|removed|renamed|moved|refactored)\b|"
+    r"\bnow (?:correctly|properly|also)\b|"
     r"\b(?:this|the) (?:change|pr|pull request|commit|patch|diff|update)\b|"
     r"^(?:it |this )?(?:adds|uses|sets|removes|moves|renames|updates|introduces|changes|appends|"
     r"replaces|refactors|implements)\b|"
@@ -76,9 +88,9 @@ def names_a_problem(claim: str) -> bool:
     """Whether a finding's claim says something is wrong (or asks for a change), rather than only
     describing or praising what the change does."""
     text = " ".join(claim.split())
-    if not text:
+    if not text or _CODE_ONLY.match(text):
         return False
-    bare = _BENEFIT.sub(" ", text)
+    bare = _ERROR_VALUE.sub(" ", _BENEFIT.sub(" ", text))
     if _DEFECT.search(bare) or _REQUEST.search(bare) or text.rstrip().endswith("?"):
         return True  # a question to the author ("intended?") asks for a check too
     if _PRAISE.search(text):

@@ -29,6 +29,13 @@ PRAISE_OR_DESCRIPTION = [
     # What the model wrote on a clean change: a value named, as what the change now returns.
     "The function now returns 'required' when the username is empty.",
     "The function now returns null when the username is valid.",
+    # From the run of 2026-12-02 11:13 on the clean changes: an error named as a value, what the
+    # file went through, what a function returns, and a bare line of code.
+    "The error message for the required field is added.",
+    "The function now returns a string indicating the error if the username is invalid.",
+    "The file has been modified, so the review is based on the new version.",
+    "The function returns `null` when the username is valid.",
+    "return null;",
     # A few words between the subject and "now": still what the change now does.
     "The `tolit` loop bound now stops at len_.",
     "The call to `next.ServeHTTP` now happens once per request.",
@@ -43,6 +50,10 @@ PROBLEMS = [
     "With a * modifier the group (pattern)* captures only the last repetition.",
     "The != operator returns value.Num == rpvn, so not-equal queries match equal values.",
     "Consider a test for negative numbers.",
+    # An error as what goes wrong, not as a value.
+    "An error from Close is dropped here.",
+    "The function returns the error code 0 on failure.",
+    "Returns null; callers expect an empty list.",
     # "now" far into the sentence, after the problem is named.
     "The `tolit` loop reads one byte past the buffer now that the bound uses <=.",
     "The loop bound in tolit may be off by one.",
