@@ -13,6 +13,7 @@ The rule reads English only, and errs towards posting:
   request for a change (a sentence that starts `Use`, `Add`, `Check`, ...) or a question names a
   problem, unless
   the only defect words sit in a clause that says the change *prevents* or *fixes* them;
+- praise denied ("is not incremented correctly") names a problem;
 - a claim that praises (`improves`, `correctly`, `more efficient`, `cleaner`) and names no defect
   does not;
 - an error named as a value ("the error message is added") is not a word for a defect, and a
@@ -63,6 +64,12 @@ _PRAISE = re.compile(
     r"elegant|consistent(?:ly)?|faster|right|clear(?:er)?|well)\b",
     re.IGNORECASE,
 )
+# Praise denied ("is not incremented correctly", "does not properly close"): a defect.
+_DENIED_PRAISE = re.compile(
+    r"\b(?:not|never)\s+(?:\w+\s+){0,2}(?:correct(?:ly)?|proper(?:ly)?|right|secure|consistent(?:ly)?)\b|"
+    r"n't\s+(?:\w+\s+){0,2}(?:correct(?:ly)?|proper(?:ly)?|right|secure|consistent(?:ly)?)\b",
+    re.IGNORECASE,
+)
 _REQUEST = re.compile(
     r"(?:^|[.;:!]\s+|\s-\s)(?:please\s+)?(?:use|add|remove|replace|consider|check|handle|call|"
     r"return|move|rename|make|do not|don't|avoid|guard|validate|close|await|wrap|pass|initiali[sz]e|"
@@ -91,8 +98,10 @@ def names_a_problem(claim: str) -> bool:
     if not text or _CODE_ONLY.match(text):
         return False
     bare = _ERROR_VALUE.sub(" ", _BENEFIT.sub(" ", text))
-    if _DEFECT.search(bare) or _REQUEST.search(bare) or text.rstrip().endswith("?"):
+    if _DENIED_PRAISE.search(text) or text.rstrip().endswith("?"):
         return True  # a question to the author ("intended?") asks for a check too
+    if _DEFECT.search(bare) or _REQUEST.search(bare):
+        return True
     if _PRAISE.search(text):
         return False
     if _WEAK.search(bare):

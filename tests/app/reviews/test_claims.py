@@ -50,6 +50,10 @@ PROBLEMS = [
     "With a * modifier the group (pattern)* captures only the last repetition.",
     "The != operator returns value.Num == rpvn, so not-equal queries match equal values.",
     "Consider a test for negative numbers.",
+    # Praise denied: the model's claim on chi_readfrom_double_count's gold line, 2026-12-02.
+    "The `basicWriter.bytes` counter is not incremented correctly when using the `tee` writer.",
+    "The function does not correctly handle quoted values.",
+    "The header isn't set properly for HEAD requests.",
     # An error as what goes wrong, not as a value.
     "An error from Close is dropped here.",
     "The function returns the error code 0 on failure.",
