@@ -66,8 +66,8 @@ _PRAISE = re.compile(
 )
 # Praise denied ("is not incremented correctly", "does not properly close"): a defect.
 _DENIED_PRAISE = re.compile(
-    r"\b(?:not|never)\s+(?:\w+\s+){0,2}(?:correct(?:ly)?|proper(?:ly)?|right|secure|consistent(?:ly)?)\b|"
-    r"n't\s+(?:\w+\s+){0,2}(?:correct(?:ly)?|proper(?:ly)?|right|secure|consistent(?:ly)?)\b",
+    r"(?:\b(?:not|never)|n't)\s+(?:\w+\s+){0,2}"
+    r"(?:correct(?:ly)?|proper(?:ly)?|right|secure|consistent(?:ly)?)\b",
     re.IGNORECASE,
 )
 _REQUEST = re.compile(
@@ -98,7 +98,7 @@ def names_a_problem(claim: str) -> bool:
     if not text or _CODE_ONLY.match(text):
         return False
     bare = _ERROR_VALUE.sub(" ", _BENEFIT.sub(" ", text))
-    if _DENIED_PRAISE.search(text) or text.rstrip().endswith("?"):
+    if _DENIED_PRAISE.search(text) or text.endswith("?"):
         return True  # a question to the author ("intended?") asks for a check too
     if _DEFECT.search(bare) or _REQUEST.search(bare):
         return True
