@@ -305,15 +305,18 @@ class ReviewPass:
         unanswered: str | None = None
         for index, text in enumerate(prompts.calls):
             report = ToolReport()
+            diff = DiffMap.from_files((f.filename, f.patch) for f in self.files)
+            names = prompts.call_files[index] if index < len(prompts.call_files) else list(diff.lines)
             review = ReviewChangeTool(
-                DiffMap.from_files((f.filename, f.patch) for f in self.files),
+                diff,
                 report,
                 post_part,
                 self.tree.sandbox,
                 fold_outside=self.fold_outside,
                 checked=CheckedSuggestions(ruff=prompts.lint_ran),
             )
-            with_: PostedWith | None = await self._structured(text, review)
+            lines = {name: diff.lines[name] for name in names if diff.lines.get(name)}
+            with_: PostedWith | None = await self._structured(text, review, lines)
             if with_ is None and self.guard.stop is None:
                 with_, why = await self._tool_loop(text, review, report, index, order, gather, end)
             else:
@@ -348,10 +351,13 @@ class ReviewPass:
         end.review_id = self._posted
         return end
 
-    async def _structured(self, text: str, review: ReviewChangeTool) -> PostedWith | None:
+    async def _structured(
+        self, text: str, review: ReviewChangeTool, lines: dict[str, set[int]]
+    ) -> PostedWith | None:
         """The call answered as structured output, through `review_change`'s checks; None when the
         server cannot constrain its answer, the answer was cut, or it held no review: the tool loop
-        then asks as before."""
+        then asks as before. `lines` are the call's files and their commentable lines, which the
+        schema lets a comment point at."""
         ask = getattr(self.meter, "complete_structured", None)
         if not self.structured or ask is None or await self.guard() is not None:
             return None
@@ -359,7 +365,8 @@ class ReviewPass:
             {"role": "system", "content": STRUCTURED_SYSTEM},
             {"role": "user", "content": f"{text}\n\n{STRUCTURED_NOTE}"},
         ]
-        args = structured_review_args(await ask(messages, review_schema(), name="review_change"))
+        schema = review_schema(lines)
+        args = structured_review_args(await ask(messages, schema, name="review_change"))
         if args is None:
             return None
         await review.post_args(args)

@@ -47,13 +47,19 @@ QUESTION = (
 )
 
 
-def verdict_schema() -> dict[str, Any]:
-    """The answer's shape for structured output (OpenAI's `strict` form: all required, no others)."""
+def verdict_schema(lines: Sequence[int] = ()) -> dict[str, Any]:
+    """The answer's shape for structured output (OpenAI's `strict` form: all required, no others).
+    With `lines` (the change's lines near the finding, the only ones that can back it), the cited
+    line is one of them or null: a small model that means "yes" then cannot cite a line that drops
+    the finding for a number it misread."""
+    line: dict[str, Any] = {"type": ["integer", "null"]}
+    if lines:
+        line["enum"] = [*lines, None]
     return {
         "type": "object",
         "properties": {
             "real": {"type": "boolean"},
-            "line": {"type": ["integer", "null"]},
+            "line": line,
             "evidence": {"type": "string"},
         },
         "required": ["real", "line", "evidence"],
@@ -129,7 +135,8 @@ class Verifier:
             out.checked += 1
             path, line = str(comment["path"]), int(comment["line"])
             window = await anyio.to_thread.run_sync(self._window, path, line, added.get(path, set()))
-            answer = await self._ask(path, line, claim_of(comment), window)
+            near = sorted(n for n in diff.lines.get(path, set()) if abs(n - line) <= AROUND)
+            answer = await self._ask(path, line, claim_of(comment), window, near)
             if answer is None and not self.can_ask():  # refused on this question: not a verdict
                 out.checked -= 1
                 out.kept += comments[index:]
@@ -143,7 +150,7 @@ class Verifier:
                 out.dropped += 1
         return out
 
-    async def _ask(self, path: str, line: int, claim: str, window: str) -> Any | None:
+    async def _ask(self, path: str, line: int, claim: str, window: str, near: Sequence[int]) -> Any | None:
         prompt = "\n\n".join(
             [
                 f"The finding, reported on `{path}` line {line}, as the reviewer wrote it:",
@@ -156,7 +163,7 @@ class Verifier:
             ]
         )
         messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
-        return await self.structured(messages, verdict_schema())
+        return await self.structured(messages, verdict_schema(near))
 
     def _window(self, path: str, line: int, added: set[int]) -> str:
         """The head's lines around `line`, numbered and marked; a file that cannot be read shows

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
@@ -39,6 +39,7 @@ _PROMISE = re.compile(
     re.IGNORECASE,
 )
 MAX_STRUCTURED_COMMENTS = 10  # comments one structured answer may hold (`review_schema`)
+MAX_LINE_ENUM = 400  # lines of one file a comment's line is chosen from, at most (`review_schema`)
 _SHORT = 400  # characters: a thank-you or a promise longer than this may hold a real review
 _SHINGLE = 4  # words per shingle when comparing a body with the instructions
 
@@ -68,26 +69,26 @@ def every_finding(text: str, blocks: Sequence[Block], *, limit: int) -> dict[str
     return {"body": body, "comments": [c for _, comments, _, _ in taken for c in comments][:limit]}
 
 
-def review_schema() -> dict[str, Any]:
+def review_schema(lines: Mapping[str, Collection[int]] | None = None) -> dict[str, Any]:
     """The schema of a review's findings for structured output (`complete_structured`): a body,
     then comments with path, line, severity, claim and a suggestion that may be null. In the form
     OpenAI's `strict` mode takes (every property required, no others), which llama.cpp, vLLM and
     Ollama take too; the body comes first, as the model writes it first. At most
     `MAX_STRUCTURED_COMMENTS` comments, so a small model that repeats itself cannot run a list on
     until `max_tokens` cuts the answer: a cut answer is no answer, and the tool loop that then
-    replaces it cost the 1.5B model twelve minutes on one case of issue 30's benchmark."""
-    comment = {
-        "type": "object",
-        "properties": {
-            "path": {"type": "string"},
-            "line": {"type": "integer"},
-            "severity": {"type": "string", "enum": list(SEVERITIES)},
-            "claim": {"type": "string"},
-            "suggestion": {"type": ["string", "null"]},
-        },
-        "required": ["path", "line", "severity", "claim", "suggestion"],
-        "additionalProperties": False,
-    }
+    replaces it cost the 1.5B model twelve minutes on one case of issue 30's benchmark.
+
+    With `lines` (the call's files and the lines GitHub takes comments on), a comment's path can
+    only be one of those files and its line one of that file's lines: the 1.5B model wrote a
+    tool's name as the path (`"path": "read_file"`) and numbers from the hunk header, and each such
+    comment was lost. A file with more than `MAX_LINE_ENUM` such lines keeps a plain integer (the
+    grammar of a long list costs more than the comment check that catches a stray line)."""
+    shapes = [_comment_shape(path, sorted(set(nums))) for path, nums in (lines or {}).items()]
+    comment: dict[str, Any] = _comment_shape(None, [])
+    if len(shapes) == 1:
+        comment = shapes[0]
+    elif shapes:
+        comment = {"anyOf": shapes}
     return {
         "type": "object",
         "properties": {
@@ -95,6 +96,26 @@ def review_schema() -> dict[str, Any]:
             "comments": {"type": "array", "items": comment, "maxItems": MAX_STRUCTURED_COMMENTS},
         },
         "required": ["body", "comments"],
+        "additionalProperties": False,
+    }
+
+
+def _comment_shape(path: str | None, lines: Sequence[int]) -> dict[str, Any]:
+    """One comment's schema: any path and line, or `path` and one of `lines` (when there are
+    some, and not too many to list)."""
+    line: dict[str, Any] = {"type": "integer"}
+    if lines and len(lines) <= MAX_LINE_ENUM:
+        line = {"type": "integer", "enum": list(lines)}
+    return {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string"} if path is None else {"type": "string", "enum": [path]},
+            "line": line,
+            "severity": {"type": "string", "enum": list(SEVERITIES)},
+            "claim": {"type": "string"},
+            "suggestion": {"type": ["string", "null"]},
+        },
+        "required": ["path", "line", "severity", "claim", "suggestion"],
         "additionalProperties": False,
     }
 

@@ -173,7 +173,13 @@ async def test_the_review_is_asked_for_as_structured_output_and_goes_through_rev
     assert found(rig.posted) == [("m.py", 3, "returns one less")]  # line 40 is outside the diff: dropped
     assert "```suggestion" not in rig.posted[0][1][0]["body"]  # "" is no suggestion
     messages, schema = client.structured_requests[0]
-    assert schema == review_schema()
+    # a comment can point only at the call's files, each at a line GitHub takes a comment on
+    assert schema == review_schema({"m.py": set(range(1, 8)), "o.py": {1, 2}})
+    shapes = schema["properties"]["comments"]["items"]["anyOf"]
+    assert [(s["properties"]["path"]["enum"], s["properties"]["line"]["enum"]) for s in shapes] == [
+        (["m.py"], [1, 2, 3, 4, 5, 6, 7]),
+        (["o.py"], [1, 2]),
+    ]
     assert messages[-1]["content"].endswith(STRUCTURED_NOTE)
     assert client.requests == []  # no tool loop was needed
 
@@ -199,7 +205,8 @@ async def test_a_server_without_structured_output_is_probed_once_then_the_tool_l
             again = await second.review(verify=False).run()
         assert llm.errors == []
         assert len(llm.refused_schemas) == 1  # remembered for this base URL and model
-        assert llm.refused_schemas[0]["response_format"]["json_schema"]["schema"] == review_schema()
+        refused = llm.refused_schemas[0]["response_format"]["json_schema"]["schema"]
+        assert refused == review_schema({"m.py": set(range(1, 8)), "o.py": {1, 2}})
     assert (end.kind, end.posted_with, again.posted_with) == ("reviewed", "review_change", "review_change")
     assert found(first.posted) == found(second.posted) == [("m.py", 3, "returns one less")]
 
@@ -240,6 +247,11 @@ async def test_the_calls_of_a_chunked_review_are_merged_into_one_review(tmp_path
     rig = Rig(tmp_path, client, calls=2)
     end = await rig.review(verify=False).run()
     assert end.kind == "reviewed" and end.files_read == 2
+    # each call's schema names only the file that call shows
+    paths = [
+        s["properties"]["comments"]["items"]["properties"]["path"] for _, s in client.structured_requests
+    ]
+    assert paths == [{"type": "string", "enum": ["m.py"]}, {"type": "string", "enum": ["o.py"]}]
     # The second call repeated the first one's finding: it is posted once.
     assert found(rig.posted) == [
         ("m.py", 3, "returns one less than the total"),
@@ -364,7 +376,8 @@ async def test_the_verification_drops_a_finding_it_cannot_back_with_a_line_of_th
     assert found(rig.posted) == [("m.py", 3, "returns total - 1: callers are charged one less")]
     assert "3 findings checked against the code, 2 dropped." in rig.posted[0][0]
     messages, schema = client.structured_requests[1]
-    assert schema == verdict_schema()
+    assert schema == verdict_schema(range(1, 8))  # the cited line can only be one that backs it
+    assert schema["properties"]["line"]["enum"] == [1, 2, 3, 4, 5, 6, 7, None]
     question = messages[-1]["content"]
     assert "callers are charged one less" in question and "```untrusted" in question
     assert "3 +     return total - 1" in question and "2       total = x" in question  # numbered, marked

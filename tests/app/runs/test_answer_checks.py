@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
 
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import ReviewChangeTool
 from bot.app.reviews.text_review import review_args_from_text
 from bot.app.runs.answer_checks import (
+    MAX_LINE_ENUM,
     change_path,
     not_a_review,
     review_instructions,
@@ -197,3 +199,29 @@ async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_ar
     await review_tool(tmp_path, posted).post_args(args)
     assert [(c["line"], c["finding"]) for c in posted[0][1]] == [(3, "returns x - 1"), (2, "name")]
     assert structured_review_args({"comments": []}) is None and structured_review_args("x") is None
+
+
+def test_a_schema_given_the_calls_lines_takes_only_their_files_and_commentable_lines() -> None:
+    """The 1.5B model wrote a tool's name as a comment's path, and lines from the hunk header: a
+    server that constrains its decoding to this schema cannot."""
+    many = set(range(1, MAX_LINE_ENUM + 2))
+    schema = review_schema({"m.py": {2, 3}, "o.py": {5}, "big.py": many})
+    check = Draft202012Validator(schema)
+
+    def takes(path: str, line: int) -> bool:
+        item = {"path": path, "line": line, "severity": "major", "claim": "c", "suggestion": None}
+        return check.is_valid({"body": "b", "comments": [item]})
+
+    assert takes("m.py", 3) and takes("o.py", 5)
+    assert not takes("read_file", 3)  # a tool's name is no path
+    assert not takes("m.py", 5) and not takes("o.py", 3)  # each file's own lines only
+    assert takes("big.py", MAX_LINE_ENUM + 1) and takes("big.py", 10_000)  # too many to list: any line
+    one = Draft202012Validator(review_schema({"m.py": {2}}))
+    assert one.is_valid({"body": "b", "comments": []})  # no finding is an answer
+    assert "anyOf" not in review_schema({"m.py": {2}})["properties"]["comments"]["items"]
+    assert Draft202012Validator(review_schema()).is_valid(
+        {
+            "body": "b",
+            "comments": [{"path": "x", "line": 9, "severity": "nit", "claim": "c", "suggestion": None}],
+        }
+    )
