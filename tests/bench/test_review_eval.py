@@ -189,7 +189,7 @@ def test_the_pipeline_reviews_with_numbered_hunks_and_counts_the_posted_comments
     assert result.error is None, result.error
     assert [(f.path, f.line) for f in result.findings] == [("users.py", 18)] and result.found
     assert result.prompt_tokens == 1850  # both calls of the run
-    assert "__new hunk__" in prompt and "18 +    query = f" in prompt and "review_change" in tools
+    assert "18 +    query = f" in prompt and "review_change" in tools
 
 
 def test_the_pipeline_with_items_off_reads_the_raw_patch_and_no_linter() -> None:
@@ -200,7 +200,7 @@ def test_the_pipeline_with_items_off_reads_the_raw_patch_and_no_linter() -> None
         result = anyio.run(review_eval.run_case, case, "plain", lambda: _client(llm))
         prompt = llm.requests[0]["messages"][-1]["content"]
     assert result.error is None and result.findings == []
-    assert "__new hunk__" not in prompt and "--- users.py (modified, +5 -0)" in prompt
+    assert "18 +    query = f" not in prompt and "--- users.py (modified, +5 -0)" in prompt
     assert "linter findings" not in prompt
     assert "@@ -12,3 +12,8 @@ def connect(path):\n def find_by_email" in prompt
 

@@ -54,10 +54,10 @@ def test_the_model_sees_numbered_hunks_and_lint_findings_and_a_broken_suggestion
         story.wait_summary("1 finding")
         [prompt] = prompts(story)
         # Numbered new side: the number before the line is what `line` takes.
-        assert "__new hunk__\n2      return x + 1\n3  \n4  def f2(x):\n5 +    return x - 2\n" in prompt
-        # Focused (review.focus, on by default): the hunk names its function, removed lines apart.
-        assert "@@ -2 +2 @@ in function `f2` (lines 4-5; the diff: 2-8)\n__new hunk__" in prompt
-        assert "__old hunk__ (removed after line 4)\n-    return x + 2" in prompt
+        # Focused (review.focus, on by default): the hunk names its function, each removed line in
+        # its place, without a number.
+        block = "@@ -2 +2 @@ in function `f2` (lines 4-5; the diff: 2-8)\n2      return x + 1\n3  \n"
+        assert block + "4  def f2(x):\n  -    return x + 2\n5 +    return x - 2\n" in prompt
         assert "only the diff's lines take an inline comment" in prompt.split("````")[0]  # ours, not data
         # Linter findings on changed lines only, as data inside the fence.
         fence_end = prompt.rindex("````")

@@ -95,9 +95,10 @@ STRUCTURED_SYSTEM = (
 STRUCTURED_NOTE = (
     "No tool can be called in this answer (not review_change, not read_file): answer with "
     "review_change's arguments as JSON instead, from the hunks shown. How to look for bugs: for each "
-    "`+` line, compare it with the `__old hunk__` line it replaced and with the code around it, and "
+    "`+` line, compare it with the removed `-` line(s) above it and with the code around it, and "
     "ask what it now does wrong: a wrong operator, variable or constant, a condition inverted or "
-    "off by one, a missing `return`, check or `await`, a misspelt name, a resource not closed. "
+    "off by one, a missing `return`, check or `await`, a misspelt name, a resource not closed; for "
+    "each `-` line, ask what its removal breaks, and comment on the numbered line next to it. "
     "`body`: one sentence. `comments`: one entry per bug, each with `path` (as the `## path` heading "
     "writes it), `line` (the number shown before the line), `severity`, `claim` (what is wrong, "
     "then what goes wrong because of it) and `suggestion` (the corrected line(s), or null). A comment "

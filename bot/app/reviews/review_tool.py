@@ -76,13 +76,13 @@ class ReviewChangeTool(Tool):
                 "path": {"type": "string"},
                 "line": {
                     "type": "integer",
-                    "description": "the number shown before the line in `__new hunk__` (the new "
+                    "description": "the number shown before the line in the hunk (the new "
                     "version's line number; for several lines, the last one)",
                 },
                 "start_line": {
                     "type": "integer",
                     "description": "for a comment on several lines: the number shown before the "
-                    "first one in `__new hunk__`",
+                    "first one in the hunk",
                 },
                 "body": {"type": "string"},
                 "severity": {

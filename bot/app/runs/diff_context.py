@@ -1,30 +1,32 @@
-"""A pull request's diff as a model can cite it: every hunk's new side numbered, its removed lines
-apart, decided without I/O.
+"""A pull request's diff as a model can cite it: every hunk's new side numbered, each removed line
+shown where it was, decided without I/O.
 
 GitHub's `patch` gives a hunk's start only (`@@ -a,b +c,d @@`): to name a line the model would have
 to count, and models count badly, so a misplaced comment is the usual noise. Here each line of the new
-side carries its number, in the manner of pr-agent's `__new hunk__` / `__old hunk__`:
+side carries its number, and each removed line sits where it was, without one:
 
     @@ -10,4 +10,5 @@ def load(path):
-    __new hunk__
     10   with open(path) as f:
+       -     return parse(f.read())
     11 +     data = f.read()
-    12       return parse(data)
-    __old hunk__
-    -     return parse(f.read())
+    12 +     return parse(data)
 
-`+` marks an added line, a space a context line; only those numbers can carry an inline comment. A
-hunk that only removes lines is folded to one line (nothing there can be commented on), and a
-deleted file is named, not shown.
+`+` marks an added line, a space a context line; only numbered lines can carry an inline comment. A
+removed line sits in place, not in a list of its own after the hunk (pr-agent's `__old hunk__`, which
+this once followed): on issue 30's real bugs the 1.5B model read that list as the new code and asked
+for the fix to be taken out, and a hunk that only removed lines was folded to one line, so a removed
+`return` or check could not be seen at all. A deleted file is named, not shown.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from bot.app.github.models import PullFile
 
+MAX_REMOVED_SHOWN = 40  # removed lines shown in one place, at most
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,\d+)? \+(?P<new>\d+)(?:,\d+)? @@ ?(?P<section>.*)$")
 
 
@@ -38,6 +40,7 @@ class Hunk:
     new: list[tuple[int, str, str]] = field(default_factory=list)
     old: list[str] = field(default_factory=list)
     removed_after: int = 0  # the new-side line the first removed line followed (0: the top)
+    removed: list[tuple[int, str]] = field(default_factory=list)  # (the new-side line it followed, text)
 
     @property
     def added(self) -> list[int]:
@@ -64,6 +67,7 @@ def parse_hunks(patch: str) -> list[Hunk]:
             if not hunk.old:
                 hunk.removed_after = current - 1
             hunk.old.append(raw[1:])
+            hunk.removed.append((current - 1, raw[1:]))
         elif raw.startswith("+"):
             hunk.new.append((current, "+", raw[1:]))
             current += 1
@@ -80,19 +84,42 @@ def added_lines(patch: str | None) -> set[int]:
 
 def format_hunk(hunk: Hunk) -> list[str]:
     header = f"@@ -{hunk.old_start} +{hunk.new_start} @@" + (f" {hunk.section}" if hunk.section else "")
-    if not hunk.added:
-        # Deletion only: nothing in it takes a comment, and its lines cost tokens for little.
-        after = hunk.removed_after
-        where = f"after line {after}" if after > 0 else "at the top"
-        count = len(hunk.old)
-        return [f"{header} ({count} line{'s' if count != 1 else ''} removed {where})"]
     width = len(str(hunk.new[-1][0])) if hunk.new else 1
-    lines = [header, "__new hunk__"]
-    lines += [f"{n:>{width}} {mark}{text}" for n, mark, text in hunk.new]
-    if hunk.old:
-        lines.append("__old hunk__")
-        lines += [f"-{text}" for text in hunk.old]
-    return lines
+    if not hunk.new:  # no line left around it (a file emptied): nothing takes a comment
+        return [header, *removed_rows(hunk.old, width)]
+    return [header, *numbered_rows(hunk.new, removed_by_line([hunk]), width)]
+
+
+def removed_by_line(hunks: Iterable[Hunk]) -> dict[int, list[str]]:
+    """The removed lines of some hunks, by the new-side line each followed (0: the top)."""
+    out: dict[int, list[str]] = {}
+    for hunk in hunks:
+        for after, text in hunk.removed:
+            out.setdefault(after, []).append(text)
+    return out
+
+
+def numbered_rows(
+    rows: Sequence[tuple[int, str, str]], removed: Mapping[int, Sequence[str]], width: int
+) -> list[str]:
+    """Consecutive new-side rows (number, mark, text), each numbered, with the removed lines that
+    followed the line before the first row, or any row, in their place."""
+    if not rows:
+        return []
+    out = removed_rows(removed.get(rows[0][0] - 1, ()), width)
+    for number, mark, text in rows:
+        out.append(f"{number:>{width}} {mark}{text}")
+        out += removed_rows(removed.get(number, ()), width)
+    return out
+
+
+def removed_rows(texts: Sequence[str], width: int) -> list[str]:
+    """Removed lines as rows without a number; a long run shows its first `MAX_REMOVED_SHOWN` and
+    says how many more (a deleted block costs tokens for little past its start)."""
+    out = [f"{'':>{width}} -{text}" for text in texts[:MAX_REMOVED_SHOWN]]
+    if len(texts) > MAX_REMOVED_SHOWN:
+        out.append(f"{'':>{width}}  ... ({len(texts) - MAX_REMOVED_SHOWN} more lines removed)")
+    return out
 
 
 def file_heading(item: PullFile) -> str:
@@ -116,10 +143,10 @@ def format_file(item: PullFile) -> str:
 
 
 HOW_TO_READ = (
-    "Each file's hunks are numbered on the new side: `__new hunk__` lists the new version, each line "
-    "after its line number, `+` for an added line and a space for an unchanged one; `__old hunk__` "
-    "lists the lines the hunk removed. Cite the numbers shown (the `line` and `start_line` of a "
-    "comment); a line without a number cannot take an inline comment."
+    "Each file's hunks are numbered on the new side: each line of the new version follows its line "
+    "number, `+` for an added line and a space for an unchanged one; a `-` line, without a number, "
+    "is one the change removed, shown where it was. Cite the numbers shown (the `line` and "
+    "`start_line` of a comment); a line without a number cannot take an inline comment."
 )
 
 

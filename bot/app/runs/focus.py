@@ -8,16 +8,16 @@ is shown inside its innermost enclosing definition, found with tree-sitter (runs
 numbered as diff_context.py numbers a hunk:
 
     @@ -12 +12 @@ in method `Loader.load` (lines 10-14; the diff: 9-15)
-    __new hunk__
     10     def load(self, path):
     11         with open(path) as f:
+             -         return parse(f.read())
     12 +           data = f.read()
     13         return parse(data)
-    __old hunk__ (removed after line 12)
-    -          return parse(f.read())
 
-Hunks inside one definition make one block. A definition longer than `MAX_BLOCK_LINES` shows its
-first line and a window around each hunk, and says which lines. Where no definition can be found
+Hunks inside one definition make one block, a hunk that only removes lines too (a removed `return`
+or check is as much a change as an added line, and the lines around it take a comment). A
+definition longer than `MAX_BLOCK_LINES` shows its first line and a window around each hunk, and
+says which lines. Where no definition can be found
 (no grammar for the file, a file that does not parse, a hunk at the top level, a head that does not
 match the patch), the hunk is shown exactly as `format_hunk` shows it.
 """
@@ -29,7 +29,15 @@ from dataclasses import dataclass, field
 from tree_sitter import Node
 
 from bot.app.github.models import PullFile
-from bot.app.runs.diff_context import Hunk, file_heading, format_file, format_hunk, parse_hunks
+from bot.app.runs.diff_context import (
+    Hunk,
+    file_heading,
+    format_file,
+    format_hunk,
+    numbered_rows,
+    parse_hunks,
+    removed_by_line,
+)
 from bot.app.runs.grammars import grammar_for, parse_tree
 
 # Told to the model with diff_context.py's HOW_TO_READ when the hunks are focused: the definition's
@@ -111,7 +119,8 @@ class Definition:
 @dataclass(frozen=True)
 class Block:
     """One block of a focused file: its text and the new-side lines it shows, first to last (the
-    line a deletion followed, for a folded one), so a linter finding goes with the block of its line."""
+    line a deletion followed, for a hunk with no line left), so a linter finding goes with the
+    block of its line."""
 
     text: str
     first: int
@@ -281,13 +290,7 @@ def _groups(hunks: list[Hunk], definitions: list[Definition | None]) -> list[_Gr
             merged.append(group)
         else:
             outer.hunks = sorted([*outer.hunks, *group.hunks], key=lambda h: h.new_start)
-    out: list[_Group] = []
-    for group in merged:
-        if any(hunk.added for hunk in group.hunks):
-            out.append(group)
-        else:  # deletions only: nothing there takes a comment; folded as format_hunk folds them
-            out += [_Group(None, [hunk]) for hunk in group.hunks]
-    return sorted([*out, *loose], key=lambda g: _span(g.hunks[0]))
+    return sorted([*merged, *loose], key=lambda g: _span(g.hunks[0]))
 
 
 def _start(group: _Group) -> int:
@@ -336,17 +339,14 @@ def _render(definition: Definition, hunks: list[Hunk], lines: list[str]) -> Bloc
     if len(runs) > 1 or runs[0] != (low, high):
         where += f"; shown: {_spans_text(runs)}"
     refs = " ".join(f"@@ -{h.old_start} +{h.new_start} @@" for h in hunks)
-    out = [f"{refs} in {definition.kind} `{definition.name}` ({where}; the diff: {diff})", "__new hunk__"]
+    out = [f"{refs} in {definition.kind} `{definition.name}` ({where}; the diff: {diff})"]
     width = len(str(high))
+    removed = removed_by_line(hunks)
     for index, (a, b) in enumerate(runs):
         if index:
             out.append(f"{'':>{width}} ... (lines {runs[index - 1][1] + 1}-{a - 1} not shown)")
-        out += [f"{n:>{width}} {'+' if n in added else ' '}{lines[n - 1]}" for n in range(a, b + 1)]
-    for hunk in hunks:
-        if hunk.old:
-            after = hunk.removed_after
-            out.append(f"__old hunk__ (removed {f'after line {after}' if after > 0 else 'at the top'})")
-            out += [f"-{text}" for text in hunk.old]
+        rows = [(n, "+" if n in added else " ", lines[n - 1]) for n in range(a, b + 1)]
+        out += numbered_rows(rows, removed, width)
     return Block("\n".join(out), low, high)
 
 

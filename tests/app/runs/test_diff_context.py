@@ -11,7 +11,7 @@ import pytest
 
 from bot.app.github.models import PullFile
 from bot.app.reviews.diffmap import commentable_lines
-from bot.app.runs.diff_context import added_lines, format_file, parse_hunks
+from bot.app.runs.diff_context import MAX_REMOVED_SHOWN, added_lines, format_file, parse_hunks
 
 CALC = "".join(f"def f{n}(x):\n    return x + {n}\n\n" for n in range(1, 7))
 
@@ -46,28 +46,29 @@ CASES = [
         "one changed line",
         CALC,
         CALC.replace("x + 2", "x - 2"),
-        "## calc.py (modified, +1 -1)\n@@ -2 +2 @@ def f1(x):\n__new hunk__\n"
-        "2      return x + 1\n3  \n4  def f2(x):\n5 +    return x - 2\n"
-        "6  \n7  def f3(x):\n8      return x + 3\n"
-        "__old hunk__\n-    return x + 2",
+        "## calc.py (modified, +1 -1)\n@@ -2 +2 @@ def f1(x):\n"
+        "2      return x + 1\n3  \n4  def f2(x):\n  -    return x + 2\n5 +    return x - 2\n"
+        "6  \n7  def f3(x):\n8      return x + 3",
     ),
     (
-        "a deletion-only hunk is one line",
+        "a deletion-only hunk shows what it removed, in its place",
         CALC,
         CALC.replace("def f3(x):\n    return x + 3\n\n", ""),
-        "## calc.py (modified, +0 -3)\n@@ -4 +4 @@ def f1(x): (3 lines removed after line 6)",
+        "## calc.py (modified, +0 -3)\n@@ -4 +4 @@ def f1(x):\n"
+        "4  def f2(x):\n5      return x + 2\n6  \n  -def f3(x):\n  -    return x + 3\n  -\n"
+        "7  def f4(x):\n8      return x + 4\n9  ",
     ),
     (
         "an added file is numbered from 1",
         None,
         "a = 1\nb = 2\n",
-        "## calc.py (added, +2 -0)\n@@ -0 +1 @@\n__new hunk__\n1 +a = 1\n2 +b = 2",
+        "## calc.py (added, +2 -0)\n@@ -0 +1 @@\n1 +a = 1\n2 +b = 2",
     ),
     (
         "no newline at end of file is not a line",
         "a = 1",
         "a = 2",
-        "## calc.py (modified, +1 -1)\n@@ -1 +1 @@\n__new hunk__\n1 +a = 2\n__old hunk__\n-a = 1",
+        "## calc.py (modified, +1 -1)\n@@ -1 +1 @@\n  -a = 1\n1 +a = 2",
     ),
 ]
 
@@ -97,6 +98,33 @@ def test_the_numbers_shown_are_the_lines_github_takes_comments_on(tmp_path: Path
     lines = after.split("\n")
     for number, mark, code in (h for hunk in parse_hunks(patch) for h in hunk.new):
         assert lines[number - 1] == code, (number, mark)
+
+
+def test_each_removed_line_is_shown_where_it_was(tmp_path: Path) -> None:
+    """Read top to bottom without the added lines, the rows are the old side of each hunk: the
+    1.5B model took a list of removed lines after the hunk for the new code (issue 30)."""
+    after = CALC.replace("x + 2", "x - 2").replace("    return x + 4\n", "")
+    after = after.replace("def f5(x):\n", "def f5(x):\n    x = abs(x)\n")
+    patch = git_patch(tmp_path, CALC, after)
+    rows = format_file(PullFile(filename="calc.py", status="modified", patch=patch)).split("\n")[1:]
+    marked = [re.match(r"^ *\d* ([ +-])(.*)$", row) for row in rows if not row.startswith("@@")]
+    old_side = [m.group(2) for m in marked if m is not None and m.group(1) != "+"]
+    assert any(m is not None and m.group(1) == "-" for m in marked)
+    old = CALC.split("\n")
+    hunks = parse_hunks(patch)
+    assert len(hunks) == 1
+    start = hunks[0].old_start
+    assert old_side == old[start - 1 : start - 1 + len(old_side)]
+
+
+def test_a_long_removed_run_is_shown_in_part_and_counted(tmp_path: Path) -> None:
+    before = "".join(f"x{n} = {n}\n" for n in range(100))
+    patch = git_patch(tmp_path, before, "x0 = 0\n")
+    text = format_file(PullFile(filename="calc.py", status="modified", patch=patch))
+    removed = [row for row in text.split("\n") if row.lstrip().startswith("-")]
+    assert removed[0].endswith("-x1 = 1") and len(removed) == MAX_REMOVED_SHOWN
+    assert text.endswith(f"... ({99 - MAX_REMOVED_SHOWN} more lines removed)")
+    assert "1  x0 = 0" in text  # the line left takes a comment
 
 
 def test_a_file_without_a_patch_is_named_not_guessed() -> None:

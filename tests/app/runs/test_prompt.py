@@ -50,7 +50,7 @@ def test_remembered_facts_are_fenced_with_the_pull_request_as_data() -> None:
     assert REMEMBERED_TITLE in block and fact in block
 
 
-def _hunks(count: int, width: int = 200) -> str:
+def _hunks(count: int, width: int = 210) -> str:
     return "\n".join(
         f"@@ -{n * 10},1 +{n * 10},1 @@\n-{'a' * width}\n+{'b' * width}" for n in range(1, count + 1)
     )
@@ -62,6 +62,7 @@ def test_missing_long_and_left_out_patches_are_recorded() -> None:
     event = CommentEvent.model_validate(issue_comment_payload("/beam summarize", repo="o/r"))
     files = [
         PullFile(filename="logo.png", status="added"),
+        # 210-character lines: the cut big.py leaves less room than logo.png's two lines need
         PullFile(filename="big.py", status="modified", patch=_hunks(60)),
         PullFile(filename="later.py", status="modified", patch=_hunks(30)),
         PullFile(filename="yarn.lock", status="modified", patch="@@ -1 +1 @@\n-a\n+b"),
