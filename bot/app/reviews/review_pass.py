@@ -66,7 +66,7 @@ from bot.app.reviews.pass_end import (
 )
 from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
 from bot.app.reviews.verification import Checked, Verifier
-from bot.app.reviews.votes import majority
+from bot.app.reviews.votes import distinct, majority
 from bot.app.runs.answer_checks import review_schema, structured_review_args
 from bot.app.runs.diff_context import DiffCut, cut_diff
 from bot.app.runs.host_tools import ToolReport
@@ -262,11 +262,11 @@ class ReviewPass:
             await self.on_frame(frame)
 
     async def _post(self, body: str, comments: list[dict[str, Any]], extra: str = "") -> int | None:
-        """The caller's post, with what the pass adds: the comments that name no problem left out
-        (claims.py), the findings checked against the code (and what that dropped), the overflow
-        cut, the partial line."""
+        """The caller's post, with what the pass adds: each finding once (votes.py `distinct`), the
+        comments that name no problem left out (claims.py), the findings checked against the code
+        (and what that dropped), the overflow cut, the partial line."""
         lines = [body.strip()] if body.strip() else []
-        described = problem_claims(comments)
+        described = problem_claims(distinct(comments))
         comments = described.kept
         if described.dropped:
             lines.append(f"<sub>{described.footer()}</sub>")

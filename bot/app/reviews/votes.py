@@ -90,3 +90,14 @@ def majority(votes: Sequence[Sequence[dict[str, Any]]]) -> Tally:
         else:
             tally.fewer += 1
     return tally
+
+
+def distinct(comments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each finding once, as first written, by the same rule as a vote's: one answer of the 1.5B
+    model posted one claim on three lines in a row of a clean change, and the calls of a chunked
+    review may repeat each other."""
+    kept: list[dict[str, Any]] = []
+    for comment in comments:
+        if not any(same_finding(earlier, comment) for earlier in kept):
+            kept.append(comment)
+    return kept

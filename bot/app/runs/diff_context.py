@@ -5,7 +5,7 @@ GitHub's `patch` gives a hunk's start only (`@@ -a,b +c,d @@`): to name a line t
 to count, and models count badly, so a misplaced comment is the usual noise. Here each line of the new
 side carries its number, and each removed line sits where it was, without one:
 
-    @@ -10,4 +10,5 @@ def load(path):
+    @@ -10,2 +10,3 @@ def load(path):
     10   with open(path) as f:
        -     return parse(f.read())
     11 +     data = f.read()

@@ -34,7 +34,7 @@ from bot.app.runs.budget import (
     plan_budget,
     skip_reason,
 )
-from bot.app.runs.diff_context import added_lines, file_heading, format_file, normalised_claim
+from bot.app.runs.diff_context import added_lines, file_heading, format_file
 from bot.app.runs.focus import Block, focused_hunks, hunk_blocks
 from bot.app.runs.grammars import grammar_for
 from bot.app.runs.linters import LintFinding, LintReport, run_linters
@@ -356,23 +356,11 @@ def read_sources(root: SandboxRoot, paths: Sequence[str]) -> dict[str, str]:
     return sources
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    near = a["path"] == b["path"] and abs(int(a["line"]) - int(b["line"])) <= 1
-    return near and normalised_claim(a.get("finding", a["body"])) == normalised_claim(
-        b.get("finding", b["body"])
-    )
-
-
 def merge_parts(parts: Sequence[tuple[str, list[dict[str, Any]]]]) -> tuple[str, list[dict[str, Any]]]:
-    """One review from the calls of a chunked review: the bodies in order, the comments without the
-    ones a call repeated (same file, within a line, same claim once normalised)."""
+    """One review from the calls of a chunked review: the bodies in order (each once), then every
+    call's comments; the review pass posts each finding once (reviews/votes.py `distinct`)."""
     bodies = [body.strip() for body, _ in parts if body.strip()]
-    comments: list[dict[str, Any]] = []
-    for _, found in parts:
-        for comment in found:
-            if not any(_same(comment, kept) for kept in comments):
-                comments.append(comment)
-    return "\n\n".join(dict.fromkeys(bodies)), comments
+    return "\n\n".join(dict.fromkeys(bodies)), [comment for _, found in parts for comment in found]
 
 
 async def review_context(

@@ -259,6 +259,32 @@ async def test_the_calls_of_a_chunked_review_are_merged_into_one_review(tmp_path
     ]
 
 
+async def test_one_claim_an_answer_repeats_on_lines_in_a_row_is_posted_once(tmp_path: Path) -> None:
+    """The 1.5B model put "returns `null` ... instead of `error`" on three lines in a row of a
+    clean change: three false findings for one claim."""
+    claim = "The function now returns one less than the total, instead of the total."
+    client = ScriptedClient(
+        [
+            answer(
+                ("m.py", 2, claim),
+                ("m.py", 3, claim.replace("The function now", "It now")),
+                ("m.py", 4, claim),
+                ("m.py", 3, "`total - 1` drops the last cent of every price"),
+                ("m.py", 7, claim),  # the same words, four lines from the first: another place
+            )
+        ],
+        structured=True,
+    )
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert end.kind == "reviewed"
+    assert found(rig.posted) == [
+        ("m.py", 2, claim),
+        ("m.py", 3, "`total - 1` drops the last cent of every price"),
+        ("m.py", 7, claim),
+    ]
+
+
 async def test_a_vote_keeps_the_findings_a_majority_of_the_passes_reported(tmp_path: Path) -> None:
     client = ScriptedClient(
         [

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bot.app.github.models import PullFile
+from bot.app.reviews.votes import distinct
 from bot.app.runs.budget import (
     CHARS_PER_TOKEN,
     Section,
@@ -136,4 +137,5 @@ def test_merged_calls_say_a_finding_once() -> None:
     other = {"path": "a.py", "line": 9, "body": "Off by one!", "finding": "Off by one!"}
     body, comments = merge_parts([("Part one.", [one]), ("Part two.", [again, other]), ("Part one.", [])])
     assert body == "Part one.\n\nPart two."
-    assert comments == [one, other]
+    assert comments == [one, again, other]  # every call's, in order; the pass posts each once:
+    assert distinct(comments) == [one, other]
