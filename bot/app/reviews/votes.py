@@ -93,11 +93,18 @@ def majority(votes: Sequence[Sequence[dict[str, Any]]]) -> Tally:
 
 
 def distinct(comments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each finding once, as first written, by the same rule as a vote's: one answer of the 1.5B
-    model posted one claim on three lines in a row of a clean change, and the calls of a chunked
-    review may repeat each other."""
+    """Each finding once, as first written: a repeat is the same claim, once normalised, on the same
+    file within `NEAR` lines. One answer of the 1.5B model posted one claim on three lines in a row
+    of a clean change, and the calls of a chunked review may repeat each other. Stricter than a
+    vote's `same_finding`, whose mostly-the-same words would make "f2 subtracts" and "f3 subtracts
+    now" one finding: within one review, two wordings are two findings."""
     kept: list[dict[str, Any]] = []
     for comment in comments:
-        if not any(same_finding(earlier, comment) for earlier in kept):
+        if not any(_repeats(earlier, comment) for earlier in kept):
             kept.append(comment)
     return kept
+
+
+def _repeats(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    near = a.get("path") == b.get("path") and abs(int(a["line"]) - int(b["line"])) <= NEAR
+    return near and normalised_claim(claim_of(a)) == normalised_claim(claim_of(b))

@@ -267,10 +267,11 @@ async def test_one_claim_an_answer_repeats_on_lines_in_a_row_is_posted_once(tmp_
         [
             answer(
                 ("m.py", 2, claim),
-                ("m.py", 3, claim.replace("The function now", "It now")),
+                ("m.py", 3, claim.upper()),
                 ("m.py", 4, claim),
                 ("m.py", 3, "`total - 1` drops the last cent of every price"),
-                ("m.py", 7, claim),  # the same words, four lines from the first: another place
+                ("m.py", 4, "`total - 1` drops the last cent of some prices"),  # other words
+                ("m.py", 7, claim),  # the same words, five lines from the first: another place
             )
         ],
         structured=True,
@@ -281,6 +282,7 @@ async def test_one_claim_an_answer_repeats_on_lines_in_a_row_is_posted_once(tmp_
     assert found(rig.posted) == [
         ("m.py", 2, claim),
         ("m.py", 3, "`total - 1` drops the last cent of every price"),
+        ("m.py", 4, "`total - 1` drops the last cent of some prices"),
         ("m.py", 7, claim),
     ]
 
