@@ -304,9 +304,9 @@ class ReviewPass:
         answered = 0
         answered_calls: set[int] = set()
         unanswered: str | None = None
+        diff = DiffMap.from_files((f.filename, f.patch) for f in self.files)  # read, never changed
         for index, text in enumerate(prompts.calls):
             report = ToolReport()
-            diff = DiffMap.from_files((f.filename, f.patch) for f in self.files)
             names = prompts.call_files[index] if index < len(prompts.call_files) else list(diff.lines)
             review = ReviewChangeTool(
                 diff,

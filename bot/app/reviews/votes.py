@@ -47,9 +47,12 @@ def claim_of(comment: dict[str, Any]) -> str:
     return str(comment.get("finding", comment.get("body", "")))
 
 
+def same_place(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return a.get("path") == b.get("path") and abs(int(a["line"]) - int(b["line"])) <= NEAR
+
+
 def same_finding(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    near = a.get("path") == b.get("path") and abs(int(a["line"]) - int(b["line"])) <= NEAR
-    return near and same_claim(claim_of(a), claim_of(b))
+    return same_place(a, b) and same_claim(claim_of(a), claim_of(b))
 
 
 @dataclass
@@ -106,5 +109,4 @@ def distinct(comments: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _repeats(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    near = a.get("path") == b.get("path") and abs(int(a["line"]) - int(b["line"])) <= NEAR
-    return near and normalised_claim(claim_of(a)) == normalised_claim(claim_of(b))
+    return same_place(a, b) and normalised_claim(claim_of(a)) == normalised_claim(claim_of(b))

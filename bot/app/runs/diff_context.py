@@ -38,9 +38,17 @@ class Hunk:
     new_start: int
     section: str
     new: list[tuple[int, str, str]] = field(default_factory=list)
-    old: list[str] = field(default_factory=list)
-    removed_after: int = 0  # the new-side line the first removed line followed (0: the top)
     removed: list[tuple[int, str]] = field(default_factory=list)  # (the new-side line it followed, text)
+
+    @property
+    def old(self) -> list[str]:
+        """The removed lines, in order."""
+        return [text for _, text in self.removed]
+
+    @property
+    def removed_after(self) -> int:
+        """The new-side line the first removed line followed (0: the top, or none removed)."""
+        return self.removed[0][0] if self.removed else 0
 
     @property
     def added(self) -> list[int]:
@@ -64,9 +72,6 @@ def parse_hunks(patch: str) -> list[Hunk]:
             continue
         hunk = hunks[-1]
         if raw.startswith("-"):
-            if not hunk.old:
-                hunk.removed_after = current - 1
-            hunk.old.append(raw[1:])
             hunk.removed.append((current - 1, raw[1:]))
         elif raw.startswith("+"):
             hunk.new.append((current, "+", raw[1:]))
