@@ -408,7 +408,8 @@ async def test_the_verification_drops_a_finding_it_cannot_back_with_a_line_of_th
     assert schema["properties"]["line"]["enum"] == [1, 2, 3, 4, 5, 6, 7, None]
     question = messages[-1]["content"]
     assert "callers are charged one less" in question and "```untrusted" in question
-    assert "3 +     return total - 1" in question and "2       total = x" in question  # numbered, marked
+    # numbered and marked as the review showed them, the removed line in its place
+    assert "2      total = x\n  -    return total\n3 +    return total - 1\n" in question
 
 
 async def test_without_structured_output_findings_are_posted_unchecked_and_the_footer_says_so(
