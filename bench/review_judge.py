@@ -50,20 +50,39 @@ _DESCRIBES = re.compile(
 @dataclass(frozen=True)
 class Rubric:
     """What the bug is: `bug`, a sentence for people; `concepts`, what a claim must mention, each
-    a tuple of regular expressions (case-insensitive) any one of which mentions it."""
+    a tuple of regular expressions (case-insensitive) any one of which mentions it; `backwards`,
+    regular expressions for claims that have the bug the wrong way round.
+
+    Keywords cannot read direction: a small model names the right tokens and asks for the bug
+    ("It should be `obj.hasOwnProperty(key)`"), calls the fix wrong ("the `type(s)` check is
+    incorrect"), or takes the fix for the new code ("uses `Math.floor(maxAge)` instead of
+    `maxAge`"). Such a claim mentions every concept; read by a person it is a miss, and in the runs
+    of 2026-12-02 it was half of what the judge accepted. A case lists the backwards forms a
+    reader has seen (or can foresee from its tokens), and a claim that matches one states no bug."""
 
     bug: str
     concepts: tuple[tuple[str, ...], ...]
+    backwards: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, data: dict[str, object]) -> Rubric:
         concepts = data.get("concepts")
         if not isinstance(concepts, list) or not concepts:
             raise ValueError("a rubric needs a non-empty list of concepts")
-        return cls(str(data["bug"]), tuple(tuple(str(term) for term in concept) for concept in concepts))
+        backwards = data.get("backwards", [])
+        if not isinstance(backwards, list):
+            raise ValueError("a rubric's backwards forms are a list")
+        return cls(
+            str(data["bug"]),
+            tuple(tuple(str(term) for term in concept) for concept in concepts),
+            tuple(str(form) for form in backwards),
+        )
 
     def to_json(self) -> dict[str, object]:
-        return {"bug": self.bug, "concepts": [list(c) for c in self.concepts]}
+        out: dict[str, object] = {"bug": self.bug, "concepts": [list(c) for c in self.concepts]}
+        if self.backwards:
+            out["backwards"] = list(self.backwards)
+        return out
 
 
 def praises(claim: str) -> bool:
@@ -81,13 +100,18 @@ def missing_concepts(claim: str, rubric: Rubric) -> list[int]:
 
 
 def states_bug(claim: str, rubric: Rubric | None) -> bool:
-    """The judge's verdict: the claim mentions every concept of the rubric, and is neither praise nor
-    a description of the change: one that names the right tokens ("The function now returns the
-    nickname if it exists") says nothing is wrong, so it states no bug. A case without a rubric (a
-    clean change) has no bug to state."""
-    if rubric is None or not claim.strip() or describes(claim):
+    """The judge's verdict: the claim mentions every concept of the rubric, and is neither praise, a
+    description of the change, nor the bug backwards: one that names the right tokens ("The
+    function now returns the nickname if it exists") says nothing is wrong, so it states no bug. A
+    case without a rubric (a clean change) has no bug to state."""
+    if rubric is None or not claim.strip() or describes(claim) or reverses(claim, rubric):
         return False
     return not praises(claim) and not missing_concepts(claim, rubric)
+
+
+def reverses(claim: str, rubric: Rubric) -> bool:
+    """Whether the claim has the bug the wrong way round, by one of the rubric's backwards forms."""
+    return any(re.search(form, claim, re.IGNORECASE) for form in rubric.backwards)
 
 
 def describes(claim: str) -> bool:

@@ -19,7 +19,7 @@ sys.path.insert(0, str(BENCH))
 import review_eval  # noqa: E402
 from real_bugs import DATA, EXCLUDED, RealBug, build_real_repo, load_real_bugs, mirror_of, touched_lines  # noqa: E402
 from review_eval_cases import CaseResult, Finding, changed_files, git, load_corpus, real_case  # noqa: E402
-from review_judge import Rubric, praises, states_bug  # noqa: E402
+from review_judge import Rubric, missing_concepts, praises, reverses, states_bug  # noqa: E402
 
 from bot.beam.openai_client import OpenAiCompatible  # noqa: E402
 from tests.support.openai_server import FakeOpenAI, usage  # noqa: E402
@@ -43,7 +43,7 @@ def test_the_data_file_holds_no_upstream_source() -> None:
     rows = json.loads(DATA.read_text("utf-8"))["cases"]
     for row in rows:
         assert set(row) == {"name", "repo", "fix", "language", "files", "gold", "rubric"}
-        assert set(row["rubric"]) == {"bug", "concepts"} and len(row["rubric"]["bug"]) < 300
+        assert set(row["rubric"]) <= {"bug", "concepts", "backwards"} and len(row["rubric"]["bug"]) < 300
 
 
 @pytest.mark.parametrize("case", load_corpus("all"), ids=lambda c: c.name)
@@ -56,7 +56,9 @@ def test_every_rubric_compiles_and_accepts_its_own_statement_of_the_bug(case: ob
     for terms in rubric.concepts:
         for term in terms:
             re.compile(term)
-    assert states_bug(rubric.bug, rubric)
+    for form in rubric.backwards:
+        re.compile(form)
+    assert states_bug(rubric.bug, rubric)  # so its backwards forms do not match the bug either
 
 
 def test_the_judge_reads_the_claim_not_the_line() -> None:
@@ -69,6 +71,32 @@ def test_the_judge_reads_the_claim_not_the_line() -> None:
     # A description of the change that happens to name the rubric's words states no bug.
     assert not states_bug("The function New now initialises the map before the first Put.", rubric)
     assert states_bug("The function New now skips the map: the first Put panics on a nil map.", rubric)
+
+
+def test_a_claim_with_the_bug_backwards_is_a_miss_though_it_names_every_concept() -> None:
+    """Claims of the 1.5B model, each on its case's gold line: the right tokens, the wrong way round."""
+    cases = {c.name: c.rubric for c in load_corpus("real")}
+    backwards = {
+        "cookie_has_own_property": "The `__hasOwnProperty.call(obj, key)` check is incorrect. It should be "
+        "`obj.hasOwnProperty(key)`.",
+        "chi_route_headers_return": "The function now returns early if no routes are set, which is "
+        "incorrect. It should continue processing the request if no routes are set.",
+        "markupsafe_class_check": "The `type(s)` check is incorrect: it should use `s.__class__` to "
+        "support proxy objects.",
+    }
+    for name, claim in backwards.items():
+        rubric = cases[name]
+        assert rubric is not None and not missing_concepts(claim, rubric), name  # keywords alone: a hit
+        assert reverses(claim, rubric) and not states_bug(claim, rubric), name
+    # The same tokens the right way round state the bug.
+    right = (
+        "`obj.hasOwnProperty(key)` throws when a cookie is named hasOwnProperty: use the prototype's `.call`."
+    )
+    assert states_bug(right, cases["cookie_has_own_property"])
+    assert states_bug(
+        "After next.ServeHTTP there is no return any more, so the handler continues and serves twice.",
+        cases["chi_route_headers_return"],
+    )
 
 
 def test_touched_lines_are_the_added_lines_or_the_lines_around_a_deletion() -> None:
