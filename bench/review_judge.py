@@ -8,7 +8,8 @@ the bug, which this module decides.
 The judge is a keyword rubric, not a model. Each case lists the concepts a statement of its bug
 must mention (the wrong token or the missing check, and what goes wrong), each concept as a few
 regular expressions that say the same thing. A claim states the bug when it mentions every concept
-and is not praise. Why not a model as judge: the only model this machine can run is the 1.5B model
+and is neither praise, a description of the change, nor one of the case's known ways of having the
+bug backwards (`Rubric.backwards`). Why not a model as judge: the only model this machine can run is the 1.5B model
 under test, which would grade its own answers and is no more reliable a judge than a reviewer; a
 rubric is deterministic, runs with no model and no network, gives the same verdict on every
 machine, and its misses can be read and fixed in the data file. Its agreement with a person's
