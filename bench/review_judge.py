@@ -9,10 +9,10 @@ The judge is a keyword rubric, not a model. Each case lists the concepts a state
 must mention (the wrong token or the missing check, and what goes wrong), each concept as a few
 regular expressions that say the same thing. A claim states the bug when it mentions every concept
 and is neither praise, a description of the change, nor one of the case's known ways of having the
-bug backwards (`Rubric.backwards`). Why not a model as judge: the only model this machine can run is the 1.5B model
-under test, which would grade its own answers and is no more reliable a judge than a reviewer; a
-rubric is deterministic, runs with no model and no network, gives the same verdict on every
-machine, and its misses can be read and fixed in the data file. Its agreement with a person's
+bug backwards (`Rubric.backwards`). Why not a model as judge: the only model this machine can run
+is the 1.5B model under test, which would grade its own answers and is no more reliable a judge
+than a reviewer; a rubric is deterministic, runs with no model and no network, gives the same
+verdict on every machine, and its misses can be read and fixed in the data file. Its agreement with a person's
 reading is measured on recorded findings (bench/data/real_bugs/judge_check.json,
 `review_eval.py --check-judge`).
 """
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 _PRAISE = re.compile(
     r"\b(improv\w*|optimi[sz]\w*|cleaner|simplif\w*|looks? (good|fine|correct)|lgtm|nice|better|"
     r"good (change|practice|job)|well done|correctly|more robust|more efficient|more readable|"
-    r"enhance\w*|no (issues?|problems?|bugs?)( found)?)\b",
+    r"enhance\w*|concise|easier to (read|understand|follow|maintain)|"
+    r"no (issues?|problems?|bugs?)( found)?)\b",
     re.IGNORECASE,
 )
 # Words that say something is wrong; one of them turns approval words back into a possible finding

@@ -14,8 +14,8 @@ The rule reads English only, and errs towards posting:
   problem, unless
   the only defect words sit in a clause that says the change *prevents* or *fixes* them;
 - praise denied ("is not incremented correctly") names a problem;
-- a claim that praises (`improves`, `correctly`, `more efficient`, `cleaner`) and names no defect
-  does not;
+- a claim that praises (`improves`, `correctly`, `more efficient`, `cleaner`, `easier to read`) and
+  names no defect does not;
 - an error named as a value ("the error message is added") is not a word for a defect, and a
   claim that is only a line of code names nothing;
 - a claim with no word for a problem that reads as a description ("The function now returns ...",
@@ -61,7 +61,8 @@ _WEAK = re.compile(r"\b(?:not|may|might|could|instead|only|consider|but|however|
 _PRAISE = re.compile(
     r"\b(?:improv\w*|optimi[sz]\w*|efficien\w*|readab\w*|simpl(?:er|ifie[sd]|ify|ified)|cleaner|"
     r"idiomatic|correct(?:ly)?|proper(?:ly)?|nice\w*|good|great|better|saves?|secure|robust\w*|"
-    r"elegant|consistent(?:ly)?|faster|right|clear(?:er)?|well)\b",
+    r"elegant|consistent(?:ly)?|faster|right|clear(?:er)?|well|concise|"
+    r"easier to (?:read|understand|follow|maintain))\b",
     re.IGNORECASE,
 )
 # Praise denied ("is not incremented correctly", "does not properly close"): a defect.

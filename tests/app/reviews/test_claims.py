@@ -17,6 +17,9 @@ from bot.app.reviews.claims import names_a_problem, problem_claims
 JUDGE_CHECK = Path(__file__).resolve().parents[3] / "bench" / "data" / "real_bugs" / "judge_check.json"
 
 PRAISE_OR_DESCRIPTION = [
+    # issue 30's run of 2026-12-03, on pflag_zero_value's gold line: the bug, praised
+    "The switch statement was used to check the value of `f.DefValue`, but it is now replaced with a "
+    "direct comparison with `f.Value.String()`, which is more concise and easier to read.",
     "The function now correctly handles quoted values in cookies, which was previously not handled.",
     "The method now checks the type of the output value before unmarshaling the flag's value, which "
     "prevents a panic if the type does not match.",
