@@ -184,10 +184,14 @@ async def test_setup_without_allowed_hosts_has_no_network_at_all(tmp_path: Path,
 
 
 # Four processes of the setup open 150 connections each straight to the proxy's socket and hold them.
+# The first waits for the other three: when it exits, the jail's namespace ends and takes them with it,
+# maybe before they print.
 _FLOOD = (
-    'python3 -c "\nimport os, socket, time\nheld = []\nfor _ in range(3):\n    if os.fork() == 0: break\n'
+    'python3 -c "\nimport os, socket, time\nheld, kids = [], []\nfor _ in range(3):\n'
+    "    pid = os.fork()\n    if pid == 0:\n        kids = []\n        break\n    kids.append(pid)\n"
     "for _ in range(150):\n    s = socket.socket(socket.AF_UNIX)\n    s.connect('/beam/proxy.sock')\n"
-    "    held.append(s)\ntime.sleep(2)\nprint('HELD', len(held))\""
+    "    held.append(s)\ntime.sleep(2)\nprint('HELD', len(held), flush=True)\n"
+    'for pid in kids: os.waitpid(pid, 0)"'
 )
 
 
