@@ -65,9 +65,10 @@ _PRAISE = re.compile(
     r"easier to (?:read|understand|follow|maintain))\b",
     re.IGNORECASE,
 )
-# Praise denied ("is not incremented correctly", "does not properly close"): a defect.
+# Praise denied ("is not incremented correctly", "does not properly close", "is not documented or
+# used correctly"): a defect.
 _DENIED_PRAISE = re.compile(
-    r"(?:\b(?:not|never)|n't)\s+(?:\w+\s+){0,2}"
+    r"(?:\b(?:not|never)|n't)\s+(?:\w+\s+){0,3}"
     r"(?:correct(?:ly)?|proper(?:ly)?|right|secure|consistent(?:ly)?)\b",
     re.IGNORECASE,
 )
