@@ -57,8 +57,9 @@ PROBLEMS = [
     "The `basicWriter.bytes` counter is not incremented correctly when using the `tee` writer.",
     "The function does not correctly handle quoted values.",
     "The header isn't set properly for HEAD requests.",
-    # Three words between the denial and the praise.
-    "The `strict` parameter is not documented or used correctly.",
+    # Three words between the denial and the praise: Qwen2.5-Coder-0.5B on markupsafe_class_check,
+    # 2026-12-03 (a wrong claim, but one that names a problem: the verifier judges it, not this rule).
+    "The `__html__` method is not documented or used correctly",
     # An error as what goes wrong, not as a value.
     "An error from Close is dropped here.",
     "The function returns the error code 0 on failure.",
