@@ -44,10 +44,16 @@ from tests.support.real_model import (  # noqa: E402
     local_review,
 )
 
+HOW = {
+    "structured": "as structured output",
+    "review_change": "through review_change",
+    "json": "JSON findings in its answer",
+    "text": "plain text as the body (said so)",
+}
+
 
 def describe(review: Review) -> str:
-    how = {"review_change": "through review_change", "text": "plain text as the body (said so)"}
-    posted = how.get(review.posted_with or "", f"no review: {review.detail}")
+    posted = HOW.get(review.posted_with or "", f"no review: {review.detail}")
     if review.posted_with == "text" and not review.said_plain_text:
         posted = "plain text as the body (NOT said)"
     if review.asked_in_text:
@@ -126,11 +132,11 @@ def main() -> None:
         ]
         args.dump.write_text(json.dumps(dumped, indent=1), encoding="utf-8")
     ended = sum(r.posted_with is not None for r in reviews)
-    via_tool = sum(r.posted_with == "review_change" for r in reviews)
+    ways = ", ".join(f"{sum(r.posted_with == way for r in reviews)} {words}" for way, words in HOW.items())
     print(
         f"\n{len(reviews)} reviews with {served(reviews) or args.model} at {args.base_url} "
         f"(max_tokens {args.max_tokens}): "
-        f"{ended} ended in a review, {via_tool} through review_change, {ended - via_tool} as plain text; "
+        f"{ended} ended in a review ({ways}); "
         f"{sum(r.at_bug for r in reviews)} commented at the bug"
     )
     if speed:

@@ -113,6 +113,49 @@ def test_a_plain_text_answer_is_the_review_body_and_says_so(feature: Path) -> No
     assert report["review"]["body"].startswith("Same text.\n\n<sub>")
 
 
+def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Path) -> None:
+    """The default path on a server that answers to a schema (llama.cpp, vLLM, OpenAI): the review and
+    its check are two structured calls and no tool loop runs, so there is no agent result. The run
+    crashed on that (an assert) against a real llama-server; it prints its lines and the review."""
+    found = {
+        "body": "One bug.",
+        "comments": [
+            {
+                "path": "src/calc.py",
+                "line": 6,
+                "severity": "major",
+                "claim": "sub adds instead of subtracting.",
+            }
+        ],
+    }
+    verdict = {"real": True, "line": 6, "evidence": "return a + b"}
+    with FakeOpenAI(structured=True) as llm:
+        for _ in range(2):
+            llm.reply_text(json.dumps(found), usage=usage(700, 100))
+            llm.reply_text(json.dumps(verdict), usage=usage(300, 20))
+        human = run_cli(["review", "--repo", str(feature)], llm)
+        as_json = run_cli(["review", "--repo", str(feature), "--json"], llm)
+    assert human.returncode == 0, human.stderr
+    lines = human.stdout.splitlines()
+    assert "… reading the change main..feature: 1 file, +6 -0" in lines
+    assert "✓ done (0 tool calls, 1120 tokens, fake-model)" in lines
+    said = "Review, answered as structured output, checked as review_change's are (1 inline comment):"
+    review = human.stdout[human.stdout.index(said) :]
+    assert (
+        "One bug." in review
+        and "\nsrc/calc.py:6\n" in review
+        and "sub adds instead of subtracting." in review
+    )
+    assert "<sub>1 finding checked against the code, 0 dropped.</sub>" in review
+    assert "model `fake-model` · 1,000 input / 120 output tokens · 2 model calls · 0 tool steps" in review
+    report = json.loads(as_json.stdout)
+    assert (report["posted_with"], report["tool_calls"], report["answer"]) == ("structured", [], "")
+    assert report["usage"] == {"prompt_tokens": 1000, "completion_tokens": 120, "total_tokens": 1120}
+    assert report["model"] == "fake-model"
+    assert [(c["path"], c["line"]) for c in report["review"]["comments"]] == [("src/calc.py", 6)]
+    assert len(llm.requests) == 4 and all("response_format" in r for r in llm.requests)
+
+
 def test_base_defaults_to_head_1_on_the_default_branch(checkout: tuple[Path, Path]) -> None:
     work, _ = checkout
     (work / "README.md").write_text("Hello world\n", encoding="utf-8")

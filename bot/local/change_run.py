@@ -167,6 +167,7 @@ class ChangeRun:
         try:
             with anyio.fail_after(self.run_timeout):
                 if is_review:
+                    printer.announce()
                     end = await ReviewPass(
                         tree=tree,
                         files=files,
@@ -204,16 +205,17 @@ class ChangeRun:
             if as_json:
                 out.write(json.dumps({"review": None, "not_reviewed": end.code, "reason": end.reason}) + "\n")
             return EXIT_NOT_REVIEWED
-        assert result is not None
-        self.answer = result.text
+        # A review answered as structured output ran no tool loop, so it has no agent result.
+        printer.finish(usage.meter)
+        self.answer = text = result.text if result is not None else ""
         stop = end.stop if end is not None else guard.stop
         if stop is not None:
-            notes += stopped_outcome(stop, result.text).get("notes", [])
+            notes += stopped_outcome(stop, text).get("notes", [])
         if end is not None:
-            review.posted_with = "text" if end.posted_with == "text" else "review_change"
+            review.posted_with = end.posted_with
             if end.kind == "partial":
                 notes.append(end.reason)
-            if end.posted_with != "review_change":
+            if result is not None and end.posted_with != "review_change":
                 notes += answered_in_text_note(result)
         truncated = report.truncated + (end.truncated if end is not None else [])
         notes += render.not_read_note(
@@ -221,10 +223,11 @@ class ChangeRun:
         )
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         if is_review and as_json:
-            out.write(json.dumps(review_report(review, result, notes), ensure_ascii=False) + "\n")
+            report_ = review_report(review, result, usage.meter, notes)
+            out.write(json.dumps(report_, ensure_ascii=False) + "\n")
         elif is_review:
-            if review.posted_with == "review_change" and result.text.strip():
-                out.write(result.text.strip() + "\n")
+            if review.posted_with == "review_change" and text.strip():
+                out.write(text.strip() + "\n")
             out.write("\n" + review.human() + "\n")
         if not as_json:
             for note in notes:

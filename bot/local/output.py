@@ -8,11 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
 
 from bot.app.github.models import InlineComment
+from bot.app.reviews.pass_end import PostedWith
 from bot.app.runs import render
-from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
-
-PostedWith = Literal["review_change", "text"]
-
+from bot.app.runs.usage import Meter
+from bot.beam.types import AgentResult, StreamChunk, StreamChunkType, TokenUsage
 
 PrintMode = Literal["human", "json", "quiet"]
 
@@ -44,6 +43,24 @@ class FramePrinter:
         self.tool_calls = 0
         self.tokens = 0
         self.rounds = 0
+        self.announced = False
+
+    def announce(self) -> None:
+        """The activity line, before the first call: a review answered as structured output sends no
+        frame at all, and the terminal would show nothing while the model thinks."""
+        if self.mode == "human" and not self.announced:
+            self.out.write(f"… {self.activity}\n")
+            self.out.flush()
+        self.announced = True
+
+    def finish(self, meter: Meter) -> None:
+        """The `✓ done` line for a run whose calls sent no `done` frame (structured answers), from the
+        meter: the final line is there however the model answered."""
+        if self.mode != "human" or self.rounds:
+            return
+        model = f", {meter.model}" if meter.model else ""
+        self.out.write(f"✓ done ({self.tool_calls} tool calls, {meter.tokens} tokens{model})\n")
+        self.out.flush()
 
     async def __call__(self, frame: StreamChunk) -> None:
         self.tool_steps += frame.type is StreamChunkType.TOOL
@@ -78,6 +95,9 @@ class FramePrinter:
         if kind is StreamChunkType.THINKING:
             return "… thinking"
         if kind is StreamChunkType.PLACEHOLDER:
+            if self.announced:
+                return None
+            self.announced = True
             return f"… {self.activity}"
         return f"… {frame.text}"
 
@@ -132,7 +152,11 @@ class LocalReview:
         if self.posted_with == "text":
             return f"Review. {render.PLAIN_TEXT_REVIEW}"
         count = len(self.comments)
-        return f"Review, posted with review_change ({count} inline comment{'s' if count != 1 else ''}):"
+        how = {
+            "structured": "answered as structured output, checked as review_change's are",
+            "json": "read from the JSON findings in the model's answer",
+        }.get(self.posted_with or "", "posted with review_change")
+        return f"Review, {how} ({count} inline comment{'s' if count != 1 else ''}):"
 
     def human(self) -> str:
         lines = [self.describe(), "", self.body.strip()]
@@ -143,15 +167,21 @@ class LocalReview:
         return "\n".join(lines)
 
 
-def review_report(review: LocalReview, result: AgentResult, notes: list[str]) -> dict[str, Any]:
-    """`run review --json`: the review object, how it was posted, and what the run did and used."""
-    usage = result.token_usage
+def review_report(
+    review: LocalReview, result: AgentResult | None, meter: Meter, notes: list[str]
+) -> dict[str, Any]:
+    """`run review --json`: the review object, how it was posted, and what the run did and used.
+    `result` is the tool loop's, None when the review was answered as structured output (no loop
+    ran); the usage is the meter's, every call of the run (votes and verification too)."""
+    usage = TokenUsage(
+        prompt_tokens=meter.input_tokens, completion_tokens=meter.output_tokens, total_tokens=meter.tokens
+    )
     return {
         "review": review.to_json(),
         "posted_with": review.posted_with,
-        "answer": result.text,
-        "tool_calls": [{"name": c.tool_name, "args": c.args} for c in result.tool_calls],
-        "usage": usage.to_json() if usage is not None else None,
-        "model": result.model_used,
+        "answer": result.text if result is not None else "",
+        "tool_calls": [{"name": c.tool_name, "args": c.args} for c in result.tool_calls] if result else [],
+        "usage": usage.to_json(),
+        "model": result.model_used if result is not None else meter.model,
         "notes": notes,
     }

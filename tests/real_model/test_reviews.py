@@ -1,6 +1,7 @@
 """Reviews by a real model server (opt-in: `BEAM_TEST_MODEL_URL`, never in CI): both ways the bot
-reviews a change end in a review, through `review_change` when the model calls it, else with the
-model's plain text as the body and the output saying so. That holds for a model that keeps writing
+reviews a change end in a review: as structured output where the server answers to a schema, through
+`review_change` when the model calls it, else with the model's plain text as the body and the output
+saying so. That holds for a model that keeps writing
 calls that cannot be used (small models often do): it is asked for its review in plain text. No raw
 tool call or think block is posted. The same checks as `bench/real_model.py`, on one change
 (`BEAM_TEST_MODEL_CHANGE`).
@@ -43,6 +44,8 @@ def check(review: Review) -> None:
         assert "<think>" not in body and "<tool_call>" not in body and '"arguments"' not in body
     if review.posted_with == "review_change":
         assert "review_change" in review.tool_calls
+        assert not review.said_plain_text
+    elif review.posted_with in ("structured", "json"):  # no tool loop, or findings as JSON in its text
         assert not review.said_plain_text
     else:
         assert review.said_plain_text, "a plain-text review must say so"

@@ -171,7 +171,7 @@ class Review:
     path: str  # "run review" or "/beam review"
     change: Change
     tool_calls: list[str] = field(default_factory=list)
-    posted_with: str | None = None  # "review_change", "text", or None: no review
+    posted_with: str | None = None  # "structured", "review_change", "json", "text", or None: no review
     comments: list[tuple[str, int, int | None]] = field(default_factory=list)  # path, line, start_line
     said_plain_text: bool = False  # the output said the review is the model's plain text
     seconds: float = 0.0
@@ -256,6 +256,24 @@ def model_env(url: str, model: str) -> dict[str, str]:
     return {**keep, "BEAM_API_KEY": "local", "BEAM_API_BASE_URL": url, "BEAM_MODEL": model, **extra}
 
 
+def posted_with(review: Review) -> str:
+    """How a `/beam review` answered, read from what it did (the run's summary names no path): plain
+    text when the tracking comment said so, `review_change` when the tool loop called it, structured
+    output when a call asked for the review as JSON of its schema and the server answered whole, else
+    findings written as JSON in the answer."""
+    if review.said_plain_text:
+        return "text"
+    if "review_change" in review.tool_calls:
+        return "review_change"
+    for exchange in review.exchanges:
+        asked = exchange.request.get("response_format") or {}
+        name = (asked.get("json_schema") or {}).get("name") if isinstance(asked, dict) else None
+        choices = exchange.response.get("choices") or [{}]
+        if name == "review_change" and choices[0].get("finish_reason") == "stop":
+            return "structured"
+    return "json"
+
+
 def local_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) -> Review:
     """`beam-bot run review --json` on a checkout of the change."""
     work = checkout(change, tmp / f"local-{change.name}")
@@ -338,7 +356,7 @@ def github_review(change: Change, proxy: RecordingProxy, model: str, tmp: Path) 
         review.posted_bodies += [bot.fake.comments[i].body for r in reviews for i in r.comment_ids]
         review.said_plain_text = PLAIN_TEXT_REVIEW in tracking
         if reviews:
-            review.posted_with = "text" if review.said_plain_text else "review_change"
+            review.posted_with = posted_with(review)
             review.comments = [
                 (c.path or "", c.line or 0, getattr(c, "start_line", None))
                 for c in (bot.fake.comments[i] for i in reviews[0].comment_ids)

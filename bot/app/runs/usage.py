@@ -33,7 +33,10 @@ class Meter:
         self.calls = 0
         self.input_tokens = 0
         self.output_tokens = 0
-        self.model: str | None = None
+        # The model asked for, until a completion names the one that answered: a review answered as
+        # structured output alone would otherwise be signed "model `unknown`".
+        named = getattr(inner, "model", None)
+        self.model: str | None = named if isinstance(named, str) and named else None
 
     @property
     def tokens(self) -> int:

@@ -1,0 +1,42 @@
+"""The run's meter (runs/usage.py): what a review answered only as structured output is signed with."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from bot.app.runs.usage import Meter
+from bot.beam import structured_output
+from bot.beam.openai_client import OpenAiCompatible
+from tests.support.openai_server import FakeOpenAI, usage
+
+pytestmark = pytest.mark.anyio
+
+MESSAGES = [{"role": "user", "content": "Review this change."}]
+SCHEMA = {"type": "object", "properties": {"body": {"type": "string"}}, "required": ["body"]}
+
+
+@pytest.fixture(autouse=True)
+def _forget() -> Iterator[None]:
+    structured_output.forget_all()
+    yield
+    structured_output.forget_all()
+
+
+async def test_a_structured_answer_is_counted_and_signed_with_the_model_asked_for() -> None:
+    """A structured call's answer reaches the meter as tokens only: a review that was nothing else was
+    signed "model `unknown`" on GitHub and in `run review`. The model asked for names it instead,
+    until a completion names the one that answered."""
+    with FakeOpenAI(structured=True) as llm:
+        llm.reply_text(json.dumps({"body": "Fine."}), usage=usage(700, 40))
+        llm.reply_text("Done.", model="served-model", usage=usage(10, 2))
+        async with OpenAiCompatible(llm.url, "k", "asked-model", timeout=10) as client:
+            meter = Meter(client)
+            assert meter.model == "asked-model"
+            answer = await meter.complete_structured(MESSAGES, SCHEMA, name="review_change")
+            assert answer == {"body": "Fine."}
+            assert (meter.model, meter.calls, meter.tokens) == ("asked-model", 1, 740)
+            await meter.complete(MESSAGES, [])
+    assert (meter.model, meter.calls, meter.tokens) == ("served-model", 2, 752)
