@@ -4,6 +4,7 @@ the pull request read through the API with a token, the review printed as `run r
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -131,6 +132,26 @@ def test_post_posts_the_review_as_the_app_would(stack: Stack) -> None:
     assert "The fix is right." in review.body and "model `fake-model`" in review.body  # the footer
     assert len(review.comment_ids) == 1
     assert "posted:" in done.stdout
+
+
+def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
+    """A server that answers to a schema (llama.cpp, vLLM, OpenAI) runs no tool loop: the command
+    crashed on that against a real llama-server; it posts the review, signed with the model."""
+    stack.llm.structured = True
+    claim = "The comment `# fixed` says nothing a reader can use; remove it."
+    found = {"path": "src/calc.py", "line": 3, "severity": "nit", "claim": claim}
+    stack.llm.reply_text(json.dumps({"body": "The fix is right.", "comments": [found]}))
+    stack.llm.reply_text(json.dumps({"real": True, "line": 3, "evidence": "# fixed"}))
+
+    done = stack.cli("review", URL, "--post")
+
+    assert done.returncode == 0, done.stderr
+    [review] = stack.fake.reviews_on(REPO, NUMBER)
+    assert "The fix is right." in review.body and "model `fake-model`" in review.body
+    [comment] = [stack.fake.comments[i] for i in review.comment_ids]
+    assert (comment.path, comment.line) == ("src/calc.py", 3) and claim in comment.body
+    assert "answered as structured output" in done.stdout and "posted:" in done.stdout
+    assert all("response_format" in r for r in stack.llm.requests)
 
 
 def test_ask_answers_and_posts_the_answer_as_a_comment(stack: Stack) -> None:
