@@ -6,6 +6,7 @@ open, fixed and dismissed findings. No automatic reviews here: the config does n
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ from tests.e2e.review_support import BOT, CALC, NUMBER, REPO, Story, review_stac
 from tests.e2e.test_review_findings import LINE_F2, LINE_F4, finding, resolved_payload
 from tests.support.bot_process import SECRET, comment_payload, wait_for
 from tests.support.fake_github_state import Comment, Review
+from tests.support.openai_server import usage
 from tests.support.webhooks import delivery, issue_comment_payload
 
 
@@ -41,8 +43,13 @@ def runs_done(story: Story) -> bool:
 def beam_review(story: Story, comments: list[dict[str, Any]]) -> tuple[Review, str]:
     """A maintainer's `/beam review`, the model scripted to report `comments`: the review it posted
     and the run's final tracking comment."""
-    before = len(story.reviews())
     story.script_review(comments)
+    return send_beam_review(story)
+
+
+def send_beam_review(story: Story) -> tuple[Review, str]:
+    """`/beam review` from a maintainer, the model already scripted: the review and the final comment."""
+    before = len(story.reviews())
     body = "/beam review"
     comment = story.bot.fake.add_comment(REPO, NUMBER, body, user="maintainer")
     payload = issue_comment_payload(
@@ -105,3 +112,28 @@ def test_a_fixed_finding_is_answered_and_its_thread_resolved(story: Story) -> No
     _, answer = beam_review(story, [finding(LINE_F4, "f4 multiplies.")])
     assert len([c for c in story.bot.fake.comments.values() if c.in_reply_to == root.id]) == 1
     assert "Findings: 2 open, 1 fixed, 0 dismissed." in answer
+
+
+def test_a_review_answered_as_structured_output_records_what_it_used(story: Story) -> None:
+    """On a server that answers to a schema, the review and the check of its finding are two
+    structured calls and no tool loop runs. The run's row took its usage and model from the tool
+    loop's result, so such a review was recorded as having used nothing."""
+    llm = story.bot.llm
+    llm.structured = True
+    claim = {
+        "path": "src/calc.py",
+        "line": LINE_F2,
+        "severity": "major",
+        "claim": "f2 subtracts; it should add.",
+    }
+    llm.reply_text(json.dumps({"body": "One bug.", "comments": [claim]}), usage=usage(900, 60))
+    llm.reply_text(json.dumps({"real": True, "line": LINE_F2, "evidence": "x - 2"}), usage=usage(300, 20))
+    review, answer = send_beam_review(story)
+    assert [(c.line, "it should add" in c.body) for c in story.review_comments(review)] == [(LINE_F2, True)]
+    assert "model `fake-model` · 1,200 input / 80 output tokens · 2 model calls" in review.body
+    assert "Findings: 1 open, 0 fixed, 0 dismissed." in answer
+    with sqlite3.connect(story.bot.work_dir / "beam.db") as db:
+        [(used, model)] = list(db.execute("SELECT usage, model_used FROM runs"))
+    assert json.loads(used) == {"prompt_tokens": 1200, "completion_tokens": 80, "total_tokens": 1280}
+    assert model == "fake-model"
+    assert [bool(r.get("response_format")) for r in llm.requests] == [True, True]

@@ -51,7 +51,7 @@ from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.sandbox import WorkingTree
-from bot.beam.types import AgentResult, ContentPart, InvokeRequest
+from bot.beam.types import AgentResult, ContentPart, InvokeRequest, TokenUsage
 
 log = logging.getLogger("beam.runs")
 
@@ -221,9 +221,14 @@ class SkillRun:
             held = outcome.held or (result is not None and result.interrupted)
             status = "cancelled" if by else "interrupted" if held else "succeeded"
             values.update(status=status, summary={"tools": self.progress.tools, "notes": outcome.notes})
-            if result is not None:
-                values["model_used"] = result.model_used
-                values["usage"] = result.token_usage.to_json() if result.token_usage else None
+            # The meter's counts, as the footer's: every call of the run, the check of each finding
+            # too, and a review answered as structured output, which has no agent result at all.
+            values["model_used"] = (result.model_used if result is not None else None) or spent.model
+            values["usage"] = TokenUsage(
+                prompt_tokens=spent.input_tokens,
+                completion_tokens=spent.output_tokens,
+                total_tokens=spent.input_tokens + spent.output_tokens,
+            ).to_json()
         else:
             reason, code = failure or (render.NO_ANSWER, None)
             body = render.failed(self.progress, reason, code, spent)
