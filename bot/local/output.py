@@ -11,7 +11,7 @@ from bot.app.github.models import InlineComment
 from bot.app.reviews.pass_end import PostedWith
 from bot.app.runs import render
 from bot.app.runs.usage import Meter
-from bot.beam.types import AgentResult, StreamChunk, StreamChunkType, TokenUsage
+from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
 
 PrintMode = Literal["human", "json", "quiet"]
 
@@ -173,15 +173,12 @@ def review_report(
     """`run review --json`: the review object, how it was posted, and what the run did and used.
     `result` is the tool loop's, None when the review was answered as structured output (no loop
     ran); the usage is the meter's, every call of the run (votes and verification too)."""
-    usage = TokenUsage(
-        prompt_tokens=meter.input_tokens, completion_tokens=meter.output_tokens, total_tokens=meter.tokens
-    )
     return {
         "review": review.to_json(),
         "posted_with": review.posted_with,
         "answer": result.text if result is not None else "",
         "tool_calls": [{"name": c.tool_name, "args": c.args} for c in result.tool_calls] if result else [],
-        "usage": usage.to_json(),
-        "model": result.model_used if result is not None else meter.model,
+        "usage": meter.token_usage().to_json(),
+        "model": (result.model_used if result is not None else None) or meter.model,
         "notes": notes,
     }

@@ -51,7 +51,7 @@ from bot.app.runs.workspace import RunWorkspace
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.sandbox import WorkingTree
-from bot.beam.types import AgentResult, ContentPart, InvokeRequest, TokenUsage
+from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 
 log = logging.getLogger("beam.runs")
 
@@ -224,11 +224,7 @@ class SkillRun:
             # The meter's counts, as the footer's: every call of the run, the check of each finding
             # too, and a review answered as structured output, which has no agent result at all.
             values["model_used"] = (result.model_used if result is not None else None) or spent.model
-            values["usage"] = TokenUsage(
-                prompt_tokens=spent.input_tokens,
-                completion_tokens=spent.output_tokens,
-                total_tokens=spent.input_tokens + spent.output_tokens,
-            ).to_json()
+            values["usage"] = self.usage.meter.token_usage().to_json()
         else:
             reason, code = failure or (render.NO_ANSWER, None)
             body = render.failed(self.progress, reason, code, spent)

@@ -42,6 +42,13 @@ class Meter:
     def tokens(self) -> int:
         return self.input_tokens + self.output_tokens
 
+    def token_usage(self) -> TokenUsage:
+        """Every call of the run in the framework's shape (a run's row, `run review --json`): unlike an
+        agent result's usage, it has the votes, the check of each finding and structured answers."""
+        return TokenUsage(
+            prompt_tokens=self.input_tokens, completion_tokens=self.output_tokens, total_tokens=self.tokens
+        )
+
     def _count(self, completion: Completion) -> Completion:
         self.calls += 1
         if completion.usage is not None:

@@ -40,3 +40,8 @@ async def test_a_structured_answer_is_counted_and_signed_with_the_model_asked_fo
             assert (meter.model, meter.calls, meter.tokens) == ("asked-model", 1, 740)
             await meter.complete(MESSAGES, [])
     assert (meter.model, meter.calls, meter.tokens) == ("served-model", 2, 752)
+    assert meter.token_usage().to_json() == {
+        "prompt_tokens": 710,
+        "completion_tokens": 42,
+        "total_tokens": 752,
+    }
