@@ -54,6 +54,10 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
     assert "## src/calc.py (added, +6 -0)" in prompt and "+    return a + b" in prompt
     assert "README.md" not in prompt.split("files changed:")[1]
     assert "… reading the change main..feature: 1 file, +6 -0" in out
+    # Said once, before the first call, though the tool loop's placeholder frame says it again.
+    marked = [line for line in out.splitlines() if line.startswith(("… reading", "✓ done"))]
+    assert marked[0] == "… reading the change main..feature: 1 file, +6 -0" and len(marked) == 2
+    assert marked[1].startswith("✓ done (1 tool calls,")
     assert "Retrieving allowed pages" not in out
     review = out[out.index("Review, posted with review_change (1 inline comment):") :]
     assert "One bug." in review

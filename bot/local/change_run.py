@@ -223,8 +223,8 @@ class ChangeRun:
         )
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         if is_review and as_json:
-            report_ = review_report(review, result, usage.meter, notes)
-            out.write(json.dumps(report_, ensure_ascii=False) + "\n")
+            printed = review_report(review, result, usage.meter, notes)
+            out.write(json.dumps(printed, ensure_ascii=False) + "\n")
         elif is_review:
             if review.posted_with == "review_change" and text.strip():
                 out.write(text.strip() + "\n")

@@ -1,10 +1,9 @@
 """Reviews by a real model server (opt-in: `BEAM_TEST_MODEL_URL`, never in CI): both ways the bot
 reviews a change end in a review: as structured output where the server answers to a schema, through
 `review_change` when the model calls it, else with the model's plain text as the body and the output
-saying so. That holds for a model that keeps writing
-calls that cannot be used (small models often do): it is asked for its review in plain text. No raw
-tool call or think block is posted. The same checks as `bench/real_model.py`, on one change
-(`BEAM_TEST_MODEL_CHANGE`).
+saying so. That holds for a model that keeps writing calls that cannot be used (small models often
+do): it is asked for its review in plain text. No raw tool call or think block is posted. The same
+checks as `bench/real_model.py`, on one change (`BEAM_TEST_MODEL_CHANGE`).
 
     BEAM_TEST_MODEL_URL=http://127.0.0.1:8089/v1 .venv/bin/pytest -m real_model tests/real_model
 """
