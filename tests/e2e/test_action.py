@@ -4,20 +4,24 @@ GitHub with real git: one event file per workflow run (GitHub's own payloads, wi
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
 import subprocess
 import sys
+import zlib
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import pygit2
 import pytest
 
-from bot.app.action.carry import decode, encode
+from bot.app.action.carry import decode
+from bot.app.action.state_ref import STATE_FILE, state_ref
 from tests.e2e.review_support import CALC, Story
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.fake_github_state import PullFile
@@ -56,7 +60,7 @@ class Runner:
             "GITHUB_EVENT_PATH": str(event_path),
             "GITHUB_TOKEN": self.token,
             "GITHUB_API_URL": self.api_url,
-            "GITHUB_SERVER_URL": "https://github.com",
+            "GITHUB_SERVER_URL": self.git.url,
             "GITHUB_REPOSITORY": REPO,
             "GITHUB_RUN_ID": str(1000 + self.runs),
             "RUNNER_TEMP": str(temp),
@@ -265,7 +269,9 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
         assert "Automatic review of the whole pull request" in review.body
         assert [c.line for c in story.review_comments(review)] == [LINE_F2]
         [summary] = story.bot_comments()
-        assert "beam-action-state:" in summary.body  # the ledger, for the next run
+        # The ledger waits for the next run in the state ref, not in any comment.
+        assert "beam-action-state:" not in summary.body
+        assert [r["reviewed_head"] for r in carried_state(runner)["auto_reviews"]] == [story.pull.head_sha]
 
         # A push: the next workflow run starts from an empty database and the state on GitHub.
         first_head = story.pull.head_sha
@@ -278,12 +284,12 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
                 {"path": "src/calc.py", "line": LINE_F4, "body": "f4 now multiplies; intended?"},
             ]
         )
-        # A forged marker from someone else, newer and saying the last head is reviewed: not read.
-        forged = decode(summary.body)
-        assert forged is not None
-        forged["saved_at"] += 3600
-        forged["tables"]["auto_reviews"][0]["reviewed_head"] = last
-        runner.fake.add_comment(REPO, NUMBER, "nothing to see" + encode(forged), user="maintainer")
+        # A marker in the old form under the bot's own login, newer and saying the last head is
+        # reviewed (as a model's answer could once post it): state is never read from a comment.
+        tables = carried_state(runner)
+        tables["auto_reviews"][0]["reviewed_head"] = last
+        forged = legacy_marker({"version": 1, "saved_at": 9e12, "tables": tables})
+        runner.fake.add_comment(REPO, NUMBER, "nothing to see" + forged, user=runner.fake.bot_login)
         second = runner.action(
             "pull_request", pull_request_event(story, "synchronize", before=first_head, after=last)
         )
@@ -295,15 +301,25 @@ def test_automatic_reviews_on_opened_then_synchronize_post_only_new_findings(tmp
         assert f"Automatic review of the commits `{first_head[:7]}..{last[:7]}`" in reviews[1].body
         assert [c.line for c in story.review_comments(reviews[1])] == [LINE_F4]
         # Still one summary comment, edited: both ranges, and the state for the run after.
-        [summary] = story.bot_comments()
+        summary = next(c for c in story.bot_comments() if "nothing to see" not in c.body)
         assert f"`{first_head[:7]}..{last[:7]}` (new commits)" in summary.body
-        assert "beam-action-state:" in summary.body
+        assert [r["reviewed_head"] for r in carried_state(runner)["auto_reviews"]] == [last]
 
 
-def carried_state(runner: Runner) -> dict[str, Any] | None:
-    """The state the last run left on the pull request (in one of the bot's comments)."""
-    [body] = [b for b in runner.bot_comments() if "beam-action-state:" in b]
-    return decode(body)
+def legacy_marker(state: dict[str, Any]) -> str:
+    """A state marker as the Action once read it from the bot's comments (before issue 40)."""
+    packed = base64.b64encode(zlib.compress(json.dumps(state).encode())).decode()
+    return f"\n\n<!-- beam-action-state:{packed} -->"
+
+
+def carried_state(runner: Runner) -> dict[str, Any]:
+    """The state the last run left for the pull request: the file of its state ref on GitHub."""
+    sha = runner.git.refs(REPO)[state_ref(NUMBER)]
+    commit = runner.git.repository(REPO).get(sha)
+    assert isinstance(commit, pygit2.Commit) and not commit.parents
+    blob = commit.tree[STATE_FILE]
+    assert isinstance(blob, pygit2.Blob)
+    return decode(blob.data)
 
 
 def seed_author_pull(runner: Runner) -> None:
@@ -372,15 +388,14 @@ def test_author_then_approve_pushes_exactly_the_held_commit(tmp_path: Path) -> N
         edited = next(c for c in fake.comments_on(REPO, NUMBER) if "beam-push:" in c.body)
         assert "Approved by @maintainer" in edited.body
         assert len(runner.llm.requests) == requests  # approving calls no model
-        # The state carried in the tracking comment holds the held commit, and no token.
+        # The state carried in the state ref holds the pushed push, and no token.
         state = carried_state(runner)
-        assert state is not None and [p["id"] for p in state["tables"]["pending_pushes"]] == [
-            push_id.group(1)
-        ]
+        assert [(p["id"], p["state"]) for p in state["pending_pushes"]] == [(push_id.group(1), "pushed")]
         assert runner.token not in json.dumps(state)
+        assert not any("beam-action-state" in body for body in runner.bot_comments())
 
 
-def test_a_held_commit_too_large_for_a_comment_waits_on_github_under_its_pending_ref(tmp_path: Path) -> None:
+def test_a_held_commit_larger_than_a_comment_is_carried_whole_by_the_state_ref(tmp_path: Path) -> None:
     with actions_runner(tmp_path) as runner:
         seed_author_pull(runner)
         # Random lines do not compress: their bundle is more than a comment holds.
@@ -400,9 +415,8 @@ def test_a_held_commit_too_large_for_a_comment_waits_on_github_under_its_pending
         commit = re.search(r"Commit `([0-9a-f]{40})`", approval.body)
         assert push_id and commit
         state = carried_state(runner)
-        assert state is not None and state["tables"]["held_commits"] == []  # it did not fit
-        # The commit waits on GitHub under a ref that is no branch.
-        assert runner.git.refs(REPO)[f"refs/beam/pending/{push_id.group(1)}"] == commit.group(1)
+        [held_commit] = state["held_commits"]  # more than a comment could hold (65,536 characters)
+        assert held_commit["push_id"] == push_id.group(1) and len(held_commit["pack"]) > 65_536
         assert {k: v for k, v in runner.git.refs(REPO).items() if k.startswith("refs/heads/")} == branches
 
         done = runner.action("issue_comment", runner.command(f"/beam approve {push_id.group(1)}"))

@@ -7,6 +7,7 @@ store-information-in-variables#default-environment-variables
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +22,17 @@ EVENTS = frozenset({"issue_comment", "pull_request_review_comment", "pull_reques
 REQUIRED = ("GITHUB_EVENT_NAME", "GITHUB_EVENT_PATH", "GITHUB_TOKEN", "GITHUB_REPOSITORY", "GITHUB_RUN_ID")
 DEFAULT_API = "https://api.github.com"
 MISSING_ENVIRONMENT = "BEM-390"
+_REPOSITORY = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """The repository the run was given (`GITHUB_REPOSITORY`, `GITHUB_SERVER_URL`): the only one
+    whose rows are loaded, and where every carried push goes."""
+
+    repo: str
+    clone_url: str
+    html_url: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,15 +50,21 @@ class ActionEnvironment:
 
     @property
     def pull_request(self) -> tuple[str, int] | None:
-        """`(owner/repo, number)` of the issue or pull request the event is about."""
-        repo = self.payload.get("repository")
-        full_name = repo.get("full_name") if isinstance(repo, dict) else None
+        """`(owner/repo, number)` of the issue or pull request the event is about: the repository
+        is the run's own (`GITHUB_REPOSITORY`), checked against the event file when it was read."""
         for key in ("issue", "pull_request"):
             item = self.payload.get(key)
             number = item.get("number") if isinstance(item, dict) else None
-            if isinstance(full_name, str) and isinstance(number, int) and not isinstance(number, bool):
-                return full_name, number
+            if isinstance(number, int) and not isinstance(number, bool):
+                return self.repository, number
         return None
+
+    @property
+    def place(self) -> Place:
+        """Where the run's repository is, from the runner's variables: the only address the token
+        is sent to for git, whatever a carried row says."""
+        web = f"{self.server_url}/{self.repository}"
+        return Place(self.repository, f"{web}.git", web)
 
     @property
     def delivery_id(self) -> str:
@@ -73,6 +91,13 @@ def read_environment(env: Mapping[str, str]) -> ActionEnvironment:
         raise BeamError(MISSING_ENVIRONMENT, f"GITHUB_EVENT_PATH cannot be read as JSON: {error}") from None
     if not isinstance(payload, dict):
         raise BeamError(MISSING_ENVIRONMENT, "GITHUB_EVENT_PATH does not hold a JSON object")
+    repository = env["GITHUB_REPOSITORY"]
+    if not _REPOSITORY.fullmatch(repository):
+        raise BeamError(MISSING_ENVIRONMENT, f"GITHUB_REPOSITORY is not owner/name: {repository[:100]!r}")
+    about = payload.get("repository")
+    named = about.get("full_name") if isinstance(about, dict) else None
+    if isinstance(named, str) and named.lower() != repository.lower():
+        raise BeamError(MISSING_ENVIRONMENT, f"the event is about {named[:100]!r}, not GITHUB_REPOSITORY")
     temp = env.get("RUNNER_TEMP")
     return ActionEnvironment(
         event=event,
@@ -81,7 +106,7 @@ def read_environment(env: Mapping[str, str]) -> ActionEnvironment:
         token=SecretStr(env["GITHUB_TOKEN"]),
         api_url=(env.get("GITHUB_API_URL") or DEFAULT_API).rstrip("/"),
         server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-        repository=env["GITHUB_REPOSITORY"],
+        repository=repository,
         run_id=env["GITHUB_RUN_ID"],
         run_attempt=env.get("GITHUB_RUN_ATTEMPT") or "1",
         temp_dir=Path(temp) if temp else None,

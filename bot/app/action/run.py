@@ -22,14 +22,13 @@ from sqlalchemy import select, update
 
 from bot.app.action.carry import Carried, restore, save
 from bot.app.action.environment import MISSING_ENVIRONMENT, ActionEnvironment, read_environment
-from bot.app.action.held import fetch_held, publish_held
+from bot.app.action.state_ref import StateRef
 from bot.app.approvals.flow import WATCH
-from bot.app.approvals.pushes import Pushes
 from bot.app.assembly import build_handler
 from bot.app.credentials.files import AppCredentials
+from bot.app.git.plumbing import CheckoutError
 from bot.app.github.api import GitHubApi
-from bot.app.github.auth import ACTIONS_LOGIN, ONE_INSTALLATION, GitHubApp, TokenAuth
-from bot.app.github.client import InstallationClient
+from bot.app.github.auth import ACTIONS_LOGIN, GitHubApp, TokenAuth
 from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import auto_reviews, jobs, runs
@@ -47,6 +46,7 @@ from bot.beam.errors import BeamError
 log = logging.getLogger("beam.action")
 
 UNFINISHED = "BEM-393"
+NO_STATE = "BEM-394"
 OPEN_STATES = ("queued", "running")
 FAILED_STATES = ("failed", "dead")
 DRAIN_POLL = 0.2  # seconds between looks at the queue; the workers are woken at once anyway
@@ -159,14 +159,9 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
 
             handler = build_handler(resources, auth)
-            pushes, token = Pushes(store), environment.token.get_secret_value()
-            gh = InstallationClient(handler.github, ONE_INSTALLATION)
-            login = await handler.deps.identity.login() or ACTIONS_LOGIN
-            about, carried = environment.pull_request, Carried()
-            if about is not None:
-                carried = await restore(store, gh, *about, login)
-                log.info("carried %d rows of state from the last run", carried.rows)
-                await fetch_held(pushes, handler.deps.checkouts, token, *about)
+            gh_token = environment.token.get_secret_value()
+            # The delivery is stored before anything is sent with the token, and the state comes
+            # back only from the run's own repository, at the address the runner gave.
             await store.accept_delivery(
                 environment.delivery_id,
                 environment.event,
@@ -176,6 +171,17 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 with_job=True,
                 installation_id=installation_of(environment.payload),
             )
+            place = environment.place
+            ref = StateRef(settings.work_dir / "state.git", place.clone_url, gh_token)
+            about, carried = environment.pull_request, Carried()
+            if about is not None:
+                try:
+                    carried = await restore(store, ref, place, about[1])
+                except CheckoutError as error:
+                    raise BeamError(
+                        NO_STATE, f"the state of the last run could not be read: {error.message}"
+                    ) from None
+                log.info("carried %d rows of state from the last run", carried.rows)
             pool = WorkerPool(
                 JobQueue(store),
                 handler,
@@ -192,8 +198,7 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
             unfinished = await _drain(store, pool, settings.job_timeout * 2)
             problem = None
             if about is not None:
-                published = await publish_held(pushes, handler.deps.checkouts, token, *about)
-                problem = await save(store, gh, *about, carried, on_github=published)
+                problem = await save(store, ref, place.repo, about[1], carried)
             return await _outcome(store, unfinished, problem)
     finally:
         await store.close()

@@ -33,10 +33,20 @@ from bot.app.approvals.held_push import (
 from bot.app.approvals.landing import Landing
 from bot.app.approvals.landing_range import fork_refused, landing_range
 from bot.app.approvals.pushes import OPEN_STATES, HeldPush, PushAction, PushContext, Pushes, new_push_id
-from bot.app.approvals.rules import Policy, Signal, Verdict, decide, next_poll_delay, signals_from_reactions
+from bot.app.approvals.rules import (
+    Policy,
+    Signal,
+    SignalKind,
+    Verdict,
+    decide,
+    next_poll_delay,
+    signals_from_reactions,
+)
 from bot.app.approvals.verified import blocking_report, refuse_approval
 from bot.app.checks import render as render_checks
 from bot.app.checks.flow import check_commit
+from bot.app.commands import Command
+from bot.app.commands import parse as parse_command
 from bot.app.git.checkout import RunTree
 from bot.app.github.auth import GitHubApp
 from bot.app.github.client import InstallationClient, PullRequest
@@ -252,7 +262,9 @@ class Approvals:
     # -- answers ----------------------------------------------------------------------------------
 
     async def _signals(self, gh: InstallationClient, push: HeldPush, etag: str | None) -> list[Signal] | None:
-        """Reactions on our own unedited approval comment plus stored commands; None if unchanged."""
+        """Reactions on our own unedited approval comment plus the `/beam approve|reject <id>`
+        comments on the pull request, both as GitHub lists them now with their authors (never a
+        stored list, which a carried or restored row could have written); None if unchanged."""
         assert push.approval_comment_id is not None  # only pushes with a comment are ever stored
         reactions, new_etag = await gh.list_reactions(
             push.owner, push.name, push.approval_comment_id, etag=etag
@@ -261,11 +273,11 @@ class Approvals:
             return None
         await self.pushes.update(push.id, etag=new_etag)
         comment = await gh.get_comment(push.owner, push.name, push.approval_comment_id)
+        ours = (await self.deps.identity.login()) or ""
         login = (comment.user.login if comment.user else "").lower()
-        ours = login == ((await self.deps.identity.login()) or "").lower()
         unedited = sha256(comment.body or "") == push.approval_body_sha256
         signals: list[Signal] = []
-        if ours and unedited:
+        if login == ours.lower() and unedited:
             signals = signals_from_reactions(
                 (r.user.login, r.content, r.user.is_bot) for r in reactions if r.user is not None
             )
@@ -273,8 +285,28 @@ class Approvals:
             log.warning(
                 "push %s: approval comment is not ours or was edited; its reactions do not count", push.id
             )
-        signals += [Signal(c["user"], c["kind"], "command") for c in push.result.get("commands", [])]
-        return signals
+        return signals + await self._commands(gh, push, ours)
+
+    async def _commands(self, gh: InstallationClient, push: HeldPush, ours: str) -> list[Signal]:
+        """The answers to this push written as commands, by people (a bot's comment, ours included,
+        quotes `/beam approve <id>` and approves nothing)."""
+        if push.number is None:
+            return []
+        found: list[Signal] = []
+        for comment in await gh.list_comments(push.owner, push.name, push.number):
+            user = comment.user
+            if user is None or user.is_bot or user.login.lower() == ours.lower():
+                continue
+            command = parse_command(comment.body or "")
+            if (
+                isinstance(command, Command)
+                and command.name in ("approve", "reject")
+                and command.arg == push.id
+            ):
+                found.append(
+                    Signal(user.login, "approve" if command.name == "approve" else "reject", "command")
+                )
+        return found
 
     async def _verdict(
         self, gh: InstallationClient, push: HeldPush, signals: list[Signal], config: RepoConfig
@@ -318,11 +350,9 @@ class Approvals:
         if push.state != "pending":
             await ctx.reply(render_push.already_decided(push))
             return
-        kind = "approve" if command.name == "approve" else "reject"
-        commands = [*push.result.get("commands", []), {"user": login, "kind": kind}]
-        await self.pushes.update(push.id, result={**push.result, "commands": commands})
-        push = replace(push, result={**push.result, "commands": commands})
-        signals = await self._signals(gh, push, None) or []
+        kind: SignalKind = "approve" if command.name == "approve" else "reject"
+        # This command is GitHub's word too (the delivery), in case its comment is not listed yet.
+        signals = [*(await self._signals(gh, push, None) or []), Signal(login, kind, "command")]
         verdict = await self._verdict(gh, push, signals, ctx.config)
         if (
             verdict.outcome == "wait"

@@ -42,6 +42,9 @@ class Landing:
             if "pull" not in push.result:
                 await self._announce(gh, push, self.clock())
             return
+        if not await self._shown(gh, push):
+            await self._failed(gh, push, render_push.NOT_SHOWN)
+            return
         installation_id = push.context.installation_id
         token = await self.deps.installation_token(installation_id)
         try:
@@ -60,6 +63,23 @@ class Landing:
         if not await self.pushes.mark_pushed(push.id, now):
             return
         await self._announce(gh, push, now)
+
+    async def _shown(self, gh: InstallationClient, push: HeldPush) -> bool:
+        """Whether the approval comment on GitHub, written by the bot, shows exactly this push: an
+        approval answers what a maintainer read, so a row that differs from it lands nothing."""
+        if push.approval_comment_id is None:
+            return False
+        comment = await gh.get_comment(push.owner, push.name, push.approval_comment_id)
+        author = comment.user.login.lower() if comment.user else ""
+        if author != ((await self.deps.identity.login()) or "").lower():
+            log.warning("push %s: its approval comment is not the bot's", push.id)
+            return False
+        if not render_push.shows(comment.body or "", push):
+            log.warning(
+                "push %s: its approval comment does not show commit %s", push.id, push.commit_sha[:12]
+            )
+            return False
+        return True
 
     async def _announce(self, gh: InstallationClient, push: HeldPush, now: float) -> None:
         """Publish the checks on the pushed commit, open its pull request, and say so on the approval

@@ -7,6 +7,9 @@ how to answer; once decided, the same comment is edited to say who decided, when
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +20,8 @@ from bot.app.checks import render as render_checks
 from bot.app.checks.flow import CheckReport, report_of
 from bot.app.runs.plan import ReviewNote
 
-MARKER = "<!-- beam-push:{id} -->"
+MARKER = "<!-- beam-push:{id} shows:{digest} -->"
+_SHOWN = re.compile(r"<!-- beam-push:([A-Za-z0-9-]+) shows:([0-9a-f]{64}) -->")
 MAX_DIFF_LINES = 400
 # GitHub refuses a comment over 65,536 characters (a 422): the diff shown keeps to this many, so one
 # very long line (a minified file) is cut like any other, and said at the top.
@@ -175,6 +179,38 @@ def fork_warning(push: HeldPush) -> str:
     )
 
 
+NOT_SHOWN = (
+    "the approval comment does not show this commit (it was edited, or the push changed since it was "
+    "written): nothing was pushed; ask for the change again"
+)
+
+
+def shown_digest(push: HeldPush) -> str:
+    """What an approval comment shows, as one digest: the push, its commit, the branch it goes to,
+    the commit it builds on and every commit that lands. Approving lands only a push whose row
+    still has this digest (landing.py): a row changed after the comment was written lands nothing."""
+    shown = {
+        "id": push.id,
+        "commit": push.commit_sha,
+        "branch": push.branch,
+        "base": push.head_sha,
+        "expected_tip": push.context.expected_tip,
+        "commits": push.diffstat.get("commits"),
+    }
+    return hashlib.sha256(json.dumps(shown, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def marker(push: HeldPush) -> str:
+    return MARKER.format(id=push.id, digest=shown_digest(push))
+
+
+def shows(body: str, push: HeldPush) -> bool:
+    """Whether the bot's marker in a comment body (the last one: the bot writes its own after
+    everything quoted above it) is of exactly this push as it is now."""
+    found = _SHOWN.findall(body)
+    return bool(found) and found[-1] == (push.id, shown_digest(push))
+
+
 def approval_request(
     push: HeldPush,
     diff: str,
@@ -225,7 +261,7 @@ def approval_request(
         + f"{_files_table(push.diffstat)}\n\n{block}\n\n"
         + (f"{checked}\n\n" if checked else "")
         + f"{answer}\n\n"
-        + MARKER.format(id=push.id)
+        + marker(push)
     )
 
 
@@ -233,7 +269,7 @@ def decided(push: HeldPush, headline: str, detail: str = "") -> str:
     extra = f"\n\n{detail}" if detail else ""
     return (
         f"{headline}\n\nHeld push `{push.id}`: commit `{push.commit_sha}` for branch `{push.branch}`, "
-        f"asked for by @{push.requester}.{extra}\n\n" + MARKER.format(id=push.id)
+        f"asked for by @{push.requester}.{extra}\n\n" + marker(push)
     )
 
 
