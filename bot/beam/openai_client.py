@@ -268,7 +268,7 @@ class OpenAiCompatible(CompletionClientBase):
             completion = await self._send(body, frozenset())
         except BeamError as error:
             detail = error.detail or ""
-            if error.code != "BEM-084" or not structured_output.refuses_schema(_status_of(detail), detail):
+            if error.code != "BEM-084" or not structured_output.refuses_schema(status_of(detail), detail):
                 raise
             log.info(  # a server without structured output is usual, not a fault
                 "%s at %s refused response_format json_schema; reading answers as text from now on",
@@ -324,7 +324,7 @@ class OpenAiCompatible(CompletionClientBase):
             except BeamError as error:
                 detail = error.detail or ""
                 adaptation = (
-                    request_fields.refused_field(_status_of(detail), detail, sent)
+                    request_fields.refused_field(status_of(detail), detail, sent)
                     if error.code == "BEM-084"
                     else None
                 )
@@ -444,7 +444,7 @@ class OpenAiCompatible(CompletionClientBase):
         return BeamError(code, detail)
 
 
-def _status_of(detail: str) -> int:
+def status_of(detail: str) -> int:
     """The HTTP status in a BEM-084 detail (`llm http 400 Bad Request: ...`), 0 when there is none."""
     parts = detail.split(" ", 3)
     return int(parts[2]) if len(parts) > 2 and parts[:2] == ["llm", "http"] and parts[2].isdigit() else 0
