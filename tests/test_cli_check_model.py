@@ -8,19 +8,14 @@ import os
 import subprocess
 import sys
 
-from bot.beam.providers import KEY_VARS
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, without_model_env
 from tests.support.provider_servers import stand_in
 
 MODELS = {"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model", "context_window": 1047576}]}
 
 
 def check_model(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    clean = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_")) and k not in KEY_VARS
-    }
+    clean = without_model_env(os.environ)
     return subprocess.run(
         [sys.executable, "-m", "bot.cli", "check-model", *args],
         env={**clean, **env},

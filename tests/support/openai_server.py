@@ -32,6 +32,8 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from bot.beam.providers import KEY_VARS as PROVIDER_KEY_VARS
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "openai" / "chat_completions.json"
 CHAT_PATH = "/v1/chat/completions"
 MODELS_PATH = "/v1/models"
@@ -63,6 +65,16 @@ def schema_problems(name: str, instance: Any) -> list[str]:
     best = best_match(errors)
     where = "/".join(str(part) for part in best.absolute_path) or "(root)"
     return [f"{name} at {where}: {best.message}"]
+
+
+def without_model_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` less every variable that names a model server or its key (the seed's and each
+    provider's own), so a developer's OPENAI_API_KEY never sends a test's process to a real API."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_")) and name not in PROVIDER_KEY_VARS
+    }
 
 
 # Reply builders: bodies as OpenAI's server writes them.
