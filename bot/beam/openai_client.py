@@ -316,11 +316,13 @@ class OpenAiCompatible(CompletionClientBase):
 
     async def _send(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
         """One request as this server takes it: each field it refused before is left out or renamed,
-        and a field it refuses now is too, before one more try (bounded: each try removes a field)."""
-        while True:
+        and a field it refuses now is too, before one more try. Every try takes a field out of the
+        body, so there are at most as many as it has fields; all of them share one timeout."""
+        deadline = time.monotonic() + self.timeout
+        for _ in range(len(body)):
             sent = request_fields.apply(self.base_url, self.model, body)
             try:
-                return await self._send_retrying(sent, offered)
+                return await self._send_retrying(sent, offered, deadline)
             except BeamError as error:
                 detail = error.detail or ""
                 adaptation = (
@@ -328,19 +330,25 @@ class OpenAiCompatible(CompletionClientBase):
                     if error.code == "BEM-084"
                     else None
                 )
-                if adaptation is None or not request_fields.remember(self.base_url, self.model, adaptation):
+                if adaptation is None:
                     raise
-            log.warning(  # once per field, server and model: the next requests are sent adapted
-                "%s at %s refused %s; %s from now on",
-                self.model,
-                self.base_url,
-                adaptation.field,
-                adaptation.describe(),
-            )
+            # A concurrent request may have learned it first: then it was logged there.
+            if request_fields.remember(self.base_url, self.model, adaptation):
+                log.warning(  # once per field, server and model: the next requests are sent adapted
+                    "%s at %s refused %s; %s from now on",
+                    self.model,
+                    self.base_url,
+                    adaptation.field,
+                    adaptation.describe(),
+                )
+        return await self._send_retrying(
+            request_fields.apply(self.base_url, self.model, body), offered, deadline
+        )
 
-    async def _send_retrying(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
-        """One request with its retries, read against the tools offered."""
-        deadline = time.monotonic() + self.timeout
+    async def _send_retrying(
+        self, body: dict[str, Any], offered: frozenset[str], deadline: float
+    ) -> Completion:
+        """One request with its retries until `deadline`, read against the tools offered."""
         attempt = 0
         while True:
             try:

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import pytest
 
 from bot.beam import request_fields, structured_output, text_protocol
@@ -17,7 +18,7 @@ from bot.beam.errors import BeamError
 from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.tools import ToolSpec, json_params
 from bot.beam.types import AgentInput, ContentPart
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message
 from tests.support.provider_servers import stand_in
 
 pytestmark = pytest.mark.anyio
@@ -177,3 +178,26 @@ def test_refusals_are_read_in_each_providers_words() -> None:
     assert request_fields.refused_field(400, nested, {**body, "const": 1}) is None
     assert request_fields.refused_field(400, "Unrecognized request argument supplied: messages", body) is None
     assert request_fields.refused_field(500, "Unrecognized request argument supplied: x_extra", body) is None
+
+
+async def test_requests_refused_at_once_both_go_through_and_the_refusal_is_said_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Two calls in flight meet the same refusal; the one that learns it second still tries again."""
+    caplog.set_level(logging.WARNING, logger="beam.llm")
+    with stand_in("openai") as llm:
+        llm.enqueue(chat_response(text_message("One.")), delay=0.2)
+        llm.enqueue(chat_response(text_message("Two.")))
+        answers: list[str | None] = []
+        async with client(llm, "gpt-4.1-mini") as model:
+
+            async def ask() -> None:
+                answers.append((await model.complete(MESSAGES, [])).text)
+
+            with anyio.fail_after(10):
+                async with anyio.create_task_group() as group:
+                    group.start_soon(ask)
+                    group.start_soon(ask)
+    assert sorted(answers, key=str) == ["One.", "Two."]
+    assert len(llm.refused) == 2 and len(llm.requests) == 2
+    assert len([record for record in caplog.records if "refused" in record.getMessage()]) == 1
