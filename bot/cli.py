@@ -1,5 +1,5 @@
-"""The `beam-bot` command: `serve`, `worker`, `run`, `pending`, `prune`, `usage`, `secret-key`; each
-builds what it needs, then runs.
+"""The `beam-bot` command: `serve`, `worker`, `run`, `check-model`, `pending`, `prune`, `usage`,
+`secret-key`; each builds what it needs, then runs.
 
 A wrong setting, database or port is one line on stderr and exit code 2, before anything runs.
 """
@@ -25,7 +25,8 @@ DESCRIPTION = (
     "beam-bot brings the Riverbeam agent framework to GitHub pull requests. `serve` runs the GitHub "
     "App (webhooks and workers) and `worker` runs more workers beside it; `action` answers one event "
     "inside a GitHub Actions job; `review`, `summarize` and `ask` work on a pull request's URL from a "
-    "terminal; `run` tries a skill on a local git checkout, without GitHub; `pending` lists held "
+    "terminal; `run` tries a skill on a local git checkout, without GitHub; `check-model` says what "
+    "works with the configured model (key, model name, tools, structured output); `pending` lists held "
     "pushes, `prune` removes old records and `usage` reports runs, tokens and cost; `secret-key` "
     "prints a new key for BEAM_SECRET_KEY."
 )
@@ -92,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
         pull.add_argument("--post", action="store_true", help="post it on the pull request, as the App would")
         pull.add_argument("--json", action="store_true", help="print JSON (review: the review object)")
 
+    sub.add_parser(
+        "check-model",
+        help="one small call to the configured model: whether the key, the model name, tools and "
+        "structured output work, with a fix for what does not",
+    )
     sub.add_parser("pending", help="list held pushes with their state and age")
     prune = sub.add_parser("prune", help="remove old deliveries, jobs and runs now (held pushes stay)")
     prune.add_argument("--days", type=float, help="keep this many days (default BEAM_RETENTION_DAYS, 30)")
@@ -167,6 +173,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         pulled: int = anyio.run(run_pull, pull_options)
         return pulled
+    if args.command == "check-model":
+        import os
+
+        from bot.local.check_model import check_model
+
+        checked: int = anyio.run(check_model, dict(os.environ), sys.stdout)
+        return checked
     if args.command == "action":
         import os
 

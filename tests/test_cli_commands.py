@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.openai_server import FakeOpenAI, chat_response, text_message
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message, without_model_env
 from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def clean_env(**values: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+    env = without_model_env(os.environ)
     env.update(values)
     return env
 
@@ -302,4 +302,8 @@ def test_the_echo_model_and_the_defaults_are_described() -> None:
     assert (
         describe_model({"NVIDIA_API_KEY": "x"})
         == f"model: {DEFAULT_MODEL} at {DEFAULT_BASE_URL} (API key set)"
+    )
+    # Issue 42: a provider's own key is described as the client will use it.
+    assert describe_model({"OPENAI_API_KEY": "sk"}) == (
+        "model: gpt-4.1-mini at https://api.openai.com/v1 (API key set: OPENAI_API_KEY)"
     )

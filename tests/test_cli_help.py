@@ -28,6 +28,7 @@ def test_the_description_is_whole_sentences_naming_every_command() -> None:
         "review",
         "summarize",
         "ask",
+        "check-model",
         "pending",
         "prune",
         "usage",

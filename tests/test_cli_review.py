@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.openai_server import FakeOpenAI, usage
+from tests.support.provider_servers import stand_in
 from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
@@ -248,3 +249,35 @@ def test_the_servers_limits_hold_lowered_by_the_repository(feature: Path) -> Non
     assert result.returncode == 0, result.stderr
     assert len(llm.requests) == 1
     assert "note: This run stopped at" in result.stdout and "150" in result.stdout
+
+
+@pytest.mark.parametrize(("model", "refusals"), [("gpt-4.1-mini", 1), ("gpt-5-mini", 4)])
+def test_an_openai_key_alone_reviews(feature: Path, model: str, refusals: int) -> None:
+    """Issue 42: OPENAI_API_KEY and nothing else (the base URL is the stand-in's, as OpenAI's own
+    would be): the chat model refuses the extra body, the reasoning model also max_tokens, top_p and
+    the review's temperature; each is refused once, and the review is posted."""
+    found = {
+        "body": "One bug.",
+        "comments": [{"path": "src/calc.py", "line": 6, "severity": "major", "claim": "sub adds."}],
+    }
+    verdict = {"real": True, "line": 6, "evidence": "return a + b"}
+    with stand_in("openai") as llm:
+        llm.reply_text(json.dumps(found), model=model, usage=usage(700, 100))
+        llm.reply_text(json.dumps(verdict), model=model, usage=usage(300, 20))
+        result = run_cli(
+            ["review", "--repo", str(feature)],
+            None,
+            env={
+                "OPENAI_API_KEY": "sk-test",
+                "BEAM_API_BASE_URL": llm.url,
+                **({"BEAM_MODEL": model} if model != "gpt-4.1-mini" else {}),
+            },
+        )
+    assert result.returncode == 0, result.stderr
+    assert "One bug." in result.stdout and "\nsrc/calc.py:6\n" in result.stdout
+    assert f"model {model} at {llm.url}" in result.stdout
+    # Each refusal happened once: the review's second call went right the first time.
+    assert len(llm.refused) == refusals and len(llm.requests) == 2
+    assert all(body["model"] == model and "chat_template_kwargs" not in body for body in llm.requests)
+    if refusals > 1:
+        assert all("max_tokens" not in body and "temperature" not in body for body in llm.requests)

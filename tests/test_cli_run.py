@@ -14,7 +14,7 @@ from pathlib import Path
 import pygit2
 import pytest
 
-from tests.support.openai_server import FakeOpenAI, chat_response, text_message, usage
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message, usage, without_model_env
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -46,7 +46,7 @@ def run_cli(
     args: list[str], llm: FakeOpenAI | None, stdin: str = "", env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     extra = env or {}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+    env = without_model_env(os.environ)
     if llm is not None:
         env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
     env.update(extra)
@@ -298,7 +298,7 @@ def test_a_signal_removes_the_worktree_and_prints_one_line(
     work, _ = checkout
     with FakeOpenAI() as llm:
         llm.enqueue(chat_response(text_message("late")), delay=30)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+        env = without_model_env(os.environ)
         env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
         proc = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "run", "review", "--repo", str(work), "look"],
@@ -326,7 +326,7 @@ def test_a_closed_pipe_prints_one_line_and_no_traceback(checkout: tuple[Path, Pa
     work, _ = checkout
     with FakeOpenAI() as llm:
         llm.enqueue(chat_response(text_message("x" * 200 + "\n" * 0 + "\n".join(["line"] * 50_000))), delay=1)
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+        env = without_model_env(os.environ)
         env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
         command = (
             f"{shlex.quote(sys.executable)} -m bot.cli run ask --repo {shlex.quote(str(work))} why | head -1"

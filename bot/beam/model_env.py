@@ -2,15 +2,22 @@
 `BEAM_MODEL` and their `GFS_` spellings (riverbeam-reference.md section 4.1), and the settings issues
 20 and 30 added (`BEAM_MODEL_TOOLS`, `_TIMEOUT`, `_MAX_TOKENS`, `_TEMPERATURE`, `_STRUCTURED`). A
 value that is wrong is BEM-042 at start, naming the variable, rather than a surprise at the first call.
+
+Issue 42: when none of the seed's key variables is set, a provider's own (`OPENAI_API_KEY`,
+`ANTHROPIC_API_KEY`...) is read, with that provider's base URL and default model unless
+`BEAM_API_BASE_URL` or `BEAM_MODEL` say otherwise (`providers`); `BEAM_MODEL_EXTRA_BODY` replaces the
+extra body, as the seed's `with_extra_body` does.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from bot.beam import text_protocol
+from bot.beam import providers, text_protocol
 from bot.beam.errors import BeamError
 from bot.beam.text_protocol import ToolsMode
 
@@ -29,6 +36,7 @@ _MAX_TOKENS_VAR = "BEAM_MODEL_MAX_TOKENS"
 DEFAULT_TIMEOUT = 60.0
 _TEMPERATURE_VAR = "BEAM_MODEL_TEMPERATURE"
 MAX_TEMPERATURE = 2.0  # OpenAI's bound; llama.cpp and vLLM take the same range
+_EXTRA_BODY_VAR = "BEAM_MODEL_EXTRA_BODY"
 
 
 @dataclass(frozen=True)
@@ -43,15 +51,24 @@ class ModelEnv:
     temperature: float | None
     structured: bool
     max_tokens: int
+    # The variable the key was read from, and the provider that variable names (None: the seed's).
+    key_var: str = "BEAM_API_KEY"
+    provider: providers.Provider | None = None
+    # BEAM_MODEL_EXTRA_BODY as JSON; None when unset (the client's default, adapted per provider).
+    extra_body: dict[str, Any] | None = None
 
 
 def read_model_env(env: Mapping[str, str]) -> ModelEnv | None:
     """The server `env` names, or None without a key (an empty BEAM_API_KEY included)."""
-    api_key = _first_set(env, _KEY_VARS)
-    if not api_key:
+    found = _key(env)
+    if found is None:
         return None
+    key_var, api_key, provider = found
     base_url = _first_set(env, _BASE_URL_VARS)
     model = _first_set(env, _MODEL_VARS)
+    if provider is not None:
+        base_url = provider.base_url if base_url is None else base_url
+        model = provider.default_model if model is None else model
     tools_mode = text_protocol.parse_mode(env.get(_TOOLS_VAR))
     if tools_mode is None:
         wrong = env.get(_TOOLS_VAR)
@@ -65,7 +82,38 @@ def read_model_env(env: Mapping[str, str]) -> ModelEnv | None:
         temperature=_temperature(env),
         structured=_structured(env),
         max_tokens=int(_positive(env, _MAX_TOKENS_VAR, DEFAULT_MAX_TOKENS, whole=True)),
+        key_var=key_var,
+        provider=provider,
+        extra_body=_extra_body(env),
     )
+
+
+def _key(env: Mapping[str, str]) -> tuple[str, str, providers.Provider | None] | None:
+    """The key, its variable and the provider it names: the seed's chain first (where an empty
+    BEAM_API_KEY stops the search, as in the original), then each provider's own variable."""
+    for name in _KEY_VARS:
+        seed = _first_set(env, (name,))
+        if seed is not None:
+            return (name, seed, None) if seed else None
+    for provider in providers.PROVIDERS:
+        own = _first_set(env, (provider.key_var,))
+        if own:
+            return provider.key_var, own, provider
+    return None
+
+
+def _extra_body(env: Mapping[str, str]) -> dict[str, Any] | None:
+    """BEAM_MODEL_EXTRA_BODY: a JSON object merged into every request (`{}`: nothing extra)."""
+    text = (env.get(_EXTRA_BODY_VAR) or "").strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, dict):
+        raise BeamError("BEM-042", f"{_EXTRA_BODY_VAR} must be a JSON object, such as {{}}, not {text!r}")
+    return value
 
 
 def _first_set(env: Mapping[str, str], names: tuple[str, ...]) -> str | None:

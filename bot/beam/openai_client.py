@@ -13,6 +13,12 @@ Issue 30: the temperature is `BEAM_MODEL_TEMPERATURE` when set; unset, a review'
 `review`) go at `REVIEW_TEMPERATURE` and every other call leaves it to the server (the original sent
 1.0 always, and a small model reviewing at 1.0 rambles). `complete_structured` asks for an answer
 that matches a JSON schema, where the server can (`structured_output`).
+
+Issue 42: a 400 that names a field of the request as unknown or unsupported (OpenAI refuses the
+seed's `chat_template_kwargs`; its reasoning models `max_tokens`, `top_p` and a temperature of 0.2)
+makes the client drop or rename that field and send again, remembered per base URL and model
+(`request_fields`). `from_env` sends the extra body `BEAM_MODEL_EXTRA_BODY` names, else the seed's
+default where the endpoint is not a known provider that refuses it (`providers`).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from typing import Any
 import anyio
 import httpx
 
-from bot.beam import structured_output, text_protocol
+from bot.beam import providers, request_fields, structured_output, text_protocol
 from bot.beam.completion import Completion, CompletionClientBase, UsageSink
 from bot.beam.errors import BeamError
 from bot.beam.model_env import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, read_model_env
@@ -140,6 +146,10 @@ class OpenAiCompatible(CompletionClientBase):
             temperature=said.temperature,
             structured=said.structured,
         )
+        if said.extra_body is not None:
+            client.with_extra_body(said.extra_body)
+        elif not providers.takes_extra_body(said.base_url):
+            client.with_extra_body({})  # the seed's default is a field these providers refuse
         return client.with_max_tokens(said.max_tokens)
 
     def with_max_tokens(self, n: int) -> OpenAiCompatible:
@@ -258,7 +268,7 @@ class OpenAiCompatible(CompletionClientBase):
             completion = await self._send(body, frozenset())
         except BeamError as error:
             detail = error.detail or ""
-            if error.code != "BEM-084" or not structured_output.refuses_schema(_status_of(detail), detail):
+            if error.code != "BEM-084" or not structured_output.refuses_schema(status_of(detail), detail):
                 raise
             log.info(  # a server without structured output is usual, not a fault
                 "%s at %s refused response_format json_schema; reading answers as text from now on",
@@ -300,9 +310,45 @@ class OpenAiCompatible(CompletionClientBase):
     ) -> dict[str, Any]:
         return self.request_body(text_protocol.as_text_messages(messages, tools), [], temperature=temperature)
 
+    def adaptations(self) -> list[request_fields.Adaptation]:
+        """The fields this server and model refused, and what is sent instead (`request_fields`)."""
+        return request_fields.adapted(self.base_url, self.model)
+
     async def _send(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
-        """One request with its retries, read against the tools offered."""
+        """One request as this server takes it: each field it refused before is left out or renamed,
+        and a field it refuses now is too, before one more try. Every try takes a field out of the
+        body, so there are at most as many as it has fields; all of them share one timeout."""
         deadline = time.monotonic() + self.timeout
+        for _ in range(len(body)):
+            sent = request_fields.apply(self.base_url, self.model, body)
+            try:
+                return await self._send_retrying(sent, offered, deadline)
+            except BeamError as error:
+                detail = error.detail or ""
+                adaptation = (
+                    request_fields.refused_field(status_of(detail), detail, sent)
+                    if error.code == "BEM-084"
+                    else None
+                )
+                if adaptation is None:
+                    raise
+            # A concurrent request may have learned it first: then it was logged there.
+            if request_fields.remember(self.base_url, self.model, adaptation):
+                log.warning(  # once per field, server and model: the next requests are sent adapted
+                    "%s at %s refused %s; %s from now on",
+                    self.model,
+                    self.base_url,
+                    adaptation.field,
+                    adaptation.describe(),
+                )
+        return await self._send_retrying(
+            request_fields.apply(self.base_url, self.model, body), offered, deadline
+        )
+
+    async def _send_retrying(
+        self, body: dict[str, Any], offered: frozenset[str], deadline: float
+    ) -> Completion:
+        """One request with its retries until `deadline`, read against the tools offered."""
         attempt = 0
         while True:
             try:
@@ -406,7 +452,7 @@ class OpenAiCompatible(CompletionClientBase):
         return BeamError(code, detail)
 
 
-def _status_of(detail: str) -> int:
+def status_of(detail: str) -> int:
     """The HTTP status in a BEM-084 detail (`llm http 400 Bad Request: ...`), 0 when there is none."""
     parts = detail.split(" ", 3)
     return int(parts[2]) if len(parts) > 2 and parts[:2] == ["llm", "http"] and parts[2].isdigit() else 0

@@ -40,7 +40,8 @@ from bot.local.options import CHANGE_SKILLS, RunOptions, resolve_skill
 
 ECHO = (
     "echo client (no BEAM_API_KEY): the text below is the prompt a real model would get; set "
-    "BEAM_API_KEY (and BEAM_API_BASE_URL, BEAM_MODEL for another server: docs/models.md) to use one"
+    "BEAM_API_KEY (and BEAM_API_BASE_URL, BEAM_MODEL for another server: docs/models.md), or "
+    "OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, to use one"
 )
 # The commands whose text is the whole request: without it there is nothing to ask.
 NEEDS_TEXT = {"ask": 'ask needs a question: beam-bot run ask "what does this change do?"'}

@@ -7,6 +7,7 @@ import pytest
 
 from bot.beam.errors import BeamError
 from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, read_model_env
+from bot.beam.openai_client import OpenAiCompatible
 
 
 def test_every_setting_is_read_and_the_unset_ones_take_their_defaults() -> None:
@@ -49,3 +50,70 @@ def test_a_wrong_value_is_bem_042_naming_the_variable(name: str, value: str) -> 
     with pytest.raises(BeamError) as raised:
         read_model_env({"BEAM_API_KEY": "k", name: value})
     assert raised.value.code == "BEM-042" and name in (raised.value.detail or "")
+
+
+# Issue 42: a provider's own key finds its provider.
+
+
+@pytest.mark.parametrize(
+    ("variable", "base_url", "model"),
+    [
+        ("OPENAI_API_KEY", "https://api.openai.com/v1", "gpt-4.1-mini"),
+        ("ANTHROPIC_API_KEY", "https://api.anthropic.com/v1", "claude-sonnet-4-5"),
+        ("GEMINI_API_KEY", "https://generativelanguage.googleapis.com/v1beta/openai", "gemini-2.5-flash"),
+        ("OPENROUTER_API_KEY", "https://openrouter.ai/api/v1", "openai/gpt-4.1-mini"),
+        ("GROQ_API_KEY", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile"),
+    ],
+)
+def test_a_providers_own_key_brings_its_base_url_and_model(variable: str, base_url: str, model: str) -> None:
+    said = read_model_env({variable: "k"})
+    assert said is not None
+    assert (said.api_key, said.base_url, said.model, said.key_var) == ("k", base_url, model, variable)
+    assert said.provider is not None and said.provider.key_var == variable
+    # BEAM_API_BASE_URL and BEAM_MODEL still win.
+    said = read_model_env({variable: "k", "BEAM_API_BASE_URL": "http://proxy/v1", "BEAM_MODEL": "mine"})
+    assert said is not None and (said.base_url, said.model) == ("http://proxy/v1", "mine")
+
+
+def test_the_seeds_variables_come_before_a_providers_and_an_empty_one_still_means_none() -> None:
+    said = read_model_env({"BEAM_API_KEY": "beam", "OPENAI_API_KEY": "openai"})
+    assert said is not None and (said.api_key, said.base_url, said.provider) == (
+        "beam",
+        DEFAULT_BASE_URL,
+        None,
+    )
+    said = read_model_env({"NVIDIA_API_KEY": "nv", "OPENAI_API_KEY": "openai"})
+    assert said is not None and said.key_var == "NVIDIA_API_KEY"
+    # The original's quirk: an empty BEAM_API_KEY stops the search (the echo model, on purpose).
+    assert read_model_env({"BEAM_API_KEY": "", "OPENAI_API_KEY": "openai"}) is None
+    # Several providers' keys: the first in the documented order; an empty one is skipped.
+    said = read_model_env({"GROQ_API_KEY": "g", "ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": ""})
+    assert said is not None and said.key_var == "ANTHROPIC_API_KEY"
+
+
+def test_the_extra_body_is_json_and_a_wrong_one_is_bem_042() -> None:
+    said = read_model_env({"BEAM_API_KEY": "k", "BEAM_MODEL_EXTRA_BODY": '{"reasoning_effort": "low"}'})
+    assert said is not None and said.extra_body == {"reasoning_effort": "low"}
+    said = read_model_env({"BEAM_API_KEY": "k", "BEAM_MODEL_EXTRA_BODY": " "})
+    assert said is not None and said.extra_body is None
+    for wrong in ("[1]", "{nope"):
+        with pytest.raises(BeamError) as raised:
+            read_model_env({"BEAM_API_KEY": "k", "BEAM_MODEL_EXTRA_BODY": wrong})
+        assert raised.value.code == "BEM-042" and "BEAM_MODEL_EXTRA_BODY" in (raised.value.detail or "")
+
+
+def test_the_extra_body_goes_where_it_is_taken_and_as_set() -> None:
+    hosted = OpenAiCompatible.from_env({"OPENAI_API_KEY": "k"})
+    assert hosted is not None and hosted.extra_body == {}
+    assert "chat_template_kwargs" not in hosted.request_body([{"role": "user", "content": "x"}], [])
+    azure = OpenAiCompatible.from_env(
+        {"BEAM_API_KEY": "k", "BEAM_API_BASE_URL": "https://r.openai.azure.com/openai/v1"}
+    )
+    assert azure is not None and azure.extra_body == {}
+    # A server that is no known provider (llama.cpp, vLLM) keeps the framework's default until it refuses it.
+    local = OpenAiCompatible.from_env({"BEAM_API_KEY": "k", "BEAM_API_BASE_URL": "http://127.0.0.1:8080/v1"})
+    assert local is not None and local.extra_body == {"chat_template_kwargs": {"thinking": False}}
+    # The framework's own client keeps the seed's default, wherever it points.
+    assert OpenAiCompatible("https://api.openai.com/v1", "k", "m").extra_body == local.extra_body
+    chosen = OpenAiCompatible.from_env({"OPENAI_API_KEY": "k", "BEAM_MODEL_EXTRA_BODY": '{"seed": 7}'})
+    assert chosen is not None and chosen.request_body([], [])["seed"] == 7

@@ -25,6 +25,7 @@ from bot.app.web.setup import DEFAULT_MANIFEST
 from tests.support.bot_process import free_port, wait_for
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.fake_github_web import FakeGitHubWeb, serve_fake_github_web
+from tests.support.openai_server import without_model_env
 from tests.support.smee_server import serve_smee
 from tests.support.webhooks import delivery, load_payload
 
@@ -95,7 +96,7 @@ def setup_bot(tmp_path: Path, api_url: str, **env: str) -> Iterator[SetupBot]:
     """`beam-bot serve` without App credentials: setup mode, on loopback, as on a laptop."""
     port = free_port()
     work_dir = tmp_path / "work"
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+    keep = without_model_env(os.environ)
     full_env = {
         **keep,
         "BEAM_GITHUB_API_URL": api_url,

@@ -22,7 +22,7 @@ import httpx
 
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.git_http import GitHttpServer
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, without_model_env
 from tests.support.users import ROOT, as_user, give, user_env
 from tests.support.webhooks import Delivery
 
@@ -56,7 +56,7 @@ class BotProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def env(self) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+        keep = without_model_env(os.environ)
         return {
             **keep,
             "BEAM_APP_ID": str(self.fake.app_id),

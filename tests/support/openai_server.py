@@ -32,8 +32,11 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from bot.beam.providers import KEY_VARS as PROVIDER_KEY_VARS
+
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "openai" / "chat_completions.json"
 CHAT_PATH = "/v1/chat/completions"
+MODELS_PATH = "/v1/models"
 DEFAULT_MODEL = "fake-model"
 
 _ids = itertools.count(1)
@@ -62,6 +65,16 @@ def schema_problems(name: str, instance: Any) -> list[str]:
     best = best_match(errors)
     where = "/".join(str(part) for part in best.absolute_path) or "(root)"
     return [f"{name} at {where}: {best.message}"]
+
+
+def without_model_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` less every variable that names a model server or its key (the seed's and each
+    provider's own), so a developer's OPENAI_API_KEY never sends a test's process to a real API."""
+    return {
+        name: value
+        for name, value in environ.items()
+        if not name.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_")) and name not in PROVIDER_KEY_VARS
+    }
 
 
 # Reply builders: bodies as OpenAI's server writes them.
@@ -215,9 +228,17 @@ class FakeOpenAI:
         validate: bool = True,
         host: str = "127.0.0.1",
         structured: bool = False,
+        refuse: Callable[[dict[str, Any]], Reply | None] | None = None,
+        models_listing: Any = None,
     ) -> None:
         self.host = host
         self.structured = structured
+        # A provider's own refusals (tests/support/provider_servers.py): a request it refuses is
+        # answered with its error, uses no scripted reply, and is kept in `refused`, not `requests`.
+        self.refuse = refuse
+        self.refused: list[dict[str, Any]] = []
+        # What `GET /v1/models` answers (as vLLM, llama.cpp and OpenRouter do); None: a 404.
+        self.models_listing = models_listing
         self.refused_schemas: list[
             Any
         ] = []  # loopback, unless namespaced hosts must reach it (tests/support/netns.py)
@@ -351,6 +372,11 @@ class FakeOpenAI:
             handler.close_connection = True
             return
         headers = {key.lower(): value for key, value in handler.headers.items()}
+        if handler.command == "GET" and handler.path == MODELS_PATH:
+            found = self.models_listing is not None
+            body = self.models_listing if found else error_body("Not found", type="not_found_error")
+            self._write(handler, Reply(200 if found else 404, body))
+            return
         try:
             parsed: Any = json.loads(raw)
         except ValueError:
@@ -361,6 +387,9 @@ class FakeOpenAI:
         if reply.delay and self._stop.wait(reply.delay):
             handler.close_connection = True
             return
+        self._write(handler, reply)
+
+    def _write(self, handler: _Handler, reply: Reply) -> None:
         payload, content_type = reply.encode()
         handler.send_response(reply.status)
         extra = {key.lower(): value for key, value in reply.headers.items()}
@@ -391,6 +420,14 @@ class FakeOpenAI:
             if not self.structured and isinstance(asked, dict) and asked.get("type") == "json_schema":
                 self.refused_schemas.append(received.json)
                 return Reply(400, error_body("response_format type json_schema is not supported"))
+            authorised = (
+                self.api_key is None or received.headers.get("authorization") == f"Bearer {self.api_key}"
+            )
+            if self.refuse is not None and authorised and not problems and isinstance(received.json, dict):
+                refusal = self.refuse(received.json)
+                if refusal is not None:
+                    self.refused.append(received.json)
+                    return refusal
             self.received.append(received)
             if problems:
                 self.errors.extend(problems)

@@ -33,6 +33,7 @@ import httpx
 
 from bot.app.runs.render import PLAIN_TEXT_REVIEW
 from tests.support.bot_process import SECRET, bot_stack, comment_payload, wait_for
+from tests.support.openai_server import without_model_env
 from tests.support.webhooks import delivery, issue_comment_payload
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -248,7 +249,7 @@ def checkout(change: Change, where: Path) -> Path:
 
 
 def model_env(url: str, model: str) -> dict[str, str]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+    keep = without_model_env(os.environ)
     tools = os.environ.get("BEAM_MODEL_TOOLS")
     extra = {"BEAM_MODEL_TOOLS": tools} if tools else {}
     # A slow machine: each call may take minutes (the proxy caps its max_tokens).

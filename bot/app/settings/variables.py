@@ -21,6 +21,7 @@ from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_vali
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from bot.app.settings.secret_key import SecretKeys, parse_keys
+from bot.beam.providers import KEY_VARS as PROVIDER_KEY_VARS
 
 CREDENTIALS_FILE = "app-credentials.json"
 DEFAULT_GITHUB_API_URL = "https://api.github.com"
@@ -87,7 +88,9 @@ class Settings(BaseSettings):
       QUEUE_POLL_INTERVAL (2 s; new deliveries wake workers at once), POLL_INTERVAL (30 s, the
       approval-reaction poll), BOT_LOGIN (our login, when it is not `<app slug>[bot]`).
     - AUTO_REVIEW (false): review pull requests on their own where the repository's config is silent.
-    - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY): only whether a live model is configured.
+    - BEAM_API_KEY (or GFS_BEAM_API_KEY, NVIDIA_API_KEY, then a provider's own: OPENAI_API_KEY,
+      ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY, GROQ_API_KEY): only whether a live
+      model is configured. MODEL_EXTRA_BODY (a JSON object) is read by the client.
       MODEL_TOOLS (auto): how tools reach the model, native `tools`, described in the prompt (text),
       or native until the server refuses them (auto); docs/models.md. MODEL_TEMPERATURE (unset: 0.2
       for reviews, the server's own otherwise), MODEL_STRUCTURED (auto: a review's findings asked
@@ -250,11 +253,14 @@ class Settings(BaseSettings):
     # page's one-time token (generated and logged at start when unset).
     webhook_proxy_url: str | None = None
     setup_token: SecretStr | None = None
-    # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY); the client
-    # itself is built by OpenAiCompatible.from_env, this only tells whether a live model is configured.
+    # The seed's precedence (BEAM_API_KEY, then GFS_BEAM_API_KEY, then NVIDIA_API_KEY), then a
+    # provider's own key (issue 42: OPENAI_API_KEY...); the client itself is built by
+    # OpenAiCompatible.from_env, this only tells whether a live model is configured.
     llm_api_key: SecretStr | None = Field(
         default=None,
-        validation_alias=AliasChoices("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY"),
+        validation_alias=AliasChoices(
+            "BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY", *PROVIDER_KEY_VARS
+        ),
     )
     # Issue 20: validated here so a typo stops the start with a clear message; the client gets it.
     model_tools: Literal["auto", "native", "text"] = "auto"

@@ -21,7 +21,8 @@ from sqlalchemy.engine import make_url
 from bot.app.jobs.offline import describe
 from bot.app.jobs.store import Store, build_url
 from bot.app.settings import Settings, SettingsError, ensure_work_dir
-from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MODEL
+from bot.beam.errors import BeamError
+from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MODEL, read_model_env
 
 DATABASE_TIMEOUT = 15.0
 _LOOPBACK_NAMES = {"0.0.0.0": "localhost", "::": "localhost", "": "localhost"}  # noqa: S104
@@ -47,18 +48,23 @@ def safe_database_url(settings: Settings) -> str:
 
 
 def describe_model(env: Mapping[str, str] | None = None) -> str:
-    """The LLM for the start-up log: provider URL, model, and whether a key is set (never the key)."""
+    """The LLM for the start-up log: provider URL, model, and whether a key is set (never the key).
+    Read as the client reads it (`read_model_env`), so a provider's own key (OPENAI_API_KEY...) is
+    named with the provider's URL; a wrong value is left to the client's start to report."""
     env = os.environ if env is None else env
-
-    def first(*names: str) -> str | None:
-        return next((env[name] for name in names if env.get(name) is not None), None)
-
-    key = first("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
-    base_url = first("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL") or DEFAULT_BASE_URL
-    model = first("BEAM_MODEL", "GFS_BEAM_MODEL") or DEFAULT_MODEL
-    if not key:
-        return f"model: the echo model (no API key set; with BEAM_API_KEY: {model} at {base_url})"
-    return f"model: {model} at {base_url} (API key set)"
+    try:
+        said = read_model_env(env)
+        if said is None:
+            # Where the seed's variables would send a key (an empty BEAM_API_KEY stops any other).
+            would = read_model_env({**env, "BEAM_API_KEY": "-"})
+            where = (
+                f"{would.model} at {would.base_url}" if would else f"{DEFAULT_MODEL} at {DEFAULT_BASE_URL}"
+            )
+            return f"model: the echo model (no API key set; with BEAM_API_KEY: {where})"
+    except BeamError as error:
+        return f"model: not usable ({error})"
+    from_var = "" if said.provider is None else f": {said.key_var}"
+    return f"model: {said.model} at {said.base_url} (API key set{from_var})"
 
 
 def check_work_dir(settings: Settings) -> None:

@@ -16,6 +16,7 @@ from pydantic import SecretStr, ValidationError
 from bot.app.credentials.files import AppCredentials, load_credentials, write_credentials_file
 from bot.app.settings import Settings, SettingsError, describe_validation_error, load_settings
 from bot.app.web.server import serve
+from bot.beam.providers import KEY_VARS as PROVIDER_KEY_VARS
 
 SECRET = "whsec-0123456789-abcdef"
 
@@ -32,7 +33,7 @@ def pem() -> str:
 def no_beam_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # The developer's own BEAM_* variables must not leak into what these tests build.
     for name in list(os.environ):
-        if name.startswith(("BEAM_", "GFS_BEAM_")) or name == "NVIDIA_API_KEY":
+        if name.startswith(("BEAM_", "GFS_BEAM_")) or name in ("NVIDIA_API_KEY", *PROVIDER_KEY_VARS):
             monkeypatch.delenv(name)
 
 
@@ -132,6 +133,13 @@ def test_environment_is_read_with_the_prefix_and_empty_means_default(monkeypatch
     assert settings.github_web_url == "https://ghe.example.com"
     assert settings.has_llm_key
     assert settings.work_dir == (Path.cwd() / ".beam")
+
+
+def test_a_providers_own_key_is_a_live_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 42: the App and the Action see OPENAI_API_KEY as a key, as the client does."""
+    assert not load_settings().has_llm_key
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    assert load_settings().has_llm_key
 
 
 def test_bad_numbers_and_urls_name_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,7 @@ from bot.app.settings import Settings
 from bot.app.web.setup import SetupFlow
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.fake_github_web import FakeGitHubWeb, serve_fake_github_web
+from tests.support.openai_server import without_model_env
 from tests.support.setup_flow import register_app
 from tests.support.web_app import running_app, runtime_of, store_of
 from tests.support.webhooks import delivery, raw_payload
@@ -89,7 +90,7 @@ async def wait_until(check: Any, what: str, timeout: float = 90.0) -> None:
 
 
 def start_worker(work_dir: Path, db_url: str, api_url: str, log: Path) -> subprocess.Popen[bytes]:
-    keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))}
+    keep = without_model_env(os.environ)
     env = {
         **keep,
         "BEAM_WORK_DIR": str(work_dir),

@@ -1,0 +1,125 @@
+"""`beam-bot check-model` against provider stand-ins (tests/support/provider_servers.py): what works
+is said in a few lines, and a wrong key, an unknown model or a refused field each get their fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from tests.support.openai_server import FakeOpenAI, without_model_env
+from tests.support.provider_servers import stand_in
+
+MODELS = {"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model", "context_window": 1047576}]}
+
+
+def check_model(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    clean = without_model_env(os.environ)
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli", "check-model", *args],
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def openai_env(llm: FakeOpenAI, **more: str) -> dict[str, str]:
+    return {"OPENAI_API_KEY": "sk-test-check", "BEAM_API_BASE_URL": llm.url, **more}
+
+
+def test_an_openai_key_says_what_works() -> None:
+    with stand_in("openai", models={"gpt-4.1-mini"}, models_listing=MODELS) as llm:
+        llm.reply_tool_calls(("ping", {"word": "hello"}), model="gpt-4.1-mini-2025-04-14")
+        llm.reply_text(json.dumps({"ok": True}))
+        result = check_model(openai_env(llm))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.splitlines() == [
+        f"model gpt-4.1-mini at {llm.url} (an OpenAI-compatible server), key from OPENAI_API_KEY",
+        "✓ key: accepted",
+        "✓ model: gpt-4.1-mini (answered as gpt-4.1-mini-2025-04-14)",
+        "! refused field: chat_template_kwargs: chat_template_kwargs not sent from now on. Fix: set "
+        "BEAM_MODEL_EXTRA_BODY={} to never send it (each run adapts on its own anyway).",
+        "✓ tools: native (the model called the tool)",
+        "✓ structured output: yes (answers match a JSON schema)",
+        "✓ context: 1,047,576 tokens (GET /models)",
+    ]
+    assert len(llm.refused) == 1 and len(llm.requests) == 2
+
+
+def test_a_reasoning_model_says_each_refused_field_once() -> None:
+    with stand_in("openai") as llm:
+        llm.reply_tool_calls(("ping", {"word": "hello"}), model="gpt-5-mini")
+        llm.reply_text(json.dumps({"ok": True}), model="gpt-5-mini")
+        result = check_model(openai_env(llm, BEAM_MODEL="gpt-5-mini", BEAM_MODEL_TEMPERATURE="0.2"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    refused = [line for line in result.stdout.splitlines() if line.startswith("! refused field")]
+    assert [line.split(":")[1].strip() for line in refused] == [
+        "chat_template_kwargs",
+        "max_tokens",
+        "top_p",
+        "temperature",
+    ]
+    assert "max_tokens sent as max_completion_tokens from now on. Nothing to do" in refused[1]
+    assert refused[3].endswith("Fix: unset BEAM_MODEL_TEMPERATURE (this model takes only its default).")
+    assert "– context: the server does not say" in result.stdout
+    # The structured call went right the first time.
+    assert len(llm.refused) == 4 and len(llm.requests) == 2
+
+
+def test_a_wrong_key_gets_its_fix() -> None:
+    with stand_in("openai", api_key="sk-the-right-one") as llm:
+        result = check_model(openai_env(llm))
+    assert result.returncode == 1
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith(f"✗ key: refused by {llm.url} (401). Fix: set OPENAI_API_KEY to a valid key")
+    assert "sk-test-check" not in result.stdout + result.stderr
+
+
+def test_an_unknown_model_gets_its_fix() -> None:
+    with stand_in("openai", models={"gpt-4.1-mini"}) as llm:
+        result = check_model(openai_env(llm, BEAM_MODEL="gpt-9"))
+    assert result.returncode == 1
+    assert result.stdout.splitlines()[-1] == (
+        f"✗ model: 'gpt-9' not found at {llm.url} (404). Fix: set BEAM_MODEL to a model this key may use "
+        "(the provider's model list, or GET /models on the server)."
+    )
+
+
+def test_anthropics_layer_takes_tools_and_ignores_the_schema() -> None:
+    with stand_in("anthropic") as llm:
+        llm.reply_text("I would rather not call tools.", model="claude-sonnet-4-5")
+        llm.reply_text("ok", model="claude-sonnet-4-5")
+        result = check_model({"ANTHROPIC_API_KEY": "sk-ant", "BEAM_API_BASE_URL": llm.url})
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "model claude-sonnet-4-5 at" in out and "key from ANTHROPIC_API_KEY" in out
+    assert "! refused field: chat_template_kwargs" in out
+    assert "– tools: native `tools` accepted, but the model answered in text" in out
+    assert "– structured output: accepted but not kept to (the answer did not match)" in out
+
+
+def test_a_server_that_refuses_tools_is_read_in_text() -> None:
+    with FakeOpenAI() as llm:
+        llm.reply_error(400, "tools param requires --jinja flag")
+        llm.reply_text('<tool_call>{"name": "ping", "arguments": {"word": "hi"}}</tool_call>')
+        result = check_model({"BEAM_API_KEY": "k", "BEAM_API_BASE_URL": llm.url, "BEAM_MODEL": "qwen"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "model qwen at" in result.stdout and "key from BEAM_API_KEY" in result.stdout
+    assert (
+        "✓ tools: described in the prompt, calls read from the text (the server refused `tools`)"
+        in result.stdout
+    )
+    assert "– structured output: refused by the server; reviews read findings from text" in result.stdout
+
+
+def test_no_key_or_a_wrong_setting_is_exit_2() -> None:
+    result = check_model({})
+    assert result.returncode == 2 and result.stdout.startswith("✗ key: none set. Fix: set BEAM_API_KEY")
+    assert "OPENAI_API_KEY" in result.stdout
+    result = check_model({"OPENAI_API_KEY": "k", "BEAM_MODEL_EXTRA_BODY": "[]"})
+    assert result.returncode == 2 and "BEAM_MODEL_EXTRA_BODY must be a JSON object" in result.stdout
+    result = check_model({}, "--nope")
+    assert result.returncode == 2 and "unrecognized arguments: --nope" in result.stderr
