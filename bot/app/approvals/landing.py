@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from bot.app.approvals import render as render_push
 from bot.app.approvals.pushes import HeldPush, Pushes
@@ -45,6 +46,14 @@ class Landing:
         if not await self._shown(gh, push):
             await self._failed(gh, push, render_push.NOT_SHOWN)
             return
+        # Where the commit goes is what GitHub says of the repository now, not a stored row's URL.
+        where = await gh.get_repo(push.owner, push.name)
+        push = replace(
+            push,
+            context=push.context.model_copy(
+                update={"clone_url": where.clone_url, "html_url": where.html_url}
+            ),
+        )
         installation_id = push.context.installation_id
         token = await self.deps.installation_token(installation_id)
         try:
