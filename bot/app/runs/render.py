@@ -256,7 +256,7 @@ def refusal(login: str, needed: str) -> str:
 
 
 def command_help(problem: str | None = None) -> str:
-    lead = f"{problem}\n\n" if problem else ""
+    lead = f"{md.untrusted(problem)}\n\n" if problem else ""  # it can quote the comment's word
     return f"{lead}Here is what I can do:\n\n{help_text()}"
 
 
