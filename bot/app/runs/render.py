@@ -34,11 +34,11 @@ class Progress:
     tools: list[str] = field(default_factory=list)
 
     def add_tool(self, name: str, args: object) -> None:
-        label = name
+        label = _inline(name)  # the model names the tool, even one the skill does not offer
         if isinstance(args, dict):
             target = args.get("path") or args.get("query") or args.get("ref")
             if isinstance(target, str) and target:
-                label = f"{name} `{_inline(target)}`"
+                label = f"{label} `{_inline(target)}`"
         self.tools.append(label)
 
 
@@ -295,7 +295,7 @@ def config_error_block(errors: Sequence[str], indent: str = "") -> str:
 
 
 def config_branch(branch: str | None) -> str:
-    return f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
+    return f"the `{_inline(branch)}` branch" if branch and "`" not in branch else "the default branch"
 
 
 def render_config_errors(errors: list[str], branch: str | None = None) -> str:
