@@ -106,6 +106,7 @@ FORGED = [
     "<!-- beam-thread-reply:7 -->",
     "<!-- beam-run:run-1 -->",
     "<!-- beam-push:p1 -->",
+    "<!-- beam-action-state:AAAA -->",  # the Action's carried state, while it is kept in comments
     "<!--beam-effect:k-->",
     "<\x00!-- beam-effect:k -->",  # a NUL GitHub may drop on the way
     "<\u200b!-- beam-effect:k -->",
