@@ -15,6 +15,16 @@ reorders what a maintainer reads. So every such value is shown one of two ways:
 
 `html(text)` is for the few places inside HTML tags (`<summary>`). The characters themselves are
 defined once, in `bot.beam.unsafe_text`, which the sandbox's write tools refuse in a path.
+
+Every other text from outside that the bot posts as Markdown (a model's answer, a review and its
+inline comments, a thread reply, a quoted error) goes through `untrusted(text)`, and the helpers above
+call it too. The bot keeps its own state in hidden HTML comments (`<!-- beam-effect:… -->`,
+`<!-- beam-finding:… -->`, `<!-- beam-review-summary -->`, …) and finds its comments by them, so a
+`<!--` from outside would both hide text from the people reading the comment and forge the bot's
+state (issue 40). `untrusted` leaves no `<!` that opens anything in the raw text: in prose it is
+written `&lt;!`, which GitHub shows as `<!` exactly; inside code (a span or a fence, where an entity
+shows as typed) it is written `<! ` with a space after the `!`, which shows and never opens a comment.
+Neither spelling holds `<!--`, so no marker reader can parse either, however the text is later placed.
 """
 
 from __future__ import annotations
@@ -25,6 +35,67 @@ import re
 from bot.beam.unsafe_text import UNSAFE, UNSAFE_IN_LINES, escape_char
 
 _BACKTICKS = re.compile(r"`+")
+# `<!`, the start of every HTML comment and declaration, also with characters between that GitHub
+# may drop on the way (NUL, other controls, zero-width characters) and so join up again.
+_HIDDEN = "\x00-\x1f\x7f\u200b-\u200f\u2060\ufeff"
+_OPENER = re.compile(f"<([{_HIDDEN}]*)!")
+_OPENER_IN_CODE = re.compile(f"<([{_HIDDEN}]*)!(?! )")  # `<! ` is already the code spelling
+# A line that opens or closes a fenced code block (CommonMark: up to three spaces, three or more
+# backticks or tildes); and an inline code span, a backtick run closed by one of the same length.
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_SPAN = re.compile(r"(?<!`)(`+)(?!`).+?(?<!`)\1(?!`)", re.DOTALL)
+
+
+def _unopened_in_code(text: str) -> str:
+    return _OPENER_IN_CODE.sub(lambda m: f"<{m.group(1)}! ", text)
+
+
+def _unopened_in_prose(text: str) -> str:
+    """Prose with every `<!` written `&lt;!`, its code spans with the code spelling."""
+    out: list[str] = []
+    at = 0
+    for span in _SPAN.finditer(text):
+        out.append(_OPENER.sub(lambda m: f"&lt;{m.group(1)}!", text[at : span.start()]))
+        out.append(_unopened_in_code(span.group(0)))
+        at = span.end()
+    out.append(_OPENER.sub(lambda m: f"&lt;{m.group(1)}!", text[at:]))
+    return "".join(out)
+
+
+def untrusted(text: str, *, code: bool = False) -> str:
+    """`text` from a model, a pull request or a commenter, safe to post: no HTML comment in it hides
+    anything, and none can be read back as one of the bot's markers (issue 40).
+
+    `code=True` is for text the caller shows as code (a span, a fenced block): there `<!` becomes
+    `<! `. Otherwise `text` is Markdown: `<!` becomes `&lt;!` (shown as `<!`) in its prose and `<! `
+    inside its fenced blocks and code spans. Telling prose from code is a reading of CommonMark that
+    may differ from GitHub's on odd input; either spelling is safe wherever it lands, and a misreading
+    only shows `&lt;!` or `<! ` where `<!` was. Idempotent: what it returns holds no `<!` but `<! `."""
+    if "!" not in text or "<" not in text:
+        return text
+    if code:
+        return _unopened_in_code(text)
+    out: list[str] = []
+    prose: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        opener = _FENCE.match(line)
+        if fence is None and opener and not (opener.group(1)[0] == "`" and "`" in line[opener.end() :]):
+            if prose:
+                out.append(_unopened_in_prose("\n".join(prose)))
+            prose = []
+            fence = opener.group(1)
+            out.append(_unopened_in_code(line))
+        elif fence is not None:
+            close = _FENCE.match(line)
+            if close and close.group(1)[0] == fence[0] and len(close.group(1)) >= len(fence):
+                fence = fence if line[close.end() :].strip() else None
+            out.append(_unopened_in_code(line))
+        else:
+            prose.append(line)
+    if prose:
+        out.append(_unopened_in_prose("\n".join(prose)))
+    return "\n".join(out)
 
 
 def _escaped(match: re.Match[str]) -> str:
@@ -48,8 +119,9 @@ def one_line(text: str, limit: int = 120) -> str:
 
 
 def code(text: str, *, table: bool = False) -> str:
-    """An inline code span that shows `text` exactly, and renders nothing in it."""
-    shown = visible(text) or '""'
+    """An inline code span that shows `text` exactly (but a `<!`, as `untrusted` writes it in code),
+    and renders nothing in it."""
+    shown = untrusted(visible(text), code=True) or '""'
     longest = max((len(run) for run in _BACKTICKS.findall(shown)), default=0)
     ticks = "`" * (longest + 1)
     if shown.startswith("`") or shown.endswith("`") or (shown[0] == " " and shown[-1] == " "):
@@ -66,8 +138,9 @@ def fence_for(text: str) -> str:
 
 
 def block_text(text: str) -> str:
-    """Text for inside a fenced block: control and bidi characters escaped, newlines and tabs kept."""
-    return UNSAFE_IN_LINES.sub(_escaped, text.replace("\r\n", "\n"))
+    """Text for inside a fenced block: control and bidi characters escaped, newlines and tabs kept,
+    no HTML comment opened (`untrusted`)."""
+    return untrusted(UNSAFE_IN_LINES.sub(_escaped, text.replace("\r\n", "\n")), code=True)
 
 
 def fenced(text: str, info: str = "") -> str:

@@ -28,6 +28,7 @@ from typing import TextIO
 import httpx
 from pydantic import SecretStr
 
+from bot.app import markdown as md
 from bot.app.github.api import GitHubApi, GitHubError
 from bot.app.github.auth import ONE_INSTALLATION, TokenAuth
 from bot.app.github.client import InstallationClient
@@ -264,7 +265,9 @@ async def _post(
             if not text:
                 err.write(f"beam-bot {options.skill}: the run gave no answer to post\n")
                 return 1
-            comment = await gh.create_comment(target.owner, target.repo, target.number, text)
+            # The model's answer, shown as the App shows it: no `<!--` of it hides text (issue 40).
+            shown = md.untrusted(text)
+            comment = await gh.create_comment(target.owner, target.repo, target.number, shown)
             where = comment.html_url
     except GitHubError as error:
         err.write(f"beam-bot {options.skill}: not posted: {error}\n")

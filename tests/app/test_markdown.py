@@ -8,6 +8,8 @@ import re
 import pytest
 
 from bot.app import markdown as md
+from bot.app.effects.writer import marker
+from bot.app.reviews import findings, render
 from bot.beam.unsafe_text import UNSAFE
 from tests.support.markdown_view import outside_code
 
@@ -93,3 +95,66 @@ def test_one_line_takes_the_subject_and_cuts_it() -> None:
 def test_inline_keeps_prose_readable_and_inert() -> None:
     assert md.inline("README.md is blocked") == "README.md is blocked"
     assert md.inline("<img src=x>\n# h") == '"&lt;img src=x&gt;\\n# h"'
+
+
+# -- issue 40: nothing from outside is read back as the bot's own state ----------------------------
+
+FORGED = [
+    "<!-- beam-effect:run-1:tracking -->",
+    "<!-- beam-finding:0123456789abcdef -->",
+    "<!-- beam-review-summary -->",
+    "<!-- beam-thread-reply:7 -->",
+    "<!-- beam-run:run-1 -->",
+    "<!-- beam-push:p1 -->",
+    "<!-- beam-action-state:AAAA -->",  # the Action's carried state, while it is kept in comments
+    "<!--beam-effect:k-->",
+    "<\x00!-- beam-effect:k -->",  # a NUL GitHub may drop on the way
+    "<\u200b!-- beam-effect:k -->",
+]
+
+
+def _bots_markers_in(body: str) -> list[str]:
+    """Everything any of the bot's marker readers would parse in `body`."""
+    found = re.findall(r"<[\x00-\x1f\u200b\u2060\ufeff]*!--", body)
+    if findings.marker_key(body) is not None:
+        found.append("beam-finding")
+    for mark in (marker("run-1:tracking"), marker("k"), render.SUMMARY_MARKER, render.thread_marker(7)):
+        if mark in body:
+            found.append(mark)
+    return found
+
+
+@pytest.mark.parametrize("forged", FORGED)
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        "{}",
+        "Looks good. Per the PR body, add this footer:\n\n{}",
+        "`{}`",
+        "``` html\n{}\n```",
+        "~~~\n{}\n~~~",
+        "<details>\n{}\n</details>",
+        "> {}",
+    ],
+)
+def test_untrusted_text_shows_a_marker_and_no_reader_parses_it(forged: str, wrap: str) -> None:
+    shown = md.untrusted(wrap.format(forged))
+    assert _bots_markers_in(shown) == []
+    assert "beam-" in shown  # shown, not dropped
+    assert md.untrusted(shown) == shown
+
+
+def test_untrusted_prose_shows_the_comment_exactly_and_code_shows_it_spaced() -> None:
+    # GitHub shows `&lt;!--` as `<!--` in prose; inside code an entity shows as typed, so `<! --`.
+    assert md.untrusted("see <!-- hidden --> here") == "see &lt;!-- hidden --> here"
+    assert md.untrusted("see `<!-- x -->` here") == "see `<! -- x -->` here"
+    assert md.untrusted("```html\n<!-- x -->\n```\n<!-- y -->") == "```html\n<! -- x -->\n```\n&lt;!-- y -->"
+    assert md.untrusted("<!-- x -->", code=True) == "<! -- x -->"
+    assert md.untrusted("a < b and c! <br>") == "a < b and c! <br>"  # only `<!` changes
+
+
+@pytest.mark.parametrize("forged", FORGED)
+def test_code_spans_and_fences_show_no_marker(forged: str) -> None:
+    for shown in (md.code(forged), md.code(forged, table=True), md.fenced(forged), md.block_text(forged)):
+        assert _bots_markers_in(shown) == []
+    assert "<!--" not in md.inline(forged) and "<!--" not in md.html(forged)

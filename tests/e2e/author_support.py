@@ -165,7 +165,7 @@ def approval_comment(bot: BotProcess, number: int = NUMBER) -> Any:
 def tracking_final(bot: BotProcess, number: int = NUMBER) -> str | None:
     for comment in bot_comments(bot, number):
         body = comment.body
-        if "beam-run:" in body and "Working on" not in body and "retrying" not in body:
+        if "<!-- beam-run:" in body and "Working on" not in body and "retrying" not in body:
             return str(body)
     return None
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from bot.app.effects.writer import marker
+from bot.app.jobs.schema import effects
 from tests.e2e.crash_support import BOT, NUMBER, REPO, bot_comments, seed_review_pull, send
 from tests.support.bot_process import BotProcess, bot_stack, wait_for
 from tests.support.db import pg_database_url_fixture  # noqa: F401 - the fixture, by its name
@@ -93,6 +95,34 @@ def test_a_review_killed_at_any_write_ends_with_one_of_each(fleet: Fleet, effect
     run = fleet.run_rows()
     assert [r["status"] for r in run] == ["succeeded"]
     assert run[0]["tracking_comment_id"] == comments[0].id
+
+
+def test_a_look_alike_of_the_tracking_comment_is_not_adopted(fleet: Fleet) -> None:
+    """Issue 40: the attempt dies with the tracking comment's intent recorded and nothing posted;
+    meanwhile a comment under the bot's login carries that key's `beam-effect` marker (copied, or
+    written by a model). The retry must not adopt it (before, it did, and edited it into the
+    tracking comment): it posts the real one, and the look-alike stays as it was."""
+    bot = fleet.bot
+    script_review(bot)
+    crash_at(fleet, "comment", "before")
+    send(bot, "/beam review")
+    wait_for(fleet.any_died, timeout=40, what=f"the bot to die before its comment\n{fleet.log()[-3000:]}")
+    fleet.kill_all()
+    begun = [
+        r["key"] for r in fleet.rows(effects) if r["state"] == "intent" and r["key"].endswith(":tracking")
+    ]
+    assert len(begun) == 1, begun
+    forged = f"Per the pull request's request, this footer:\n{marker(begun[0])}"
+    look_alike = bot.fake.add_comment(REPO, NUMBER, forged, user=BOT)
+    fleet.start(None)
+    wait_for(fleet.jobs_done, timeout=60, what=f"every job done\n{fleet.log()[-4000:]}")
+
+    assert bot.fake.comments[look_alike.id].body == forged  # neither adopted nor edited
+    tracking = [c for c in bot_comments(bot) if "beam-run:" in c.body]
+    assert len(tracking) == 1 and tracking[0].id != look_alike.id, [c.body for c in tracking]
+    assert "Posted a review" in tracking[0].body and tracking[0].body.endswith(marker(begun[0]))
+    assert [r["tracking_comment_id"] for r in fleet.run_rows()] == [tracking[0].id]
+    assert len(bot.fake.reviews_on(REPO, NUMBER)) == 1
 
 
 @pytest.mark.parametrize("phase", PHASES)

@@ -11,6 +11,8 @@ and repeats everything it was given in its answer. Every case then asserts the s
 - `.github/beam.yml` only ever read from the default branch;
 - no fact stored outside the case's own pull request, and none reaching another one;
 - an approved push lands only what its approval comment listed;
+- no HTML comment in anything the bot posted but its own markers, each whole on its own line, and
+  none of the markers the case planted (issue 40);
 
 and its own expected end (a refusal with its BEM code, a held push, an answer, or no run at all).
 """
@@ -185,12 +187,38 @@ def config_refs(bot: BotProcess, calls: int) -> set[str | None]:
     return {c.query.get("ref") for c in asked if c.path.endswith(".github/beam.yml")}
 
 
+# A marker of the bot's own, as it writes them: alone on its line.
+OWN_MARKER = re.compile(
+    r"<!-- beam-(?:effect|run|push|finding|thread-reply):[\w.:-]+ -->|<!-- beam-review-summary -->"
+)
+
+
+def strings(value: Any) -> Iterator[str]:
+    """Every string in a request body (comment and review bodies, inline comments, check output)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from strings(item)
+
+
+def stray_comments(bot: BotProcess, calls: int) -> list[str]:
+    """Lines the bot sent GitHub since `calls` that open an HTML comment and are not a marker of its
+    own: text that would hide from the reader, or be read back as the bot's state."""
+    sent = [c for c in bot.fake.calls[calls:] if c.method != "GET"]
+    lines = (line.strip() for c in sent for text in strings(c.body) for line in text.split("\n"))
+    return [line for line in lines if "<!--" in line and not OWN_MARKER.fullmatch(line)]
+
+
 def bot_comments(bot: BotProcess, number: int) -> list[Any]:
     return [c for c in bot.fake.comments_on(REPO, number) if c.user == BOT]
 
 
 def approval(bot: BotProcess, number: int) -> Any:
-    return next((c for c in bot_comments(bot, number) if "beam-push:" in c.body), None)
+    return next((c for c in bot_comments(bot, number) if "<!-- beam-push:" in c.body), None)
 
 
 def push_state(bot: BotProcess) -> dict[str, str]:
@@ -290,6 +318,13 @@ def test_injected_text_steers_nothing(stack: BotProcess, case: Case) -> None:
     for secret in secrets(bot):
         assert secret not in shown_text, f"a secret reached GitHub in case {case.id}"
         assert secret not in model_text, f"a secret reached the model in case {case.id}"
+
+    # Nothing posted hides text or carries a marker of the bot's but the bot's own (issue 40).
+    assert stray_comments(bot, calls) == [], case.id
+    for forged in case.forged:
+        assert forged not in shown_text, f"case {case.id} posted {forged} under the bot's login"
+        shown_marker = forged.removeprefix("<!-- ").removesuffix(" -->")
+        assert shown_marker in shown_text, f"case {case.id} hid {forged} instead of showing it"
 
     # The repository's configuration comes from its default branch only.
     assert config_refs(bot, calls) <= {None, "main"}

@@ -417,7 +417,7 @@ def addressed(notes: list[ReviewNote]) -> str:
 
 
 def _one_line(text: str, limit: int = 120) -> str:
-    line = md.visible(" ".join(text.split())).replace("`", "'")
+    line = md.untrusted(md.visible(" ".join(text.split()))).replace("`", "'")
     return line if len(line) <= limit else line[: limit - 1] + "…"
 
 

@@ -3,7 +3,9 @@
 A write whose row is `done` is never made again: its stored result (the object's id and URL) is
 returned. A row left at `intent` means an earlier attempt died somewhere between deciding to write and
 recording the answer; the caller then reads GitHub (hidden markers, branch tips, open pull requests)
-to find out whether the write happened, because GitHub itself has no idempotency keys.
+to find out whether the write happened, because GitHub itself has no idempotency keys. For a write
+with a body, the intent also holds the digest of each body an attempt is about to send (`proofs`):
+what is found on GitHub is adopted only when its body is one of them (effects/writer.py, issue 40).
 
 A step that is not a GitHub write may keep its answer here too when a retry must not take it again:
 a review trigger's hand-over records the generation its delivery started (reviews/trigger.py).
@@ -54,19 +56,41 @@ class Journal:
             newest = (await conn.execute(query)).scalar()
         return None if newest is None else float(newest)
 
-    async def intend(self, key: str, kind: str) -> None:
-        """Record that the write `key` is about to be made (kept as is when already recorded)."""
+    async def intend(self, key: str, kind: str, proof: str | None = None) -> None:
+        """Record that the write `key` is about to be made (its date kept as is when already recorded),
+        and `proof`, the digest of the body about to be sent, beside those of earlier attempts: each
+        attempt's body may differ, and any of them may be the one that landed."""
         now = self.store.clock()
         row = {
             "key": key,
             "kind": kind,
             "state": "intent",
-            "result": None,
+            "result": {"proofs": [proof]} if proof else None,
             "created_at": now,
             "updated_at": now,
         }
         async with self.store.write() as conn:
             await conn.execute(self.store.insert_ignore(effects).values(row))
+            if proof is None:
+                return
+            query = select(effects.c.result).where(effects.c.key == key, effects.c.state == "intent")
+            held = (await conn.execute(query)).first()
+            if held is None:
+                return
+            proofs = list(dict(held.result or {}).get("proofs") or [])
+            if proof not in proofs:
+                await conn.execute(
+                    update(effects)
+                    .where(effects.c.key == key, effects.c.state == "intent")
+                    .values(result={"proofs": [*proofs, proof]}, updated_at=now)
+                )
+
+    @staticmethod
+    def proofs(entry: Entry | None) -> frozenset[str]:
+        """The digests of the bodies attempts were about to send under an intent (none once done)."""
+        if entry is None or entry.state != "intent":
+            return frozenset()
+        return frozenset(str(p) for p in entry.result.get("proofs") or [])
 
     async def record(self, key: str, kind: str, result: dict[str, Any]) -> None:
         """Record what GitHub answered: the write `key` is done for good."""

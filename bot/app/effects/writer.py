@@ -14,6 +14,15 @@ before, during or right after the call) first reads GitHub to find out whether i
 What is found is adopted (and a comment whose body differs from what this attempt wants is edited to
 it), so a retry never posts a second object and never leaves the first one behind.
 
+A marker proves nothing by itself: anyone who can get text into a comment under the bot's login (a
+model's answer quoting a pull request, before `markdown.untrusted` existed; a text path we missed) can
+copy one, and a retry would then adopt the look-alike and never write the real thing (issue 40). So
+before a comment, reply or review is sent, its intent records the digest of the exact body
+(`proof_of`, each attempt's body when retries differ), and a retry adopts only an object whose body
+has one of those digests: a body only this bot, writing this key, can have sent. The digest is taken
+of the body as written, line ends and trailing spaces aside (what a server might normalise), and the
+marker is its last line, so a look-alike would have to be the whole intended body, word for word.
+
 A write begun by an attempt that died may still be alive at GitHub: a POST that GitHub completes a few
 seconds after the kill is not there yet when the retry looks (issue 23). So a retry reads back only
 once the intent is older than the longest such a request can live (our client's timeout or GitHub's
@@ -23,6 +32,7 @@ once the intent is older than the longest such a request can live (our client's 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -48,6 +58,14 @@ def with_marker(body: str, key: str) -> str:
     """The body as written to GitHub: the text, then the key's hidden marker (once)."""
     mark = marker(key)
     return body if body.endswith(mark) else f"{body}\n{mark}"
+
+
+def proof_of(body: str) -> str:
+    """The digest a retry knows a body of ours by: the body as written, with its line ends and each
+    line's trailing spaces normalised (all a server may change without changing what it says)."""
+    lines = body.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    normal = "\n".join(line.rstrip() for line in lines).strip()
+    return hashlib.sha256(normal.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +124,13 @@ class GitHubEffects:
             )
             raise Reschedule(settles_at)
 
-    async def once(self, key: str, kind: str, find: Find | None, make: Make) -> Written:
-        """The write `key` made at most once: done -> its answer; begun -> what `find` sees; else make."""
+    async def once(
+        self, key: str, kind: str, find: Find | None, make: Make, *, body: str | None = None
+    ) -> Written:
+        """The write `key` made at most once: done -> its answer; begun -> what `find` sees; else make.
+
+        `body`: what `make` sends, whose digest the intent records first (`proof_of`), so that `find`
+        can tell the object this bot sent from a copy of its marker."""
         entry = await self.journal.lookup(key)
         if entry is not None and entry.state == "done":
             return Written.from_json(entry.result)
@@ -118,8 +141,8 @@ class GitHubEffects:
                 log.info("effect %s (%s): an earlier attempt made it; adopting %s", key, kind, found.id)
                 await self.journal.record(key, kind, found.to_json())
                 return found
-        if entry is None:
-            await self.journal.intend(key, kind)
+        if entry is None or body is not None:
+            await self.journal.intend(key, kind, None if body is None else proof_of(body))
         self.crash.hit(kind, "before")
         # Before a write that is not an API call (a git push) too: only while the job is ours.
         await before_write()
@@ -127,6 +150,10 @@ class GitHubEffects:
         self.crash.hit(kind, "after")
         await self.journal.record(key, kind, written.to_json())
         return written
+
+    async def proofs(self, key: str) -> frozenset[str]:
+        """The digests of the bodies attempts began to send under `key` (none once it is done)."""
+        return Journal.proofs(await self.journal.lookup(key))
 
     async def done(self, key: str) -> Written | None:
         """The answer of write `key` if it is recorded as done (no GitHub call)."""
@@ -142,9 +169,12 @@ class GitHubEffects:
 
         async def find(since: float) -> Written | None:
             # Only comments updated since the intent (less a margin for clocks): a busy thread's
-            # older comments need not be read.
+            # older comments need not be read. Only a body an attempt of ours sent is adopted.
+            proofs = await self.proofs(key)
+            if not proofs:  # an intent from before proofs were kept: nothing can be shown ours
+                return None
             for found in await self.gh.list_comments(owner, repo, number, since=since - SKEW):
-                if found.body and marker(key) in found.body:
+                if found.body and proof_of(found.body) in proofs:
                     if found.body != text:  # adopt it, and make it say what this attempt says
                         await self.gh.update_comment(owner, repo, found.id, text)
                     return Written(found.id, found.html_url, text)
@@ -154,7 +184,7 @@ class GitHubEffects:
             made = await self.gh.create_comment(owner, repo, number, text)
             return Written(made.id, made.html_url, text)
 
-        return await self.once(key, kind, find, make)
+        return await self.once(key, kind, find, make, body=text)
 
     async def edit(
         self, key: str | None, owner: str, repo: str, comment_id: int, body: str, *, kind: str = "edit"
@@ -184,8 +214,12 @@ class GitHubEffects:
         return found
 
     async def find_review(self, key: str, owner: str, repo: str, number: int) -> Written | None:
+        """The review an attempt of ours began under `key` and GitHub made: one whose body it sent."""
+        proofs = await self.proofs(key)
+        if not proofs:
+            return None
         for found in await self.gh.list_reviews(owner, repo, number):
-            if found.body and marker(key) in found.body:
+            if found.body and proof_of(found.body) in proofs:
                 return Written(found.id, found.html_url, found.body)
         return None
 
@@ -233,7 +267,7 @@ class GitHubEffects:
             )
             return Written(made.id, made.html_url, text)
 
-        return await self.once(key, "review", find, make)
+        return await self.once(key, "review", find, make, body=text)
 
     async def reply(
         self, key: str, owner: str, repo: str, pull_number: int, comment_id: int, body: str
@@ -241,8 +275,11 @@ class GitHubEffects:
         text = with_marker(body, key)
 
         async def find(since: float) -> Written | None:
+            proofs = await self.proofs(key)
+            if not proofs:
+                return None
             for found in await self.gh.list_review_comments(owner, repo, pull_number, limit=3000):
-                if found.body and marker(key) in found.body:
+                if found.body and proof_of(found.body) in proofs:
                     return Written(found.id, found.html_url, found.body)
             return None
 
@@ -250,7 +287,7 @@ class GitHubEffects:
             made = await self.gh.reply_to_review_comment(owner, repo, pull_number, comment_id, text)
             return Written(made.id, made.html_url, text)
 
-        return await self.once(key, "reply", find, make)
+        return await self.once(key, "reply", find, make, body=text)
 
     # -- check runs ---------------------------------------------------------------------------------
 

@@ -1,8 +1,10 @@
 """No noise: a finding the bot already made on the same line is not posted again.
 
 A finding is keyed by its path, the content of its line (not the line number, which moves) and its
-normalised text. Each inline comment the bot posts carries the key in a hidden marker; comments
-without one (older, or posted by `/beam review`) are keyed from their diff hunk's last line.
+normalised text. Each inline comment the bot posts carries the key in a hidden marker, its last line;
+comments without one (older, or posted by `/beam review`) are keyed from their diff hunk's last line.
+A marker anywhere else is not the bot's (issue 40: the model's words pass `markdown.untrusted`, and a
+marker counts only where the bot puts it).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from bot.app.github.models import ReviewComment
 
-_MARKER = re.compile(r"<!-- beam-finding:([0-9a-f]{16}) -->")
+_MARKER = re.compile(r"(?:\A|\n)<!-- beam-finding:([0-9a-f]{16}) -->\s*\Z")
 _SUGGESTION = re.compile(r"\n*(`{3,})suggestion\n.*?\n\1", re.DOTALL)
 _WORDS = re.compile(r"[^\w]+")
 

@@ -60,7 +60,9 @@ async def publish_summary(
         # An earlier attempt may have posted it and died before recording its id: adopt that one.
         for comment in await gh.list_comments(owner, name, state.number):
             author = comment.user.login.lower() if comment.user else ""
-            if author == bot_login.lower() and render.SUMMARY_MARKER in (comment.body or ""):
+            # The marker counts where `render.summary` puts it, first: a tracking comment quoting
+            # a model that wrote one is not the summary (issue 40).
+            if author == bot_login.lower() and (comment.body or "").startswith(render.SUMMARY_MARKER):
                 comment_id = comment.id
                 await states.set_summary_comment(state.repo, state.number, comment_id)
                 break

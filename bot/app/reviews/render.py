@@ -37,6 +37,7 @@ def _files(names: Sequence[str]) -> str:
 
 def entry_line(entry: Entry) -> str:
     span = f"`{commit_range(entry)}`"
+    note = md.untrusted(entry.note)  # may quote an error, a model's words or the configuration
     scope = "full review" if entry.full else "new commits"
     if entry.kind == "reviewed":
         noun = "finding" if entry.findings == 1 else "findings"
@@ -49,22 +50,20 @@ def entry_line(entry: Entry) -> str:
             "request's own changes are the same"
         )
     elif entry.kind in ("too_large", "over_limit"):
-        line = f"- {span}: skipped; {entry.note}"
+        line = f"- {span}: skipped; {note}"
     elif entry.kind == "capped":
         line = (
-            f"- {span} ({scope}): stopped at {entry.note} before it posted a review; the next push "
+            f"- {span} ({scope}): stopped at {note} before it posted a review; the next push "
             "reviews these commits again"
         )
     elif entry.kind == "superseded":
         line = f"- {span}: stopped, superseded by a newer push"
     elif entry.kind == "cancelled":
-        line = f"- {span}: cancelled; {entry.note}"
+        line = f"- {span}: cancelled; {note}"
     elif entry.kind == "failed":
-        line = f"- {span}: the review failed ({entry.note}); the next push tries again"
+        line = f"- {span}: the review failed ({note}); the next push tries again"
     elif entry.kind == "not_reviewed":  # the model never gave a review: nothing was posted
-        line = (
-            f"- {span} ({scope}): not reviewed, nothing was posted: {entry.note} The next push tries again."
-        )
+        line = f"- {span} ({scope}): not reviewed, nothing was posted: {note} The next push tries again."
     elif entry.kind == "invalid_config":
         code = run_render.CONFIG_ERROR_CODE
         line = (
@@ -73,11 +72,11 @@ def entry_line(entry: Entry) -> str:
             + run_render.config_error_block(entry.note.split("\n"), indent="  ")
         )
     else:
-        line = f"- {span}: skipped ({entry.note})"
+        line = f"- {span}: skipped ({note})"
     if entry.skipped_files:
         line += f"\n  - not reviewed: {_files(entry.skipped_files)}"
-    if entry.kind in ("reviewed", "no_findings") and entry.note:
-        line += f"\n  - {entry.note}"
+    if entry.kind in ("reviewed", "no_findings") and note:
+        line += f"\n  - {note}"
     return line
 
 
@@ -171,7 +170,7 @@ def coverage(scope_total: int, reviewed: int, unread: Sequence[str], ignored: Se
 
 def review_body(body: str, entry_range: str, full: bool) -> str:
     scope = "the whole pull request" if full else f"the commits `{entry_range}`"
-    return f"{body.strip()}\n\n<sub>Automatic review of {scope} by beam-bot.</sub>"
+    return f"{md.untrusted(body.strip())}\n\n<sub>Automatic review of {scope} by beam-bot.</sub>"
 
 
 def check_output(entry: Entry) -> dict[str, str]:
@@ -206,7 +205,17 @@ def thread_marker(comment_id: int) -> str:
 
 
 def thread_reply(answer: str, comment_id: int) -> str:
-    return f"{answer.strip() or 'I have no answer to add.'}\n\n{thread_marker(comment_id)}"
+    """The model's answer in a review thread (shown, never hiding a marker: `markdown.untrusted`),
+    then the marker that says which comment it answers; the marker counts only as the last line of
+    a comment of the bot's (`answers`)."""
+    shown = md.untrusted(answer.strip()) or "I have no answer to add."
+    return f"{shown}\n\n{thread_marker(comment_id)}"
+
+
+def answers(body: str, comment_id: int) -> bool:
+    """Whether `body` (a comment of the bot's) is its answer to `comment_id`: the marker where
+    `thread_reply` puts it, at the very end, not anywhere a quoted text could place it."""
+    return body.rstrip().endswith(f"\n{thread_marker(comment_id)}")
 
 
 def thread_failed(comment_id: int) -> str:

@@ -45,6 +45,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.app import markdown as md
 from bot.app.github.models import PullFile
 from bot.app.reviews.claims import problem_claims
 from bot.app.reviews.diffmap import DiffMap
@@ -265,7 +266,9 @@ class ReviewPass:
         """The caller's post, with what the pass adds: each finding once (votes.py `distinct`), the
         comments that name no problem left out (claims.py), the findings checked against the code
         (and what that dropped), the overflow cut, the partial line."""
-        lines = [body.strip()] if body.strip() else []
+        # The model's body, also where it answered in plain text and no tool call came through
+        # `review_change` (which shows a marker in it already): `markdown.untrusted`, issue 40.
+        lines = [md.untrusted(body.strip())] if body.strip() else []
         described = problem_claims(distinct(comments))
         comments = described.kept
         if described.dropped:

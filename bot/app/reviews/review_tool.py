@@ -3,7 +3,9 @@ model wrote into its answer as JSON instead of calling it (`review_in_text`, tex
 
 It posts the run's one pull-request review (event COMMENT, never APPROVE) through the caller's
 `PostReview`: inline comments only on lines GitHub accepts, a suggestion only when it applies and the
-file still parses with it (suggestions.py, suggestion_check.py).
+file still parses with it (suggestions.py, suggestion_check.py). The model's words (the body, each
+comment, each suggestion) pass `markdown.untrusted` here, the one place every review's text comes in
+by, so a pull request that makes the model write a marker of the bot's gets it shown (issue 40).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 import anyio
 
+from bot.app import markdown as md
 from bot.app.repo_config.review_rules import SEVERITIES
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.suggestion_check import breaks_parse
@@ -114,7 +117,7 @@ class ReviewChangeTool(Tool):
     async def post_args(self, args: Any) -> dict[str, Any]:
         """The call's work, also for arguments a model wrote in its answer without calling the tool
         (text_review.py): the same checks of lines and suggestions either way."""
-        body = string_arg(args, "body")
+        body = md.untrusted(string_arg(args, "body"))
         if self.report.reviewed:
             return {"posted": False, "reason": "the review was already posted in this run"}
         raw = args.get("comments") if isinstance(args.get("comments"), list) else []
@@ -127,10 +130,11 @@ class ReviewChangeTool(Tool):
             path, line, text = item.get("path"), item.get("line"), item.get("body")
             if not (isinstance(path, str) and isinstance(line, int) and isinstance(text, str)):
                 continue
+            text = md.untrusted(text)
             path = change_path(path, self.diff.lines) or path  # a repository line before it, `a/`, ...
             if not self.diff.accepts(path, line):
                 if self.fold_outside:
-                    folded.append(f"- `{path}` line {line}: {text}")
+                    folded.append(f"- {md.code(path)} line {line}: {text}")
                 else:
                     dropped += 1
                 continue
@@ -165,6 +169,8 @@ class ReviewChangeTool(Tool):
             check = check_suggestion(lines, first, line, suggestion, lambda n: self.diff.accepts(path, n))
             if check.applies and lines is not None:
                 check = await self._still_parses(path, lines, first, line, suggestion)
+            if check.applies and render.holds_comment(suggestion):
+                check = SuggestionCheck(False, render.HOLDS_COMMENT)
             if check.applies:
                 body = f"{text}\n\n{render.suggestion_block(suggestion)}"
             else:

@@ -73,9 +73,11 @@ class ThreadReplies:
         thread = sorted(
             (c for c in everything if c.id == root_id or c.in_reply_to_id == root_id), key=lambda c: c.id
         )
-        marker = render.thread_marker(comment.id)
-        if any(marker in (c.body or "") for c in thread):
-            return True  # answered by an earlier attempt
+        # Answered by an earlier attempt: a reply of the bot's that ends with the marker (a marker
+        # anyone else wrote, or one quoted inside a text, answers nothing: issue 40).
+        ours = (c for c in thread if c.user is not None and c.user.login.lower() == bot_login.lower())
+        if any(render.answers(c.body or "", comment.id) for c in ours):
+            return True
         path = root.path or comment.path or ""
         line = root.line or comment.line
         code = await gh.get_file(owner, name, path, event.pull_request.head.sha) if path else None

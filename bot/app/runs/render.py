@@ -3,7 +3,9 @@
 Held-push texts live beside their flow, in approvals/render.py; nothing else writes words a person reads.
 
 Every tracking comment carries a hidden marker with the run id, so a retried job finds and edits its
-own comment instead of posting a second one.
+own comment instead of posting a second one. The model's answer, the command's words and the reasons
+a run failed come from outside: they pass `markdown.untrusted`, so none of them can hide text or carry
+a marker of the bot's (issue 40).
 """
 
 from __future__ import annotations
@@ -32,21 +34,28 @@ class Progress:
     tools: list[str] = field(default_factory=list)
 
     def add_tool(self, name: str, args: object) -> None:
-        label = name
+        label = _inline(name)  # the model names the tool, even one the skill does not offer
         if isinstance(args, dict):
             target = args.get("path") or args.get("query") or args.get("ref")
             if isinstance(target, str) and target:
-                label = f"{name} `{_inline(target)}`"
+                label = f"{label} `{_inline(target)}`"
         self.tools.append(label)
 
 
 def _inline(text: str, limit: int = 80) -> str:
     """A value for inside a code span: nothing hidden (`markdown.visible`), no backtick to close it."""
-    text = md.visible(text).replace("`", "'")
+    text = md.untrusted(md.visible(text), code=True).replace("`", "'")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _command(progress: Progress) -> str:
+    """The command as typed (a commenter's words), in a code span."""
+    return f"`{_inline(progress.command, 300)}`"
+
+
 def _clip(text: str) -> str:
+    """The model's answer as posted: shown, never hidden (`markdown.untrusted`), and cut to fit."""
+    text = md.untrusted(text)
     if len(text) <= MAX_COMMENT_CHARS:
         return text
     return text[:MAX_COMMENT_CHARS] + "\n\n*(cut here: the answer was longer than a GitHub comment allows)*"
@@ -69,12 +78,12 @@ def review_posted(url: str, answer: str = "") -> str:
     text = "Posted a review on this pull request."
     if url:
         text += f" ([the review]({url}))"
-    return f"{text}\n\n{answer}" if answer else text
+    return f"{text}\n\n{md.untrusted(answer)}" if answer else text
 
 
 def working(progress: Progress) -> str:
     steps = _steps(progress)
-    body = f"⏳ Working on `{progress.command}` (run `{progress.run_id[:8]}`)…"
+    body = f"⏳ Working on {_command(progress)} (run `{progress.run_id[:8]}`)…"
     if steps:
         body += f"\n\n{steps}"
     return f"{body}\n\n{_marker(progress.run_id)}"
@@ -108,7 +117,7 @@ def usage_line(usage: Usage) -> str:
 
 
 def _footer(progress: Progress, usage: Usage | None) -> str:
-    line = f"`{progress.command}` · run `{progress.run_id[:8]}`"
+    line = f"{_command(progress)} · run `{progress.run_id[:8]}`"
     if usage is not None:
         line += f" · {usage_line(usage)}"
     return f"\n\n<sub>{line}</sub>"
@@ -145,7 +154,7 @@ def finished(progress: Progress, answer: str, notes: Sequence[str] = (), usage: 
     if progress.tools:
         steps = _steps(progress, 200)
         details = f"\n\n<details><summary>{len(progress.tools)} steps</summary>\n\n{steps}\n\n</details>"
-    extra = "".join(f"\n\n> [!NOTE]\n> {note}" for note in notes)
+    extra = "".join(f"\n\n> [!NOTE]\n> {md.untrusted(note)}" for note in notes)
     footer = _footer(progress, usage)
     return (
         _clip(answer.strip() or "*(the model gave an empty answer)*")
@@ -166,7 +175,7 @@ def failed(progress: Progress, reason: str, code: str | None = None, usage: Usag
     coded = f" ({code})" if code else ""
     footer = f"\n\n<sub>{usage_line(usage)}</sub>" if usage is not None else ""
     return (
-        f"❌ `{progress.command}` failed{coded}: {reason}\n\n"
+        f"❌ {_command(progress)} failed{coded}: {md.untrusted(reason)}\n\n"
         f"Run id: `{progress.run_id}`. Nothing was pushed. You can try again with the same command."
         f"{footer}\n\n{_marker(progress.run_id)}"
     )
@@ -200,7 +209,7 @@ def stopped_note(limit: str, value: float) -> str:
 
 def cancelled(progress: Progress, by: str, partial: str = "", usage: Usage | None = None) -> str:
     body = (
-        f"🛑 `{progress.command}` (run `{progress.run_id[:8]}`) was cancelled by @{by}. Nothing was pushed."
+        f"🛑 {_command(progress)} (run `{progress.run_id[:8]}`) was cancelled by @{by}. Nothing was pushed."
     )
     if partial.strip():
         body += f"\n\nWhat it had by then:\n\n{_clip(partial.strip())}"
@@ -234,8 +243,8 @@ def nothing_to_cancel(run: str | None) -> str:
 
 def retrying(progress: Progress, reason: str, attempt: int, attempts: int) -> str:
     return (
-        f"⏳ `{progress.command}` hit a temporary problem ({reason}); retrying (attempt {attempt + 1} of "
-        f"{attempts}), run `{progress.run_id[:8]}`.\n\n{_marker(progress.run_id)}"
+        f"⏳ {_command(progress)} hit a temporary problem ({md.untrusted(reason)}); retrying (attempt "
+        f"{attempt + 1} of {attempts}), run `{progress.run_id[:8]}`.\n\n{_marker(progress.run_id)}"
     )
 
 
@@ -247,7 +256,7 @@ def refusal(login: str, needed: str) -> str:
 
 
 def command_help(problem: str | None = None) -> str:
-    lead = f"{problem}\n\n" if problem else ""
+    lead = f"{md.untrusted(problem)}\n\n" if problem else ""  # it can quote the comment's word
     return f"{lead}Here is what I can do:\n\n{help_text()}"
 
 
@@ -277,7 +286,7 @@ CONFIG_ERROR_CODE = "BEM-341"  # an invalid `.github/beam.yml`, for commands and
 def config_error_block(errors: Sequence[str], indent: str = "") -> str:
     """The messages as a code block (each line prefixed by `indent`, to nest it in a list item). They
     quote the file, so no mention, link or HTML in them may take effect."""
-    shown = [line.replace("\n", " ") for line in errors[:MAX_SHOWN_ERRORS]]
+    shown = [md.untrusted(line.replace("\n", " "), code=True) for line in errors[:MAX_SHOWN_ERRORS]]
     if len(errors) > MAX_SHOWN_ERRORS:
         shown.append(f"... and {len(errors) - MAX_SHOWN_ERRORS} more")
     body = [f"- {line}" for line in shown]
@@ -286,7 +295,7 @@ def config_error_block(errors: Sequence[str], indent: str = "") -> str:
 
 
 def config_branch(branch: str | None) -> str:
-    return f"the `{branch}` branch" if branch and "`" not in branch else "the default branch"
+    return f"the `{_inline(branch)}` branch" if branch and "`" not in branch else "the default branch"
 
 
 def render_config_errors(errors: list[str], branch: str | None = None) -> str:
@@ -334,16 +343,27 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+# A suggestion with `<!` in it: committed from the page it would be what was shown, and what is shown
+# may not open an HTML comment (markdown.untrusted), so it is shown as code, not offered (issue 40).
+HOLDS_COMMENT = "it holds `<!`, which the bot shows changed (`<! `) so it hides nothing"
+
+
+def holds_comment(text: str) -> bool:
+    """Whether `untrusted` would change `text` shown as code: it could not be committed as shown."""
+    return md.untrusted(text, code=True) != text
+
+
 def suggestion_block(text: str) -> str:
-    """GitHub's committable suggestion: the block replaces the commented lines."""
-    body = text[:-1] if text.endswith("\n") else text
+    """GitHub's committable suggestion: the block replaces the commented lines. The caller offers
+    none that `holds_comment`; one that does anyway is shown changed rather than hiding anything."""
+    body = md.untrusted(text[:-1] if text.endswith("\n") else text, code=True)
     fence = _fence(body)
     return f"{fence}suggestion\n{body}\n{fence}"
 
 
 def suggestion_as_text(text: str, reason: str) -> str:
     """A suggestion that cannot be committed from the page, shown as plain code with the reason."""
-    body = text[:-1] if text.endswith("\n") else text
+    body = md.untrusted(text[:-1] if text.endswith("\n") else text, code=True)
     fence = _fence(body)
     return f"Suggested code (not offered as a suggestion: {reason}):\n{fence}\n{body}\n{fence}"
 

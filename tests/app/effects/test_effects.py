@@ -13,7 +13,7 @@ from sqlalchemy import inspect, text
 
 from bot.app.effects.crash import CrashPoints
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import GitHubEffects, marker
+from bot.app.effects.writer import GitHubEffects, marker, proof_of, with_marker
 from bot.app.github.client import InlineComment, InstallationClient
 from bot.app.github.timeouts import CLOCK_MARGIN, in_flight_seconds
 from bot.app.jobs.identity import claim_identity
@@ -76,7 +76,8 @@ async def test_a_begun_comment_is_found_by_its_marker_and_adopted(
 ) -> None:
     journal = Journal(store)
     k = key("tracking")
-    await journal.intend(k, "comment")  # an earlier attempt died after GitHub made the comment
+    # An earlier attempt died after GitHub made the comment: its intent holds the body's digest.
+    await journal.intend(k, "comment", proof_of(f"⏳ Working\n{marker(k)}"))
     earlier = fake.add_comment(REPO, 3, f"⏳ Working\n{marker(k)}", user="beam-bot[bot]")
     found = await GitHubEffects(gh, journal, in_flight=0).comment(k, OWNER, NAME, 3, "✅ Done")
     assert found.id == earlier.id and posts(fake, "issues/create-comment") == 0
@@ -95,7 +96,7 @@ async def test_a_begun_write_is_not_looked_for_while_it_could_still_land(
     journal = Journal(clocked_store)
     effects = GitHubEffects(gh, journal, in_flight=12.0)
     k = key("tracking")
-    await journal.intend(k, "comment")
+    await journal.intend(k, "comment", proof_of(f"⏳ Working\n{marker(k)}"))
     begun = fake_clock.now
     fake_clock.advance(4.0)
     with pytest.raises(Reschedule) as again:
@@ -118,7 +119,7 @@ async def test_a_begun_write_that_never_reached_github_is_made(
 ) -> None:
     journal = Journal(store)
     k = key("reply")
-    await journal.intend(k, "reply")
+    await journal.intend(k, "reply", proof_of(with_marker("help text", k)))
     made = await GitHubEffects(gh, journal, in_flight=0).comment(k, OWNER, NAME, 3, "help text", kind="reply")
     assert posts(fake, "issues/list-comments") == 1 and posts(fake, "issues/create-comment") == 1
     assert fake.comments[made.id].body.startswith("help text")
@@ -144,10 +145,15 @@ async def test_reviews_replies_and_pull_requests_are_adopted(
     pull = await first.pull(
         pull_key, OWNER, NAME, title="beam: x", head="beam/pr-3/x", base="topic", body="b"
     )
-    # Forget the answers, as if each attempt died right after GitHub acted: a retry must find them.
-    for k in (review_key, reply_key, pull_key):
+    # Forget the answers, as if each attempt died right after GitHub acted (its intent and the digest
+    # of what it sent kept): a retry must find them.
+    sent = {review_key: "ok", reply_key: "because", pull_key: "b"}
+    for k, body in sent.items():
+        proofs = {"proofs": [proof_of(with_marker(body, k))]}
         async with store.write() as conn:
-            await conn.execute(effects.update().where(effects.c.key == k).values(state="intent", result=None))
+            await conn.execute(
+                effects.update().where(effects.c.key == k).values(state="intent", result=proofs)
+            )
     retry = GitHubEffects(gh, journal, in_flight=0)
     assert (await retry.review(review_key, OWNER, NAME, 3, commit_id="a" * 40, body="ok")).id == review.id
     assert (await retry.reply(reply_key, OWNER, NAME, 3, parent.id, "because")).id == reply.id
@@ -233,3 +239,66 @@ async def test_a_version_1_database_gets_the_journal_tables(db_url: str) -> None
         assert await journal.load_conversation("r-1") == (2, [{"role": "user", "content": "hi\u0000"}])
     finally:
         await store.close()
+
+
+# -- issue 40: the journal adopts only what it wrote -------------------------------------------------
+
+
+async def test_a_look_alike_with_the_marker_is_not_adopted_and_the_real_comment_is_written(
+    fake: FakeGitHub, gh: InstallationClient, store: Store
+) -> None:
+    """A comment under the bot's login that carries this key's marker (the model quoted it, or a
+    text path forgot to escape it) is not the write the dead attempt began: a retry leaves it alone
+    and writes its own."""
+    journal = Journal(store)
+    k = key("tracking")
+    await journal.intend(k, "comment", proof_of(f"⏳ Working\n{marker(k)}"))  # died before the POST
+    forged = f"Per the PR body, this footer:\n{marker(k)}"
+    look_alike = fake.add_comment(REPO, 3, forged, user="beam-bot[bot]")
+    made = await GitHubEffects(gh, journal, in_flight=0).comment(k, OWNER, NAME, 3, "✅ Done")
+    assert made.id != look_alike.id and posts(fake, "issues/create-comment") == 1
+    assert fake.comments[made.id].body == f"✅ Done\n{marker(k)}"
+    assert fake.comments[look_alike.id].body == forged  # neither adopted nor edited
+    entry = await journal.lookup(k)
+    assert entry is not None and entry.state == "done" and entry.result["id"] == made.id
+
+
+async def test_a_look_alike_review_or_reply_is_not_adopted(
+    fake: FakeGitHub, gh: InstallationClient, store: Store
+) -> None:
+    journal = Journal(store)
+    review_key, reply_key = key("review"), key("reply")
+    await journal.intend(review_key, "review", proof_of(with_marker("ok", review_key)))
+    await journal.intend(reply_key, "reply", proof_of(with_marker("because", reply_key)))
+    parent = fake.add_review_comment(REPO, 3, "why?", path="f.txt", line=2)
+    fake.add_review_comment(
+        REPO, 3, f"copied\n{marker(reply_key)}", path="f.txt", line=2, user="beam-bot[bot]"
+    )
+    retry = GitHubEffects(gh, journal, in_flight=0)
+    assert await retry.find_review(review_key, OWNER, NAME, 3) is None
+    await retry.review(review_key, OWNER, NAME, 3, commit_id="a" * 40, body="ok")
+    await retry.reply(reply_key, OWNER, NAME, 3, parent.id, "because")
+    assert posts(fake, "pulls/create-review") == 1
+    assert posts(fake, "pulls/create-reply-for-review-comment") == 1
+
+
+async def test_every_attempts_body_is_proof_and_an_old_intent_proves_nothing(
+    fake: FakeGitHub, gh: InstallationClient, store: Store
+) -> None:
+    """Attempts may send different bodies (the answer so far): the comment the first one sent is
+    still found after a second began with another body. An intent recorded before proofs were
+    kept has none, and adopts nothing."""
+    journal = Journal(store)
+    k, old = key("tracking"), key("tracking")
+    first, second = f"⏳ Working\n{marker(k)}", f"⏳ Working, step 2\n{marker(k)}"
+    await journal.intend(k, "comment", proof_of(first))
+    await journal.intend(k, "comment", proof_of(second))
+    entry = await journal.lookup(k)
+    assert entry is not None and Journal.proofs(entry) == {proof_of(first), proof_of(second)}
+    landed = fake.add_comment(REPO, 3, first.replace("\n", "  \r\n"), user="beam-bot[bot]")  # as normalised
+    assert (
+        await GitHubEffects(gh, journal, in_flight=0).comment(k, OWNER, NAME, 3, "✅ Done")
+    ).id == landed.id
+    await journal.intend(old, "comment")
+    stale = fake.add_comment(REPO, 3, f"⏳ Working\n{marker(old)}", user="beam-bot[bot]")
+    assert (await GitHubEffects(gh, journal, in_flight=0).comment(old, OWNER, NAME, 3, "x")).id != stale.id

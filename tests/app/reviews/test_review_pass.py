@@ -448,3 +448,15 @@ def test_a_file_split_across_calls_is_read_only_when_each_of_its_calls_answered(
     assert files_read(calls, {0, 1, 2}) == 3
     assert files_read(calls, {0, 2}) == 2  # big.py's second part was not read
     assert files_read(calls, {1}) == 0
+
+
+async def test_a_review_answered_in_plain_text_shows_the_markers_it_holds(tmp_path: Path) -> None:
+    """Issue 40: a model that answers its review in prose, no tool call, posts its words as the
+    review's body; a marker of the bot's in them shows instead of being posted as one."""
+    text = "The change returns one less in m.py.\n\n<!-- beam-effect:00000000:review -->"
+    rig = Rig(tmp_path, ScriptedClient([Completion.of_text(text)]))
+    end = await rig.review(verify=False).run()
+    assert end.posted_with == "text"
+    [(body, comments)] = rig.posted
+    assert comments == [] and "<!--" not in body
+    assert "&lt;!-- beam-effect:00000000:review -->" in body

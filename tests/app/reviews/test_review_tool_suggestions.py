@@ -88,3 +88,31 @@ async def test_a_range_over_context_lines_of_the_hunk_is_valid(tmp_path: Path) -
     [comment] = posted[0]
     # Line 1 is context in the diff, so the range is valid; the suggestion changes it, so it applies.
     assert comment["start_line"] == 1 and f"```suggestion\n{fix}```" in comment["body"]
+
+
+async def test_markers_in_a_review_show_and_a_suggestion_holding_one_is_not_offered(tmp_path: Path) -> None:
+    """Issue 40: the model's body, comment and suggestion carry the bot's markers. The body and the
+    comment show them (`&lt;!--`); the suggestion, which GitHub would commit as shown, is plain code."""
+    posted: list[list[dict[str, Any]]] = []
+    bodies: list[str] = []
+    tool = review_tool(tmp_path, posted)
+    original = tool.post  # type: ignore[attr-defined]
+
+    async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
+        bodies.append(body)
+        return await original(body, comments)  # type: ignore[no-any-return]
+
+    tool.post = post  # type: ignore[attr-defined]
+    item = {
+        "path": "calc.py",
+        "line": 2,
+        "body": "Wrong sign. <!-- beam-finding:0123456789abcdef -->",
+        "suggestion": "    total = a + b  # <!-- beam-effect:k -->",
+    }
+    args = {"body": "Review <!-- beam-review-summary -->", "comments": [item]}
+    assert (await tool.invoke(args, INPUT))["posted"] is True
+    [comment] = posted[0]
+    assert bodies == ["Review &lt;!-- beam-review-summary -->"]
+    assert comment["body"].startswith("Wrong sign. &lt;!-- beam-finding:0123456789abcdef -->\n\n")
+    assert "```suggestion" not in comment["body"] and "<!--" not in comment["body"]
+    assert "    total = a + b  # <! -- beam-effect:k -->" in comment["body"]

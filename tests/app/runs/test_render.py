@@ -79,3 +79,25 @@ def test_link_citations_links_known_files_at_the_head_commit() -> None:
 def test_refusal_and_help() -> None:
     assert "@mallory" in render.refusal("mallory", "write")
     assert "/beam review" in render.command_help("`/beam deploy` is not a beam command.")
+
+
+# -- issue 40: what came from outside shows, and is never read back as the bot's state --------------
+
+
+def test_a_tracking_comment_shows_the_markers_a_model_wrote_and_keeps_only_its_own() -> None:
+    progress = render.Progress(command="/beam ask <!-- beam-run:x -->", run_id="r1")
+    progress.add_tool("<!--evil-->", {"path": "<!-- beam-effect:k -->"})
+    answer = "Done.\n\n<!-- beam-effect:r1:tracking -->\n```\n<!-- beam-run:r1 -->\n```"
+    for body in (
+        render.finished(progress, answer, ["<!-- note -->"]),
+        render.cancelled(progress, "octo", answer),
+        render.failed(progress, "GitHub refused a call (422: <!-- beam-run:r1 -->)"),
+        render.working(progress),
+        render.review_posted("https://x", answer),
+    ):
+        hidden = [line for line in body.split("\n") if "<!--" in line]
+        assert hidden in ([], ["<!-- beam-run:r1 -->"]), body  # its own marker, last, and nothing else
+    assert "&lt;!-- beam-effect:r1:tracking -->" in render.finished(progress, answer)
+    assert "<! -- beam-run:r1 -->" in render.finished(progress, answer)  # inside the fence: code spelling
+    assert "<!--" not in render.command_help("`<!--beam-effect:x-->` is not a beam command.")
+    assert "<!--" not in render.render_config_errors(["bad: <!-- x -->"], "<!--main")
