@@ -6,8 +6,8 @@ The interface (stable; the flow codes against it):
     JailLimits(timeout_s=600, memory_bytes=2 GiB, processes=256, cpu_seconds=1200, file_bytes=1 GiB,
                open_files=1024, tmpfs_bytes=1 GiB, shm_bytes=64 MiB, output_bytes=1 MiB, kill_grace_s=5)
 
-`memory_bytes` is one cap over everything the check holds (a memory cgroup, where the bot has one)
-and each process's address-space limit.
+`memory_bytes` is one cap over everything the check holds (its memory cgroup: without one the jail
+is unavailable) and each process's address-space limit.
     CheckOutcome(name, status: "passed" | "failed" | "timed_out" | "error", exit_code, duration_s,
                  output_tail, output_truncated)
     JailStatus(available, reason)   reason: one sentence for the log, /readyz and the approval comment
@@ -93,7 +93,7 @@ class CheckOutcome:
 class JailStatus:
     available: bool
     reason: str
-    memory_cgroup: bool = False  # one cgroup caps a check's memory (else the fallback bounds apply)
+    memory_cgroup: bool = False  # one cgroup caps a check's memory (always so where `available`)
 
 
 def jail_status() -> JailStatus:

@@ -9,8 +9,9 @@ runners and package managers. The filter is compiled by libseccomp (its official
 to bubblewrap's `--seccomp` through a pipe. Where libseccomp is missing, the jail is unavailable and
 checks are off: nothing ever runs without the filter.
 
-Two policies: `with_cgroup=True` when a memory cgroup bounds the check, and a stricter one without it,
-which also refuses the ways to hold memory outside every other bound (memfd, System V shared memory).
+Two policies: `with_cgroup=True` when a memory cgroup bounds the check (always, where checks run: the
+jail is unavailable without one), and a stricter one for a jail a test builds without its cgroup
+(bwrap.WEAKENINGS), which also refuses memfd and System V shared memory.
 """
 
 from __future__ import annotations
