@@ -384,7 +384,8 @@ async def test_closing_its_output_does_not_escape_the_timeout(tmp_path: Path) ->
 
 
 # The setup of issue 40: it installs a tool the checks use, then writes an archive of its own, with a
-# chain of links out of the deps, into every pipe of another process of the jail it can open.
+# chain of links out of the deps, into every pipe of another process of the jail it can open, and
+# leaves a `tar` on the PATH that prints the same archive.
 _OWN_ARCHIVE = """
 import base64, os, stat, sys
 os.makedirs("/deps/bin", exist_ok=True)
@@ -392,6 +393,12 @@ with open("/deps/bin/legit-tool", "w") as tool:
     tool.write("#!/bin/sh\\necho LEGIT\\n")
 os.chmod("/deps/bin/legit-tool", 0o755)
 evil, mine = base64.b64decode(sys.argv[1]), {os.fstat(fd).st_ino for fd in (1, 2)}
+# A `tar` first on PATH (/deps/bin), for whatever packs the deps after the setup is gone.
+with open("/deps/evil.tar", "wb") as out:
+    out.write(evil)
+with open("/deps/bin/tar", "w") as tool:
+    tool.write("#!/bin/sh\\ncat /deps/evil.tar\\n")
+os.chmod("/deps/bin/tar", 0o755)
 for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
@@ -415,8 +422,9 @@ print("ATTACK-DONE")
 
 async def test_the_setup_cannot_hand_the_bot_an_archive_of_its_own(tmp_path: Path, jail_mode: str) -> None:
     """Issue 40: the wrapper held the archive pipe while the setup ran; as uid 10001 the setup opened
-    `/proc/<wrapper>/fd/<n>` and wrote a tar whose links led `a/x` into the host's directory. Now the
-    pipe is made only once every setup process is gone, and links in the archive are refused."""
+    `/proc/<wrapper>/fd/<n>` and wrote a tar whose links led `a/x` into the host's directory; in both
+    modes the wrapper's `tar` was the first on PATH, /deps/bin, which the setup fills. Now the pipe is
+    made only once every setup process is gone, for /usr/bin/tar, and links in the archive are refused."""
     tree = make_tree(tmp_path)
     (tree / "attack.py").write_text(_OWN_ARCHIVE)
     target = tmp_path / "target"  # scratch/deps, two levels up: what the chain aims at
