@@ -8,9 +8,10 @@ FROM python:3.11-slim
 # git: mirror upkeep uses the git command line where it is much faster than libgit2.
 # bubblewrap: the checks jail (docs/checks.md); it also needs setpriv and prlimit (util-linux) and
 # bash, which the base image has, and libseccomp2 for its syscall filter. Without them checks are
-# off, never unjailed. As USER 10001 below, checks run in an unprivileged user namespace; with no
-# memory cgroup delegated to the container (Docker's default), `/` and `/dev` are read-only, the
-# tmpfs mounts are capped and memfd is refused instead (docs/checks.md, "Memory").
+# off, never unjailed. As USER 10001 below, checks run in an unprivileged user namespace. They also
+# need a memory cgroup the bot may write below, which Docker does not give an unprivileged container
+# by default: without one checks are off, and /readyz and the approval comments say how to give it
+# one (docs/checks.md, "Memory").
 # hadolint ignore=DL3008
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git bubblewrap libseccomp2 \

@@ -87,11 +87,11 @@ def checker(settings: Settings, checkouts: Checkouts) -> Checker:
     state = jail_state()
     if not state.available:
         log.warning(
-            "checks are off: the jail cannot be built here (%s); install bubblewrap and allow user "
-            "namespaces to run the repositories' checks (docs/checks.md)",
+            "checks are off: the jail cannot be built here (%s); docs/checks.md says what the jail "
+            "needs (bubblewrap, user namespaces, a memory cgroup)",
             state.reason,
         )
-    else:  # which memory bound applies here (a cgroup, or the fallback) is said once, at start
+    else:  # how the jail is built here (mode, memory cgroup) is said once, at start
         log.info("%s", state.reason)
     cache = settings.checks_cache_dir or settings.work_dir / "check-cache"
     return Checker(settings, cache_root=cache, scratch_root=checkouts.runs_dir / ".checks")

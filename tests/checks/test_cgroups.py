@@ -1,6 +1,7 @@
 """The jail's one memory bound, attacked: a check tries to hold 4 GiB in every place a page can live
-(`/`, the sandbox's tmpfs, /dev/shm, memfd, anonymous memory) in each mode the bot runs in, and with
-a memory cgroup (root here, cgroup v1) and without one (the fallback a default container gets).
+(`/`, the sandbox's tmpfs, /dev/shm, memfd, anonymous memory, socket queues, pipes) in each mode the
+bot runs in (as uid 10001, in a cgroup the suite delegates to it, as an operator would), and without a
+memory cgroup checks are refused.
 
 The v2 delegation (`Cgroups.find` adopting a leaf) cannot be exercised on this host, whose memory
 controller is on v1; its decisions are tested on a cgroup tree made of plain directories."""
@@ -17,7 +18,15 @@ from pathlib import Path
 import pytest
 
 from bot.app.checks.cgroups import Cgroups
-from tests.checks.test_jail_support import MODE, SMALL, USER_UID, make_tree, run_one
+from tests.checks.test_jail_support import (
+    MODE,
+    SMALL,
+    USER_UID,
+    make_tree,
+    refused_without_a_memory_cgroup,
+    run_one,
+)
+from tests.support.users import delegated_cgroup
 
 pytestmark = [pytest.mark.anyio]
 
@@ -107,40 +116,145 @@ def _hog_tree(tmp_path: Path) -> Path:
     return tree
 
 
-@pytest.fixture(params=["cgroup", "fallback"])
-def memory_mode(request: pytest.FixtureRequest, jail_mode: str) -> Iterator[frozenset[str]]:
-    """The weakening that makes the mode: none (a cgroup where the bot has one), or no cgroup."""
-    cgroups = Cgroups.find()
-    if request.param == "cgroup" and jail_mode == "user":
-        pytest.skip(f"uid {USER_UID} has no memory cgroup of its own here: the fallback case is its mode")
-    if request.param == "cgroup" and cgroups.base is None:
-        pytest.skip(f"no memory cgroup for the bot here: {cgroups.reason}")
-    yield frozenset() if request.param == "cgroup" else frozenset({"cgroup"})
+@pytest.fixture
+def memory_cgroup(jail_mode: str) -> Iterator[None]:
+    """A memory cgroup for the bot in this mode (as root, its own; as uid 10001, the one the suite
+    delegates to it), as every deployment that runs checks has: without one, checks are off."""
+    if Cgroups.find().base is None:
+        pytest.skip(f"no memory cgroup for the bot here: {Cgroups.find().reason}")
+    if jail_mode == "user" and MODE.via_driver and delegated_cgroup() is None:
+        pytest.skip(f"no memory cgroup to delegate to uid {USER_UID} here")
+    yield
 
 
-async def test_a_check_cannot_hold_more_than_its_cap_anywhere(
-    tmp_path: Path, memory_mode: frozenset[str]
-) -> None:
+@pytest.mark.usefixtures("memory_cgroup")
+async def test_a_check_cannot_hold_more_than_its_cap_anywhere(tmp_path: Path) -> None:
     """Issue 27: in user-namespace mode `/`, `/dev` and `/dev/shm` were uncapped tmpfs mounts (4 GiB
     written against a 1 GiB cap), and memfd got past the address-space limit in both modes."""
     tree = _hog_tree(tmp_path)
     places = "/hog /dev/hog /sandbox/tmp/hog /dev/shm/hog memfd anon"
     with _LowWater() as water:
         command = f"python3 hog.py {places}"
-        outcome = await run_one(tmp_path, command, limits=LIMITS, tree=tree, weaken=memory_mode)
+        outcome = await run_one(tmp_path, command, limits=LIMITS, tree=tree)
     out = outcome.output_tail
     # Nothing writable but the capped mounts.
     assert "/hog refused" in out and "/dev/hog refused" in out, out
     assert _held(out, "/sandbox/tmp/hog") <= 128 and _held(out, "/dev/shm/hog") <= 32, out
-    if memory_mode:  # no cgroup: memfd is refused, anonymous memory stops at the address-space limit
-        assert "memfd refused 1" in out, out
-        assert _held(out, "anon") < CAP >> 20, out
-    else:  # one cap over all of it: the cgroup kills the hog when the sum reaches it
-        assert "reached its memory cap" in out, out
-        held = sum(_held(out, name) for name in ("/sandbox/tmp/hog", "/dev/shm/hog", "memfd", "anon"))
-        assert held <= CAP >> 20, out
+    # One cap over all of it: the cgroup kills the hog when the sum reaches it.
+    assert "reached its memory cap" in out, out
+    held = sum(_held(out, name) for name in ("/sandbox/tmp/hog", "/dev/shm/hog", "memfd", "anon"))
+    assert held <= CAP >> 20, out
     # The host gave no more than the cap and a margin for everything else running.
     assert water.before - water.least < CAP + (512 << 20), (water.before, water.least, out)
+
+
+# Issue 40: kernel memory that no rlimit counts. PROCS processes (the first waits for the others)
+# each open socket pairs with the largest send buffers, or pipes of the largest size, and fill
+# them without reading, until they hold MiB between them; each says what it held.
+FLOOD = """
+import fcntl, os, socket, sys, time
+kind, procs, mib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+share, chunk, kids = (mib << 20) // procs, b"x" * (64 << 10), []
+for _ in range(procs - 1):
+    pid = os.fork()
+    if pid == 0:
+        kids = None
+        break
+    kids.append(pid)
+held, keep = 0, []
+def fill(send):
+    global held
+    while held < share:
+        try:
+            held += send(chunk)
+        except BlockingIOError:
+            return
+try:
+    while held < share:
+        if kind == "unix":
+            pair = socket.socketpair()
+            keep.append(pair)
+            for end in pair:
+                end.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 << 20)
+                end.setblocking(False)
+                fill(end.send)
+        else:
+            read, write = os.pipe()
+            keep.append((read, write))
+            try:
+                fcntl.fcntl(write, 1031, 1 << 20)  # F_SETPIPE_SZ: refused past the user's soft limit
+            except OSError:
+                pass
+            os.set_blocking(write, False)
+            fill(lambda data: os.write(write, data))
+    print(kind, "held", held >> 20, flush=True)
+except OSError as exc:
+    print(kind, "stopped", held >> 20, exc.errno, flush=True)
+time.sleep(1)
+for pid in kids or ():
+    os.waitpid(pid, 0)
+"""
+
+FLOOD_CAP = 256 << 20
+FLOODS = {
+    # (processes, MiB asked for, limits): sockets take 4 processes at the default 1,024 files each;
+    # pipes past the user's soft limit (64 MiB) get two pages each, so they take more processes.
+    "unix": (4, 1536, dataclasses.replace(LIMITS, memory_bytes=FLOOD_CAP, open_files=1024)),
+    "pipe": (24, 768, dataclasses.replace(LIMITS, memory_bytes=FLOOD_CAP, open_files=8192, processes=64)),
+}
+
+
+def _flood_held(output: str, kind: str) -> int:
+    return sum(int(found) for found in re.findall(rf"^{kind} (?:held|stopped) (\d+)", output, re.M))
+
+
+@pytest.mark.usefixtures("memory_cgroup")
+@pytest.mark.parametrize("kind", sorted(FLOODS))
+async def test_socket_buffers_and_pipes_count_against_the_cap(tmp_path: Path, kind: str) -> None:
+    """Issue 40: without a memory cgroup, a check capped at 128 MiB held 1.6 GiB of the host's memory
+    in AF_UNIX socket queues with 4 processes. The check's cgroup counts those pages: the flood is
+    killed at the cap and the host gives no more than the cap and a margin."""
+    procs, mib, limits = FLOODS[kind]
+    tree = make_tree(tmp_path)
+    (tree / "flood.py").write_text(FLOOD)
+    command = f"python3 flood.py {kind} {procs} {mib}"
+    with _LowWater() as water:
+        outcome = await run_one(tmp_path / "capped", command, limits=limits, tree=tree)
+    assert "reached its memory cap" in outcome.output_tail, outcome.output_tail
+    assert water.before - water.least < FLOOD_CAP + (384 << 20), (water.before, water.least, outcome)
+    # Proof: the same flood in a jail without its cgroup (a test's weakening; the bot never runs
+    # one) holds well past the cap, and nothing stops it.
+    bare = await run_one(tmp_path / "bare", command, limits=limits, tree=tree, weaken=frozenset({"cgroup"}))
+    assert _flood_held(bare.output_tail, kind) > 2 * (FLOOD_CAP >> 20), bare.output_tail
+    assert "reached its memory cap" not in bare.output_tail
+
+
+@pytest.mark.parametrize("kind", sorted(FLOODS))
+async def test_without_a_memory_cgroup_checks_are_refused_and_say_why(
+    tmp_path: Path, jail_mode: str, kind: str
+) -> None:
+    """Issue 40's other way out: no fallback runs a check half-bounded. Where the bot has no memory
+    cgroup, nothing runs (BEM-350), and the reason the log, /readyz and the approval comment show
+    says why and where the operator finds how to give it one."""
+    from bot.app.checks import flow, render
+    from bot.app.checks.flow import CheckReport
+    from bot.app.checks.jail import CheckSpec, JailStatus
+
+    tree = make_tree(tmp_path)
+    (tree / "flood.py").write_text(FLOOD)
+    marker = tmp_path / "scratch" / "ran"
+    procs, mib, _ = FLOODS[kind]
+    checks = [CheckSpec("flood", f"touch {marker}; python3 flood.py {kind} {procs} {mib}")]
+    refusal = await refused_without_a_memory_cgroup(tree, checks, tmp_path / "scratch")
+    assert refusal.code == "BEM-350" and not marker.exists(), refusal
+    assert refusal.uid == (USER_UID if MODE.via_driver else os.geteuid())
+    for words in ("no memory cgroup", "checks are off", "socket buffers and pipes", "docs/checks.md#memory"):
+        assert words in refusal.reason, refusal.reason
+    comment = render.section(CheckReport("ab" * 20, off=refusal.reason))
+    assert refusal.reason in comment and "nothing was run" in comment, comment
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(flow, "jail_state", lambda: JailStatus(False, refusal.reason))
+        assert flow.checks_detail() == f"off: {refusal.reason}"
 
 
 async def test_proof_without_the_bounds_memfd_and_shm_go_past_the_cap(tmp_path: Path, jail_mode: str) -> None:

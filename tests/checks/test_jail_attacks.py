@@ -23,8 +23,16 @@ from pathlib import Path
 import pytest
 
 from bot.app.checks import bwrap
-from bot.app.checks.jail import JailLimits
-from tests.checks.test_jail_support import SMALL, describe, jail_uid_processes, make_tree, run_one
+from bot.app.checks.jail import CheckSpec, JailLimits
+from tests.checks.test_archive import chain_archive
+from tests.checks.test_jail_support import (
+    SMALL,
+    describe,
+    jail_uid_processes,
+    make_tree,
+    run_checks_as,
+    run_one,
+)
 
 pytestmark = [pytest.mark.anyio]
 
@@ -373,3 +381,67 @@ async def test_closing_its_output_does_not_escape_the_timeout(tmp_path: Path) ->
     outcome = await run_one(tmp_path, "echo bye; exec >&- 2>&-; sleep 300", limits=_with(SMALL, timeout_s=2))
     assert outcome.status == "timed_out"
     assert outcome.output_tail == "bye\n"
+
+
+# The setup of issue 40: it installs a tool the checks use, then writes an archive of its own, with a
+# chain of links out of the deps, into every pipe of another process of the jail it can open, and
+# leaves a `tar` on the PATH that prints the same archive.
+_OWN_ARCHIVE = """
+import base64, os, stat, sys
+os.makedirs("/deps/bin", exist_ok=True)
+with open("/deps/bin/legit-tool", "w") as tool:
+    tool.write("#!/bin/sh\\necho LEGIT\\n")
+os.chmod("/deps/bin/legit-tool", 0o755)
+evil, mine = base64.b64decode(sys.argv[1]), {os.fstat(fd).st_ino for fd in (1, 2)}
+# A `tar` first on PATH (/deps/bin), for whatever packs the deps after the setup is gone.
+with open("/deps/evil.tar", "wb") as out:
+    out.write(evil)
+with open("/deps/bin/tar", "w") as tool:
+    tool.write("#!/bin/sh\\ncat /deps/evil.tar\\n")
+os.chmod("/deps/bin/tar", 0o755)
+for pid in (p for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError as exc:
+        print("NOT-READABLE", pid, exc.errno)
+        continue
+    for fd in fds:
+        path = f"/proc/{pid}/fd/{fd}"
+        try:
+            if not os.readlink(path).startswith("pipe:") or os.stat(path).st_ino in mine:
+                continue
+            out = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            os.write(out, evil)
+            os.close(out)
+            print("WROTE", path)
+        except OSError:
+            pass
+print("ATTACK-DONE")
+"""
+
+
+async def test_the_setup_cannot_hand_the_bot_an_archive_of_its_own(tmp_path: Path, jail_mode: str) -> None:
+    """Issue 40: the wrapper held the archive pipe while the setup ran; as uid 10001 the setup opened
+    `/proc/<wrapper>/fd/<n>` and wrote a tar whose links led `a/x` into the host's directory; in both
+    modes the wrapper's `tar` was the first on PATH, /deps/bin, which the setup fills. Now the pipe is
+    made only once every setup process is gone, for /usr/bin/tar, and links in the archive are refused."""
+    tree = make_tree(tmp_path)
+    (tree / "attack.py").write_text(_OWN_ARCHIVE)
+    target = tmp_path / "target"  # scratch/deps, two levels up: what the chain aims at
+    target.mkdir(mode=0o777)
+    target.chmod(0o777)
+    evil = base64.b64encode(chain_archive(2, "target")).decode()
+    outcomes = await run_checks_as(
+        tree,
+        [CheckSpec("uses-it", "legit-tool")],
+        limits=SMALL,
+        setup=f"python3 attack.py {evil}",
+        scratch=tmp_path / "scratch",
+    )
+    assert [(o.name, o.status) for o in outcomes] == [("setup", "passed"), ("uses-it", "passed")], outcomes
+    # No pipe of another process of the jail was open to it: the supervisor (pid 2) is not dumpable,
+    # and the archive pipe did not exist yet.
+    assert "ATTACK-DONE" in outcomes[0].output_tail, outcomes[0].output_tail
+    assert "WROTE" not in outcomes[0].output_tail and "NOT-READABLE 2 " in outcomes[0].output_tail
+    assert "LEGIT" in outcomes[1].output_tail  # the bot unpacked what the setup installed, not its tar
+    assert list(target.iterdir()) == []

@@ -149,7 +149,7 @@ async def run_checks_as(
         "scratch": str(scratch),
         "weaken": sorted(weaken),
     }
-    answer = await anyio.to_thread.run_sync(_drive, request, [tree, scratch.parent])
+    answer = await anyio.to_thread.run_sync(_drive, request, [tree, scratch.parent], True)
     if "unavailable" in answer:
         pytest.skip(f"bubblewrap cannot make the jail as uid {USER_UID}: {answer['unavailable']}")
     MODE.peak_fds = int(answer["peak_fds"])
@@ -176,12 +176,58 @@ class _FdPeak:
         self._thread.join()
 
 
-def _drive(request: dict[str, object], owned: list[Path]) -> dict[str, object]:
-    """The driver as uid 10001; what it reads and writes is given to that uid first, as the image's
-    work directory belongs to its user."""
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """What the bot said and did when asked to run checks without a memory cgroup."""
+
+    reason: str  # jail_status().reason: the sentence of the log, /readyz and the approval comment
+    code: str | None  # the BeamError `_run_checks` raised (None: it ran the checks)
+    uid: int
+
+
+async def refused_without_a_memory_cgroup(tree: Path, checks: Sequence[CheckSpec], scratch: Path) -> Refusal:
+    """`_run_checks` in the current mode, where the bot has no memory cgroup: as root, with the probe
+    finding none (`Cgroups.find` answers as in a default container); as uid 10001, started outside
+    the cgroup the suite delegates to it."""
+    limits = dataclasses.replace(SMALL, timeout_s=60)
+    if MODE.via_driver:
+        request = {
+            "tree": str(tree),
+            "checks": [(c.name, c.run) for c in checks],
+            "limits": dataclasses.asdict(limits),
+            "scratch": str(scratch),
+            "attempt_anyway": True,
+        }
+        answer = await anyio.to_thread.run_sync(_drive, request, [tree, scratch.parent], False)
+        assert "unavailable" in answer, answer
+        return Refusal(str(answer["unavailable"]), answer.get("refused"), int(answer["uid"]))  # type: ignore[arg-type, call-overload]
+    from bot.app.checks.cgroups import Cgroups
+    from bot.beam.errors import BeamError
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(
+            Cgroups, "find", staticmethod(lambda: Cgroups(None, 1, "the memory cgroup is not writable"))
+        )
+        bwrap.probe.cache_clear()
+        try:
+            reason = jail_status().reason
+            try:
+                await _run_checks(tree, checks, limits=limits, scratch=scratch)
+                code = None
+            except BeamError as error:
+                code = error.code
+        finally:
+            bwrap.probe.cache_clear()
+    return Refusal(reason, code, os.geteuid())
+
+
+def _drive(request: dict[str, object], owned: list[Path], memory_cgroup: bool) -> dict[str, object]:
+    """The driver as uid 10001 (in the memory cgroup the suite delegates to it, unless not
+    `memory_cgroup`); what it reads and writes is given to that uid first, as the image's work
+    directory belongs to its user."""
     give(*owned)
     done = subprocess.run(
-        as_user(["-m", "tests.checks.jail_driver"]),
+        as_user(["-m", "tests.checks.jail_driver"], memory_cgroup=memory_cgroup),
         input=json.dumps(request).encode(),
         capture_output=True,
         cwd=ROOT,

@@ -159,3 +159,27 @@ async def test_ptrace_and_reading_another_process_are_refused(tmp_path: Path, ja
     assert f"TRACEME -1 {errno.EPERM}" in outcome.output_tail, outcome.output_tail
     bare = await run_one(tmp_path / "bare", command, weaken=frozenset({"seccomp"}))
     assert "TRACEME 0" in bare.output_tail, bare.output_tail
+
+
+# socket(AF_VSOCK, SOCK_STREAM) and kcmp(self, self, KCMP_FILE, 0, 0): the kernel answers both for
+# any uid (a vsock socket needs no privilege, a process may always compare its own descriptors).
+_VSOCK_KCMP = (
+    'python3 -c "import ctypes, platform; l = ctypes.CDLL(None, use_errno=True)\n'
+    "fd = l.socket(40, 1, 0); print('VSOCK', fd if fd < 0 else 'ok', ctypes.get_errno() if fd < 0 else 0)\n"
+    "nr = {'x86_64': 312, 'aarch64': 272}[platform.machine()]; pid = l.getpid()\n"
+    "rc = l.syscall(nr, pid, pid, 0, 0, 0); print('KCMP', rc, ctypes.get_errno() if rc < 0 else 0)\""
+)
+
+
+@pytest.mark.skipif(platform.machine() not in _KEYS, reason="kcmp's number: x86_64, aarch64")
+async def test_vsock_sockets_and_kcmp_are_refused(tmp_path: Path, jail_mode: str) -> None:
+    """Issue 40: a check opened an AF_VSOCK socket (a way to the hypervisor that no network
+    namespace covers) and, as uid 10001, compared the wrapper's descriptors with kcmp."""
+    outcome = await run_one(tmp_path / "jailed", _VSOCK_KCMP)
+    assert f"VSOCK -1 {errno.EPERM}" in outcome.output_tail, outcome.output_tail
+    assert f"KCMP -1 {errno.EPERM}" in outcome.output_tail, outcome.output_tail
+    # Proof: without the filter kcmp answers 0 (the same file), and the socket is the kernel's to
+    # refuse (EAFNOSUPPORT where it has no vsock) or to open.
+    bare = await run_one(tmp_path / "bare", _VSOCK_KCMP, weaken=frozenset({"seccomp"}))
+    assert "KCMP 0 0" in bare.output_tail, bare.output_tail
+    assert f"VSOCK -1 {errno.EPERM}" not in bare.output_tail, bare.output_tail

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import functools
 import os
 import site
@@ -40,12 +42,44 @@ def why_not_as_user() -> str | None:
     return None
 
 
-def as_user(argv: list[str]) -> list[str]:
-    """`argv` (a Python module's command line, without the interpreter) as uid 10001."""
+def as_user(argv: list[str], *, memory_cgroup: bool = True) -> list[str]:
+    """`argv` (a Python module's command line, without the interpreter) as uid 10001, started in a
+    memory cgroup delegated to that uid (as an operator gives the image's user one: docs/checks.md,
+    "Memory") unless `memory_cgroup` is False or root has none to give."""
     python = user_python()
     assert python is not None
     prefix = ["setpriv", f"--reuid={USER_UID}", f"--regid={USER_UID}", "--clear-groups", "--inh-caps=-all"]
-    return [*prefix, python, *argv]
+    cgroup = delegated_cgroup() if memory_cgroup else None
+    enter = (
+        []
+        if cgroup is None
+        else ["/bin/sh", "-c", 'echo $$ >"$0" && exec "$@"', str(cgroup / "cgroup.procs")]
+    )
+    return [*enter, *prefix, python, *argv]
+
+
+@functools.cache
+def delegated_cgroup() -> Path | None:
+    """A memory cgroup below the suite's own, owned by uid 10001 (made once, removed at exit), or None
+    where the suite has none to delegate (then the user-mode jail tests find checks off, and skip)."""
+    from bot.app.checks.cgroups import Cgroups
+
+    found = Cgroups.find()
+    if found.base is None or os.geteuid() != 0:
+        return None
+    path = found.base / f"beam-test-user-{os.getpid()}"
+    path.mkdir(exist_ok=True)
+    subprocess.run(["chown", "-R", f"{USER_UID}:{USER_UID}", str(path)], check=True, timeout=30)
+    atexit.register(_remove_cgroup, path)
+    return path
+
+
+def _remove_cgroup(path: Path) -> None:
+    for child in path.glob("beam-*"):  # the checks' own (each removed by its jail; a crash may leave one)
+        with contextlib.suppress(OSError):
+            child.rmdir()
+    with contextlib.suppress(OSError):
+        path.rmdir()
 
 
 def user_env(env: dict[str, str]) -> dict[str, str]:

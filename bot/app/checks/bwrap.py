@@ -18,7 +18,8 @@ arguments from a file descriptor (so no process in the jail shows the host paths
 command line). `/` and `/dev` are read-only; the writable mounts are the capped tmpfs of the sandbox,
 `/dev/shm` and (setup) `/deps`. A seccomp filter (syscall_filter.py) refuses new user namespaces, the
 keyring, ptrace and the kernel's rarer attack surface, and one memory cgroup per check (cgroups.py)
-caps anonymous, tmpfs and memfd pages together where the bot has a cgroup to write to.
+caps anonymous, tmpfs, memfd pages and the kernel's (socket buffers, pipes) together. Where the bot
+has no cgroup to write to, the probe says so and nothing runs.
 """
 
 from __future__ import annotations
@@ -441,14 +442,26 @@ def probe() -> Probe:
             False,
             f"bwrap cannot create the jail's namespaces here ({why}), so checks are off",
         )
+    if cgroups.base is None:
+        return Probe(bwrap, privileged, False, no_memory_cgroup(cgroups.reason), cgroups)
     mode = "a dedicated uid, no user namespace" if privileged else "an unprivileged user namespace"
-    memory = (
-        f"memory capped by {cgroups.reason}"
-        if cgroups.base is not None
-        else f"no memory cgroup ({cgroups.reason}): memory bounded by tmpfs sizes and rlimits, memfd refused"
-    )
-    reason = f"checks run in a bubblewrap jail ({bwrap}, {mode}; {memory})"
+    reason = f"checks run in a bubblewrap jail ({bwrap}, {mode}; memory capped by {cgroups.reason})"
     return Probe(bwrap, privileged, True, reason, cgroups)
+
+
+def no_memory_cgroup(why: str) -> str:
+    """Why checks are off without a memory cgroup, and what the operator does about it: the sentence
+    the log, `/readyz` and every approval comment of a repository with checks show.
+
+    Without a cgroup nothing bounds the kernel memory a check holds: a socket's queue, a pipe's
+    buffers, in-flight descriptors are counted by no rlimit, and processes times descriptors times
+    buffers is gigabytes. So no fallback runs checks half-bounded (docs/checks.md, "Memory")."""
+    return (
+        f"the bot has no memory cgroup to cap each check with ({why}), so checks are off: without one,"
+        " a check's socket buffers and pipes could hold any amount of the host's memory; give the bot"
+        " a cgroup it may write below (systemd Delegate=yes, or a writable cgroup v2 mount in its"
+        " container, as docs/checks.md#memory shows for Docker, compose and Kubernetes)"
+    )
 
 
 def _probe_dir() -> str:

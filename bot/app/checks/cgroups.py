@@ -1,8 +1,9 @@
-"""One memory cgroup per jailed process: the single cap over anonymous memory, tmpfs and memfd pages.
+"""One memory cgroup per jailed process: the single cap over anonymous, tmpfs, memfd and kernel pages.
 
 rlimits cannot do this: RLIMIT_AS is per process and ignores tmpfs and memfd pages, and a tmpfs size
-caps one mount. A memory cgroup counts every page the check's processes fault, whatever holds it
-(docs/checks.md, "Memory"). The bot needs a cgroup it may write below:
+caps one mount. A memory cgroup counts every page the check's processes fault, whatever holds it, and
+the kernel's own allocations for them (socket buffers, pipe buffers) too (docs/checks.md, "Memory").
+The bot needs a cgroup it may write below:
 
 - cgroup v2: its own cgroup, delegated (a systemd unit with `Delegate=yes`, a container whose
   /sys/fs/cgroup is writable). v2 lets no cgroup hold both processes and children with controllers,
@@ -10,8 +11,8 @@ caps one mount. A memory cgroup counts every page the check's processes fault, w
 - cgroup v1: the memory hierarchy's directory of its own cgroup, writable (root on a host, say).
 
 Where neither is there (a default Docker container as a non-root user), `Cgroups.find()` says why and
-the jail bounds memory another way: read-only `/` and `/dev`, no writable tmpfs but the capped ones,
-and memfd and System V shared memory refused by the syscall filter (syscall_filter.py).
+checks are off (bwrap.no_memory_cgroup): rlimits and tmpfs sizes bound no socket queue, pipe buffer
+or other kernel memory, so there is no honest fallback.
 """
 
 from __future__ import annotations

@@ -51,8 +51,7 @@ def checks_detail() -> str:
     state = jail_state()
     if not state.available:
         return f"off: {state.reason}"
-    memory = "one memory cgroup cap" if state.memory_cgroup else "no memory cgroup: capped tmpfs, no memfd"
-    return f"on (bubblewrap jail; {memory})"
+    return "on (bubblewrap jail; one memory cgroup cap per check)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,8 +6,8 @@ The interface (stable; the flow codes against it):
     JailLimits(timeout_s=600, memory_bytes=2 GiB, processes=256, cpu_seconds=1200, file_bytes=1 GiB,
                open_files=1024, tmpfs_bytes=1 GiB, shm_bytes=64 MiB, output_bytes=1 MiB, kill_grace_s=5)
 
-`memory_bytes` is one cap over everything the check holds (a memory cgroup, where the bot has one)
-and each process's address-space limit.
+`memory_bytes` is one cap over everything the check holds (its memory cgroup: without one the jail
+is unavailable) and each process's address-space limit.
     CheckOutcome(name, status: "passed" | "failed" | "timed_out" | "error", exit_code, duration_s,
                  output_tail, output_truncated)
     JailStatus(available, reason)   reason: one sentence for the log, /readyz and the approval comment
@@ -38,6 +38,7 @@ import contextlib
 import dataclasses
 import os
 import shutil
+import socket
 import tarfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from typing import Literal
 
 import anyio.to_thread
 
+from bot.app.checks import archive as deps_archive
 from bot.app.checks import bwrap, spawn
 from bot.app.checks.bwrap import CACHE, DEPS, HELPERS, JAIL_TMP, SOURCE, TREE, Layout
 from bot.beam.errors import BeamError
@@ -91,7 +93,7 @@ class CheckOutcome:
 class JailStatus:
     available: bool
     reason: str
-    memory_cgroup: bool = False  # one cgroup caps a check's memory (else the fallback bounds apply)
+    memory_cgroup: bool = False  # one cgroup caps a check's memory (always so where `available`)
 
 
 def jail_status() -> JailStatus:
@@ -101,12 +103,13 @@ def jail_status() -> JailStatus:
 
 # The copy, in bash (the wrapper's shell): every top-level entry but `.git`, through a tar pipe, which
 # keeps modes, times and symlinks (owners the jail's uid cannot keep, and need not) and, reading and
-# writing in two processes, is about 25% faster than one `cp` on two cores.
+# writing in two processes, is about 25% faster than one `cp` on two cores. `command -p`: the system's
+# tar, never one the setup left first on the checks' PATH (/deps/bin).
 _COPY = (
     "umask 022; set -o pipefail; shopt -s dotglob nullglob extglob\n"
     f"cd {SOURCE} && entries=(!(.git)) || exit {_COPY_FAILED}\n"
-    f'(( ${{#entries[@]}} == 0 )) || tar -cf - -- "${{entries[@]}}" | tar -C {TREE} -xf - --no-same-owner'
-    f" || exit {_COPY_FAILED}\n"
+    '(( ${#entries[@]} == 0 )) || command -p tar -cf - -- "${entries[@]}"'
+    f" | command -p tar -C {TREE} -xf - --no-same-owner || exit {_COPY_FAILED}\n"
 )
 
 
@@ -306,54 +309,37 @@ def _helpers(scratch: Path) -> Path:
     helpers = scratch / "helpers"
     shutil.rmtree(helpers, ignore_errors=True)
     helpers.mkdir(mode=0o755)
-    shutil.copyfile(Path(__file__).with_name("forward.py"), helpers / "forward.py")
-    (helpers / "forward.py").chmod(0o644)
+    for name in ("forward.py", "settle.py"):
+        shutil.copyfile(Path(__file__).with_name(name), helpers / name)
+        (helpers / name).chmod(0o644)
     return helpers
 
 
-def _drain(fd: int, path: Path, cap: int) -> bool:
-    """Copy the pipe `fd` into `path` up to `cap` bytes (the rest is read and dropped): under the cap?"""
+def _receive(channel: socket.socket, path: Path, cap: int) -> bool:
+    """The bot's end of the setup's channel (in a worker thread): once the supervisor says the setup
+    has settled, make the archive pipe, hand over its write end, and copy what comes into `path` up
+    to `cap` bytes (the rest is read and dropped). Under the cap? (True also when nothing came: the
+    jail ended first, and the missing `packed` mark says so.)"""
+    with channel:
+        said = b""
+        while len(said) < 16 and (data := channel.recv(16)):
+            said += data
+            if said == b"settled":
+                break
+        if said != b"settled":
+            return True
+        read, write = os.pipe()
+        try:
+            socket.send_fds(channel, [b"pipe"], [write])
+        finally:
+            os.close(write)
     written = 0
-    with os.fdopen(fd, "rb", buffering=0) as pipe, path.open("wb") as out:
+    with os.fdopen(read, "rb", buffering=0) as pipe, path.open("wb") as out:
         while data := pipe.read(1 << 16):
             if written + len(data) <= cap:
                 out.write(data)
             written += len(data)
     return written <= cap
-
-
-def _unpack(archive: Path, dest: Path) -> None:
-    shutil.rmtree(dest, ignore_errors=True)
-    dest.mkdir(mode=0o755)
-    with tarfile.open(archive, "r:") as tar:
-        # "data": no absolute or escaping paths, no links out, no devices, no setuid bits.
-        if hasattr(tarfile, "data_filter"):
-            tar.extractall(dest, filter="data")
-        else:  # Python before 3.11.4 (Debian 12's 3.11.2): the same rules, by hand
-            tar.extractall(dest, members=_data_members(tar, dest))  # noqa: S202 - vetted members
-    dest.chmod(0o755)
-
-
-def _data_members(tar: tarfile.TarFile, dest: Path) -> list[tarfile.TarInfo]:
-    """What tarfile's "data" filter lets through: files, directories and links that stay in `dest`,
-    without setuid, setgid or sticky bits; anything else refuses the whole archive."""
-    root = dest.resolve()
-    kept = []
-    for member in tar.getmembers():
-        target = (root / member.name).resolve()
-        if member.name.startswith("/") or not target.is_relative_to(root):
-            raise tarfile.TarError(f"{member.name!r} would be written outside the deps")
-        if member.issym() or member.islnk():
-            link = (target.parent / member.linkname) if member.issym() else root / member.linkname
-            if member.linkname.startswith("/") or not link.resolve().is_relative_to(root):
-                raise tarfile.TarError(f"{member.name!r} links outside the deps")
-        elif not (member.isfile() or member.isdir()):
-            raise tarfile.TarError(f"{member.name!r} is not a file, a directory or a link")
-        member.mode &= 0o777
-        member.uid = member.gid = 0
-        member.uname = member.gname = ""
-        kept.append(member)
-    return kept
 
 
 async def _setup(
@@ -366,7 +352,10 @@ async def _setup(
     weaken: frozenset[str],
 ) -> tuple[CheckOutcome, Path | None]:
     """Run `command` in a jail whose only network is the proxy; what it installs under /deps is packed
-    to the host through a pipe (capped), unpacked into `scratch/deps`, and bound read-only for checks."""
+    to the host through a pipe (capped), unpacked into `scratch/deps`, and bound read-only for checks.
+
+    The wrapper execs the supervisor (settle.py) before the setup starts; the archive pipe is made
+    only once the supervisor says every setup process is gone, and reaches only its `tar`."""
     from bot.app.checks.proxy import AllowlistProxy
 
     helpers = await anyio.to_thread.run_sync(_helpers, scratch)
@@ -384,10 +373,11 @@ async def _setup(
         url = f"http://127.0.0.1:{FORWARD_PORT}"
         env.update(HTTP_PROXY=url, HTTPS_PROXY=url, http_proxy=url, https_proxy=url, NO_PROXY="", no_proxy="")
     archive = scratch / "deps.tar"
-    out_read, out_write = os.pipe()
+    ours, theirs = socket.socketpair()
+    jail_end = theirs.detach()
 
     def script(mark: int, status: int) -> str:
-        closed = f"{mark}>&- {out_write}>&-"
+        closed = f"{mark}>&- {jail_end}>&-"
         forward = (
             f"python3 {HELPERS}/forward.py {FORWARD_PORT} {HELPERS}/proxy.sock {closed} "
             f"|| {{ echo 'beam: the setup proxy forwarder did not start' >&2; exit {_COPY_FAILED}; }}\n"
@@ -398,12 +388,8 @@ async def _setup(
             f"exec {status}>&-\n"
             f"{_COPY}"
             f"cd {TREE} || exit {_COPY_FAILED}\n{forward}printf copied >&{mark}\n"
-            f'/bin/sh -c "$1" {closed}\nrc=$?\n'
-            # Nothing the setup started outlives it (kill -1 spares only this shell and pid 1), so
-            # nothing can write into the archive but the tar below.
-            "kill -KILL -1 2>/dev/null\n"
-            f"tar -C {DEPS} -cf - . >&{out_write} && printf packed >&{mark}\n"
-            "exit $rc\n"
+            # No process of the setup's exists yet: the supervisor replaces this shell before it starts.
+            f'exec python3 -I {HELPERS}/settle.py {jail_end} {mark} {DEPS} "$1"\n'
         )
 
     layout = Layout(
@@ -417,11 +403,11 @@ async def _setup(
         env=env,
         weaken=weaken,
     )
-    drained = asyncio.ensure_future(anyio.to_thread.run_sync(_drain, out_read, archive, limits.tmpfs_bytes))
+    drained = asyncio.ensure_future(anyio.to_thread.run_sync(_receive, ours, archive, limits.tmpfs_bytes))
     try:
-        done = await _jailed(layout, script, [command], limits, extra_fds=(out_write,))
+        done = await _jailed(layout, script, [command], limits, extra_fds=(jail_end,))
     except BaseException:
-        await drained  # the pipe's writers are gone: the drain is at its end
+        await drained  # the channel's other end and the pipe's writers are gone: the thread is at its end
         raise
     finally:
         if proxy is not None:
@@ -440,7 +426,7 @@ async def _setup(
             return _replace(outcome, status="error", output_tail=f"{outcome.output_tail}\n{why}"), None
         deps = scratch / "deps"
         try:
-            await anyio.to_thread.run_sync(_unpack, archive, deps)
+            await anyio.to_thread.run_sync(deps_archive.unpack, archive, deps)
         except (tarfile.TarError, OSError) as exc:
             why = f"what the setup installed was refused: {exc}"
             return _replace(outcome, status="error", output_tail=f"{outcome.output_tail}\n{why}"), None

@@ -1,14 +1,17 @@
 """The seccomp filter every jailed process runs under: the system calls a pull request's code is refused.
 
-The list below is the policy; each entry says why it is there. Everything not listed is allowed: the
+The list below is the policy; each entry says why it is there. Calls through another ABI than the
+native one (i386's `int 0x80`, x32) kill the caller: libseccomp's default for a foreign architecture,
+so no rule below can be bypassed through the other numbering. Everything not listed is allowed: the
 jail's namespaces, uid and rlimits do the rest, and a check must still be able to run compilers, test
 runners and package managers. The filter is compiled by libseccomp (its official Python bindings, or
 `pyseccomp`, which has the same API over the same C library), never written as BPF by hand, and handed
 to bubblewrap's `--seccomp` through a pipe. Where libseccomp is missing, the jail is unavailable and
 checks are off: nothing ever runs without the filter.
 
-Two policies: `with_cgroup=True` when a memory cgroup bounds the check, and a stricter one without it,
-which also refuses the ways to hold memory outside every other bound (memfd, System V shared memory).
+Two policies: `with_cgroup=True` when a memory cgroup bounds the check (always, where checks run: the
+jail is unavailable without one), and a stricter one for a jail a test builds without its cgroup
+(bwrap.WEAKENINGS), which also refuses memfd and System V shared memory.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any
 
 # Flags of clone(2)/unshare(2) (linux/sched.h).
 CLONE_NEWUSER = 0x10000000
+# The address family of virtio sockets (linux/socket.h): a channel to the hypervisor or the host.
+AF_VSOCK = 40
 # ioctl requests that type into another terminal (asm-generic/ioctls.h).
 TIOCSTI = 0x5412
 TIOCLINUX = 0x541C
@@ -54,6 +59,15 @@ REFUSED: tuple[Refusal, ...] = (
     Refusal("process_vm_readv", "reading another process's memory"),
     Refusal("process_vm_writev", "writing another process's memory"),
     Refusal("pidfd_getfd", "taking another process's file descriptors"),
+    # Which descriptors of another process point at the same file, pipe or socket: a probe of what
+    # the wrapper holds (the bot's pipes), and kernel pointer order. As uid 10001 nothing else stops it.
+    Refusal("kcmp", "comparing another process's kernel objects"),
+    # A virtio socket is not in any network namespace: it reaches the hypervisor or the host whatever
+    # --unshare-net did. The family is an int to the kernel: only its low 32 bits are compared.
+    Refusal("socket", "vsock reaches the host past the network namespace", when=(0, 0xFFFFFFFF, AF_VSOCK)),
+    Refusal(
+        "socketpair", "vsock reaches the host past the network namespace", when=(0, 0xFFFFFFFF, AF_VSOCK)
+    ),
     # Kernel attack surface a test suite has no use for.
     Refusal("perf_event_open", "kernel attack surface, side channels"),
     Refusal("bpf", "kernel attack surface"),
