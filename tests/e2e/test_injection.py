@@ -189,7 +189,8 @@ def config_refs(bot: BotProcess, calls: int) -> set[str | None]:
 
 # A marker of the bot's own, as it writes them: alone on its line.
 OWN_MARKER = re.compile(
-    r"<!-- beam-(?:effect|run|push|finding|thread-reply):[\w.:-]+(?: shows:[0-9a-f]{64})? -->|<!-- beam-review-summary -->"
+    r"<!-- beam-(?:effect|run|push|finding|thread-reply):[\w.:-]+(?: shows:[0-9a-f]{64})? -->"
+    r"|<!-- beam-review-summary -->"
 )
 
 
