@@ -202,6 +202,14 @@ async def save(store: Store, ref: StateRef, repo: str, number: int, carried: Car
             log.info("the state of #%d moved during this run: merging with the newer one", number)
             tables, over = merge(tables, decode(snapshot.data)), snapshot.commit
     except CheckoutError as error:
+        if error.auth and not tables.get(pending_pushes.name):
+            # A review job with `contents: read`: the next run reviews the whole pull request again
+            # (and posts only findings GitHub does not show yet). A held push is never dropped so.
+            log.warning(
+                "this run's review state is not kept: the job's token cannot write refs/beam/state/ "
+                "(give the job `contents: write` to review only new commits next time)"
+            )
+            return None
         hint = " (the job's token needs `contents: write`)" if error.auth else ""
         return f"could not keep this run's state on GitHub{hint}: {error.message}"
     return f"could not keep this run's state on GitHub: it moved {SAVE_TRIES} times during the save"
