@@ -135,3 +135,15 @@ def test_the_readme_quick_start_shows_three_ways_in() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -c requirements-test.lock "
         '-e ".[test]" && .venv/bin/pytest',
     ]
+
+
+def test_every_example_points_at_v1_or_a_commit_and_the_release_is_documented() -> None:
+    texts = [
+        (ROOT / "README.md").read_text(encoding="utf-8"),
+        (DOCS / "action.md").read_text(encoding="utf-8"),
+    ]
+    refs = [ref for text in texts for ref in re.findall(r"uses: OWNER/beam-bot@([^\s`]+)", text)]
+    assert refs and all(ref == "v1" or re.fullmatch(r"[0-9a-f]{40}", ref) for ref in refs), refs
+    action = texts[1]
+    assert "## Pinning a version" in action and "### Cutting a release" in action
+    assert "git push -f origin v1" in action
