@@ -26,17 +26,13 @@ from sqlalchemy import select, update
 from bot.app.action import render
 from bot.app.action.environment import ActionEnvironment, read_environment
 from bot.app.action.outcome import CANCELLED, write_outputs, write_summary
-from bot.app.action.run import ActionResources, action_settings, run_link, work_dir_prefix
-from bot.app.assembly import build_handler
-from bot.app.github.api import GitHubApi, GitHubError
-from bot.app.github.auth import ACTIONS_LOGIN, GitHubApp, TokenAuth
-from bot.app.github.timeouts import CONNECT_TIMEOUT
+from bot.app.action.run import action_handler, action_settings, run_link, work_dir_prefix
+from bot.app.github.api import GitHubError
 from bot.app.jobs.schema import jobs, runs
 from bot.app.jobs.store import Store, build_url
 from bot.app.logs import configure_logging
 from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.settings import Settings, SettingsError
-from bot.app.web.app import GITHUB_HEADERS
 from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.action")
@@ -111,18 +107,7 @@ async def _finish_one(
                 .where(jobs.c.state.in_(OPEN_STATES))
                 .values(state="dead", last_error=f"{render.JOB_ENDED}: {why}", lease_owner=None)
             )
-        async with httpx.AsyncClient(
-            base_url=settings.github_api_url,
-            headers=GITHUB_HEADERS,
-            timeout=httpx.Timeout(settings.github_timeout, connect=CONNECT_TIMEOUT),
-            follow_redirects=False,
-        ) as client:
-            login = settings.bot_login
-
-            def auth(api: GitHubApi) -> GitHubApp:
-                return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
-
-            handler = build_handler(ActionResources(settings, client, store), auth)
+        async with action_handler(environment, settings, store) as handler:
             done = await finish_abandoned_runs(handler.deps, handler.github)
             done += await handler.reviews.finish()
         async with store.read() as conn:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import signal
 import tempfile
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -27,7 +28,7 @@ from bot.app.action.environment import MISSING_ENVIRONMENT, ActionEnvironment, r
 from bot.app.action.outcome import FAILURE, SKIPPED, Outcome, read_outcome, write_outputs, write_summary
 from bot.app.action.state_ref import StateRef
 from bot.app.approvals.flow import WATCH
-from bot.app.assembly import build_handler
+from bot.app.assembly import JobHandlers, build_handler
 from bot.app.credentials.files import AppCredentials
 from bot.app.git.plumbing import CheckoutError
 from bot.app.github.api import GitHubApi, GitHubError
@@ -206,23 +207,30 @@ async def until_signalled(work: Callable[[], Awaitable[Outcome]], stopped: list[
     return result[0] if result and not stopped else None
 
 
+@asynccontextmanager
+async def action_handler(
+    environment: ActionEnvironment, settings: Settings, store: Store
+) -> AsyncIterator[JobHandlers]:
+    """The App's job handler under the workflow's token, for a run and for its `--finish` step."""
+    async with httpx.AsyncClient(
+        base_url=settings.github_api_url,
+        headers=GITHUB_HEADERS,
+        timeout=httpx.Timeout(settings.github_timeout, connect=CONNECT_TIMEOUT),
+        follow_redirects=False,
+    ) as client:
+        login = settings.bot_login
+
+        def auth(api: GitHubApi) -> GitHubApp:
+            return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
+
+        yield build_handler(ActionResources(settings, client, store), auth)
+
+
 async def _run(environment: ActionEnvironment, settings: Settings, prices: Prices) -> Outcome:
     store = await Store.open(build_url(None, settings.work_dir))
     since = store.clock()
     try:
-        async with httpx.AsyncClient(
-            base_url=settings.github_api_url,
-            headers=GITHUB_HEADERS,
-            timeout=httpx.Timeout(settings.github_timeout, connect=CONNECT_TIMEOUT),
-            follow_redirects=False,
-        ) as client:
-            resources = ActionResources(settings, client, store)
-            login = settings.bot_login
-
-            def auth(api: GitHubApi) -> GitHubApp:
-                return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
-
-            handler = build_handler(resources, auth)
+        async with action_handler(environment, settings, store) as handler:
             gh_token = environment.token.get_secret_value()
             # The delivery is stored before anything is sent with the token, and the state comes
             # back only from the run's own repository, at the address the runner gave.
