@@ -73,11 +73,9 @@ def script_review(runner: Runner, *, delay: float = 0.0) -> None:
     )
 
 
-def test_a_cancelled_job_leaves_the_tracking_comment_final_with_the_run_link(runner: Runner) -> None:
+def cancel_mid_review(runner: Runner, env: dict[str, str]) -> tuple[str, str, int]:
+    """`beam-bot action` on `/beam review`, sent SIGTERM while the model is slow to answer."""
     script_review(runner, delay=45)  # the model is slow: the job is cancelled while it waits
-    env = runner.env("issue_comment", runner.command("/beam review"))
-    summary, output = with_runner_files(env, runner.tmp, "cancel")
-    link = f"{runner.git.url}/{REPO}/actions/runs/{env['GITHUB_RUN_ID']}"
     action = subprocess.Popen(ACTION, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + WAIT
@@ -91,7 +89,15 @@ def test_a_cancelled_job_leaves_the_tracking_comment_final_with_the_run_link(run
         if action.poll() is None:
             action.kill()
             action.communicate(timeout=WAIT)
-    assert action.returncode == 128 + signal.SIGTERM, stdout + stderr
+    return stdout, stderr, action.returncode
+
+
+def test_a_cancelled_job_leaves_the_tracking_comment_final_with_the_run_link(runner: Runner) -> None:
+    env = runner.env("issue_comment", runner.command("/beam review"))
+    summary, output = with_runner_files(env, runner.tmp, "cancel")
+    link = f"{runner.git.url}/{REPO}/actions/runs/{env['GITHUB_RUN_ID']}"
+    stdout, stderr, code = cancel_mid_review(runner, env)
+    assert code == 128 + signal.SIGTERM, stdout + stderr
     assert "Traceback" not in stderr
     assert beam_lines(stderr) == [stderr.strip().splitlines()[-1]]
     assert "BEM-396" in stderr and "SIGTERM" in stderr
@@ -261,3 +267,24 @@ def test_a_provider_the_action_does_not_know_is_refused_with_exit_2(runner: Runn
     [line] = beam_lines(done.stderr)
     assert "BEM-390" in line and "openai, anthropic, gemini, openrouter, groq" in line
     assert runner.bot_comments() == [] and runner.llm.requests == []
+
+
+def test_the_finish_step_with_github_down_says_so_in_one_line_and_can_run_again(runner: Runner) -> None:
+    env = runner.env("issue_comment", runner.command("/beam review"))
+    _, _, code = cancel_mid_review(runner, env)
+    assert code == 128 + signal.SIGTERM
+    down = f"http://127.0.0.1:{closed_port()}"
+
+    failed = run({**env, "BEAM_JOB_STATUS": "cancelled", "GITHUB_API_URL": down}, "--finish")
+
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    [line] = beam_lines(failed.stdout + failed.stderr)
+    assert "BEM-395" in line and "could not be made final" in line
+    [working] = runner.bot_comments()
+    assert working.startswith("⏳ Working on")
+
+    # GitHub is back (a re-run of the job's last step, or the sweep of a later run): it is made final.
+    again = run({**env, "BEAM_JOB_STATUS": "cancelled"}, "--finish")
+    assert again.returncode == 0, again.stderr
+    [final] = runner.bot_comments()
+    assert "(BEM-395)" in final and "cancelled" in final
