@@ -21,7 +21,7 @@ def one_line(error: BeamError) -> str:
     if error.detail:
         text += f": {error.detail}"
     if error.entry.hint:
-        text += f" What to do: {error.entry.hint}"
+        text += ("" if text.endswith((".", "!", "?")) else ".") + f" What to do: {error.entry.hint}"
     return " ".join(text.split())
 
 
