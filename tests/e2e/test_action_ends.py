@@ -13,10 +13,21 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
-from tests.e2e.test_action import NUMBER, REPO, Runner, actions_runner, seed_fix_pull
+from tests.e2e.review_support import Story
+from tests.e2e.test_action import (
+    AUTO,
+    LINE_F2,
+    NUMBER,
+    REPO,
+    Runner,
+    actions_runner,
+    pull_request_event,
+    seed_fix_pull,
+)
 from tests.support.openai_server import chat_response, tool_call, tool_calls_message, usage
 
 ACTION = [sys.executable, "-m", "bot.cli", "action"]
@@ -288,3 +299,36 @@ def test_the_finish_step_with_github_down_says_so_in_one_line_and_can_run_again(
     assert again.returncode == 0, again.stderr
     [final] = runner.bot_comments()
     assert "(BEM-395)" in final and "cancelled" in final
+
+
+def test_a_cancelled_automatic_review_gets_its_check_run_completed(tmp_path: Path) -> None:
+    # The review job's `cancel-in-progress`: a newer push cancels the run reviewing the older head.
+    with actions_runner(tmp_path) as runner:
+        story = Story(cast(Any, runner))
+        story.seed(AUTO)
+        story.script_review([{"path": "src/calc.py", "line": LINE_F2, "body": "f2 subtracts."}], delay=45)
+        env = runner.env("pull_request", pull_request_event(story, "opened"))
+        action = subprocess.Popen(ACTION, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + WAIT
+            while not (runner.llm.requests and story.checks()):
+                assert action.poll() is None, action.communicate()
+                assert time.monotonic() < deadline, "the review never reached the model"
+                time.sleep(0.1)
+            action.send_signal(signal.SIGTERM)
+            _, stderr = action.communicate(timeout=WAIT)
+        finally:
+            if action.poll() is None:
+                action.kill()
+                action.communicate(timeout=WAIT)
+        assert action.returncode == 128 + signal.SIGTERM and "Traceback" not in stderr
+        assert [c.status for c in story.checks()] != ["completed"]  # left running by the stopped step
+
+        finished = run({**env, "BEAM_JOB_STATUS": "cancelled"}, "--finish")
+
+        assert finished.returncode == 0, finished.stdout + finished.stderr
+        assert "Traceback" not in finished.stderr
+        [check] = story.checks()
+        assert check.status == "completed" and check.conclusion == "neutral"
+        # The head's line says why the review ended: the job, not the review, was stopped.
+        assert "the review failed (BEM-395: the workflow job ended before the run finished" in story.summary()
