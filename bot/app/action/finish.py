@@ -15,7 +15,6 @@ state written, not "cancelled".
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TextIO
@@ -25,8 +24,9 @@ from sqlalchemy import select, update
 
 from bot.app.action import render
 from bot.app.action.environment import ActionEnvironment, read_environment
-from bot.app.action.outcome import CANCELLED, write_outputs, write_summary
+from bot.app.action.outcome import CANCELLED, FAILURE, write_outputs, write_summary
 from bot.app.action.run import action_handler, action_settings, run_link, work_dir_prefix
+from bot.app.approvals.flow import WATCH
 from bot.app.github.api import GitHubError
 from bot.app.jobs.schema import jobs, runs
 from bot.app.jobs.store import Store, build_url
@@ -34,8 +34,6 @@ from bot.app.logs import configure_logging
 from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.settings import Settings, SettingsError
 from bot.beam.errors import BeamError
-
-log = logging.getLogger("beam.action")
 
 OPEN_STATES = ("queued", "running")
 JOB_STATUS = "BEAM_JOB_STATUS"  # action.yml passes `job.status` here: success, failure or cancelled
@@ -79,7 +77,7 @@ async def finish_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int
         err.write(f"{render.PREFIX}{render.github_unreachable(str(error) or type(error).__name__)}\n")
         return 1
     if finished:
-        write_outputs(env, {"outcome": CANCELLED if status == "cancelled" else "failure"})
+        write_outputs(env, {"outcome": CANCELLED if status == "cancelled" else FAILURE})
         write_summary(env, render.finish_summary(finished, status, link))
     if left:
         err.write(f"{render.PREFIX}{render.finish_incomplete(finished, left)}\n")
@@ -95,7 +93,9 @@ async def _finish_one(
     store = await Store.open(build_url(None, work_dir))
     try:
         async with store.write() as conn:
-            open_jobs = select(jobs.c.id).where(jobs.c.state.in_(OPEN_STATES))
+            # Not the approval poller's later looks: a held push waits for its `/beam approve` run.
+            stopped = jobs.c.state.in_(OPEN_STATES) & (jobs.c.kind != WATCH)
+            open_jobs = select(jobs.c.id).where(stopped)
             # The run's own reason, shown by the sweep in place of "the job was given up".
             await conn.execute(
                 update(runs)
@@ -104,7 +104,7 @@ async def _finish_one(
             )
             await conn.execute(
                 update(jobs)
-                .where(jobs.c.state.in_(OPEN_STATES))
+                .where(stopped)
                 .values(state="dead", last_error=f"{render.JOB_ENDED}: {why}", lease_owner=None)
             )
         async with action_handler(environment, settings, store) as handler:
