@@ -75,9 +75,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to bind (default BEAM_PORT, else 8080)")
 
     sub.add_parser("worker", help="run workers only, for a separate process (PostgreSQL)")
-    sub.add_parser(
+    action = sub.add_parser(
         "action",
         help="answer one GitHub Actions event (a /beam comment, a pull request), then exit",
+    )
+    action.add_argument(
+        "--finish",
+        action="store_true",
+        help="the job's `if: always()` step: make final what a cancelled or timed-out run left working",
     )
 
     _run_arguments(sub.add_parser("run", help=RUN_HELP))
@@ -183,11 +188,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "action":
         import os
 
+        from bot.app.action.environment import apply, model_inputs
+        from bot.app.action.finish import finish_action
+        from bot.app.action.render import one_line
         from bot.app.action.run import run_action
+        from bot.beam.errors import BeamError
 
+        try:
+            # The Action's model inputs become the variables the model client reads (os.environ).
+            changes = model_inputs(os.environ)
+        except BeamError as error:
+            print(f"beam-bot action: {one_line(error)}", file=sys.stderr)
+            return 2
+        apply(os.environ, changes)
         env = dict(os.environ)
         os.environ.pop("GITHUB_TOKEN", None)  # the token lives in memory: no child process inherits it
-        return anyio.run(run_action, env, sys.stdout, sys.stderr)
+        try:
+            return anyio.run(finish_action if args.finish else run_action, env, sys.stdout, sys.stderr)
+        except KeyboardInterrupt:
+            # Ctrl-C before the run watches for signals itself (while it starts): one line, no traceback.
+            print("beam-bot action: stopped by SIGINT", file=sys.stderr)
+            return 130
     if args.command == "secret-key" and not args.reseal:
         from bot.app.settings.secret_key import generate_key
 

@@ -73,15 +73,24 @@ def test_the_action_installs_this_repository_and_runs_beam_bot_action() -> None:
     assert action["runs"]["using"] == "composite"
     steps = action["runs"]["steps"]
     assert steps[0]["uses"].startswith("actions/setup-python@")
-    install, answer = steps[1]["run"], steps[2]["run"]
-    assert '"$ACTION_PATH"' in install and "requirements.lock" in install
-    assert answer.strip().strip("'").endswith('beam-bot" action')
-    assert set(action["inputs"]) >= {"api-key", "api-base-url", "model", "github-token"}
-    assert action["inputs"]["api-key"]["required"] is True
+    install, answer, finish = steps[1], steps[2], steps[3]
+    assert '"$ACTION_PATH"' in install["run"] and "requirements.lock" in install["run"]
+    assert answer["run"].strip().strip("'").endswith('beam-bot" action')
+    assert set(action["inputs"]) >= {"api-key", "provider", "api-base-url", "model", "github-token"}
+    # A provider's own key in the step's `env:` is enough: `api-key` may be left out.
+    assert action["inputs"]["api-key"]["required"] is False
     # No expression is spliced into a script: values reach the shell as environment variables.
     for step in steps[1:]:
         assert "${{" not in step["run"], step["run"]
-    assert steps[2]["env"]["BEAM_API_KEY"] == "${{ inputs.api-key }}"
+    assert answer["env"]["BEAM_ACTION_API_KEY"] == "${{ inputs.api-key }}"
+    assert answer["env"]["BEAM_ACTION_PROVIDER"] == "${{ inputs.provider }}"
+    # The last step runs when the job was cancelled or timed out too, reading `job.status` from env.
+    assert steps[-1] is finish and finish["if"] == "always()"
+    assert finish["env"]["BEAM_JOB_STATUS"] == "${{ job.status }}"
+    assert 'beam-bot" action --finish' in finish["run"]
+    assert set(action["outputs"]) == {"outcome", "review-url", "findings"}
+    for name, output in action["outputs"].items():
+        assert "steps.answer.outputs." in output["value"], name
 
 
 def test_the_documented_workflow_avoids_the_known_threats() -> None:
@@ -98,7 +107,8 @@ def test_the_documented_workflow_avoids_the_known_threats() -> None:
         # One step: the Action. Nothing checks out or runs the pull request's code beside the key.
         assert [s.get("uses", "").split("@")[0] for s in steps] == ["OWNER/beam-bot"], name
         assert steps[0]["with"]["api-key"] == "${{ secrets.BEAM_API_KEY }}"
-    assert workflow["jobs"]["review"]["permissions"]["contents"] == "read"  # reviews never push
+    # The review job pushes no branch: `contents: write` keeps the review's state ref (docs/action.md).
+    assert workflow["jobs"]["review"]["permissions"]["contents"] == "write"
     assert "head.repo.full_name == github.repository" in workflow["jobs"]["review"]["if"]
     text = (DOCS / "action.md").read_text(encoding="utf-8")
     for threat in ("pull_request_target", "permissions: {}", "secret", "Clinejection", "/beam approve"):
@@ -125,3 +135,15 @@ def test_the_readme_quick_start_shows_three_ways_in() -> None:
         "python3 -m venv .venv && .venv/bin/pip install -c requirements-test.lock "
         '-e ".[test]" && .venv/bin/pytest',
     ]
+
+
+def test_every_example_points_at_v1_or_a_commit_and_the_release_is_documented() -> None:
+    texts = [
+        (ROOT / "README.md").read_text(encoding="utf-8"),
+        (DOCS / "action.md").read_text(encoding="utf-8"),
+    ]
+    refs = [ref for text in texts for ref in re.findall(r"uses: OWNER/beam-bot@([^\s`]+)", text)]
+    assert refs and all(ref == "v1" or re.fullmatch(r"[0-9a-f]{40}", ref) for ref in refs), refs
+    action = texts[1]
+    assert "## Pinning a version" in action and "### Cutting a release" in action
+    assert "git push -f origin v1" in action

@@ -284,6 +284,24 @@ _ENTRIES = [
         "The Action's work did not finish.",
         "The job log names the failed step; the pull request's tracking comment says what happened there.",
     ),
+    _e(
+        394,
+        503,
+        "The pull request's state from the last run could not be read (refs/beam/state/pr-N).",
+        "Check that the job has `contents: write` and that its token is valid; then run the workflow again.",
+    ),
+    _e(
+        395,
+        503,
+        "The workflow job ended before the run finished (cancelled, timed out or stopped).",
+        "The workflow run's log says why it ended; post the command again to run it again.",
+    ),
+    _e(
+        396,
+        503,
+        "`beam-bot action` was stopped by a signal before its work was done.",
+        "The job's `if: always()` step (`beam-bot action --finish`) makes the tracking comment final.",
+    ),
 ]
 
 CATALOG: dict[str, CatalogEntry] = {entry.code: entry for entry in _ENTRIES}

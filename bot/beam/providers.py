@@ -89,3 +89,13 @@ def takes_extra_body(base_url: str) -> bool:
     that does not take it (an unknown server keeps it until it refuses it)."""
     provider = provider_of(base_url)
     return provider is None or provider.takes_extra_body
+
+
+def by_name(name: str) -> Provider | None:
+    """The provider a short name says (`openai`, `anthropic`, `gemini`, `openrouter`, `groq`: its name
+    in lower case, as the GitHub Action's `provider` input takes it); None for any other word."""
+    wanted = name.strip().lower()
+    return next((p for p in PROVIDERS if p.name.lower() == wanted), None)
+
+
+NAMES: tuple[str, ...] = tuple(provider.name.lower() for provider in PROVIDERS)

@@ -109,28 +109,33 @@ def actions_runner(tmp_path: Path) -> Iterator[Runner]:
 @pytest.fixture
 def runner(tmp_path: Path) -> Iterator[Runner]:
     with actions_runner(tmp_path) as runner:
-        git, fake = runner.git, runner.fake
-        main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
-        head = git.commit(
-            REPO,
-            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
-            branch="feature",
-            message="Fix add",
-        )
-        git.create_pull_ref(REPO, NUMBER, head)
-        fake.add_repo(REPO)
-        fake.add_collaborator(REPO, "maintainer", "write")
-        fake.add_collaborator(REPO, "reader", "read")
-        fake.add_pull(
-            REPO,
-            number=NUMBER,
-            title="Fix add",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
+        seed_fix_pull(runner)
         yield runner
+
+
+def seed_fix_pull(runner: Runner) -> None:
+    """Pull request 7, which fixes `add` in src/calc.py; a maintainer (write) and a reader (read)."""
+    git, fake = runner.git, runner.fake
+    main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
+    head = git.commit(
+        REPO,
+        {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+        branch="feature",
+        message="Fix add",
+    )
+    git.create_pull_ref(REPO, NUMBER, head)
+    fake.add_repo(REPO)
+    fake.add_collaborator(REPO, "maintainer", "write")
+    fake.add_collaborator(REPO, "reader", "read")
+    fake.add_pull(
+        REPO,
+        number=NUMBER,
+        title="Fix add",
+        head_ref="feature",
+        head_sha=head,
+        base_sha=main,
+        files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+    )
 
 
 def test_beam_review_in_a_workflow_posts_the_review_and_exits_0(runner: Runner) -> None:

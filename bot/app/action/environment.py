@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
 
+from bot.beam import providers
 from bot.beam.errors import BeamError
 
 # The events the Action serves: the commands' comments and automatic reviews (docs/action.md).
@@ -111,3 +112,62 @@ def read_environment(env: Mapping[str, str]) -> ActionEnvironment:
         run_attempt=env.get("GITHUB_RUN_ATTEMPT") or "1",
         temp_dir=Path(temp) if temp else None,
     )
+
+
+# The Action's model inputs, as action.yml passes them (an input GitHub leaves empty is "").
+INPUT_KEY, INPUT_PROVIDER = "BEAM_ACTION_API_KEY", "BEAM_ACTION_PROVIDER"
+INPUT_BASE_URL, INPUT_MODEL = "BEAM_ACTION_API_BASE_URL", "BEAM_ACTION_MODEL"
+# The seed's key variables, and the variables that name the server and the model (model_env.py).
+SEED_KEYS = ("BEAM_API_KEY", "GFS_BEAM_API_KEY", "NVIDIA_API_KEY")
+SERVER_VARS = ("BEAM_API_BASE_URL", "GFS_BEAM_BASE_URL", "BEAM_MODEL", "GFS_BEAM_MODEL")
+
+
+def model_inputs(env: Mapping[str, str]) -> dict[str, str | None]:
+    """What the Action's inputs change in the environment the model client reads (None: unset).
+
+    An empty value is no value: GitHub sets an input's variable to "" when the workflow leaves the
+    input out, and to the framework an empty BEAM_API_KEY is a key that stops the search and an
+    empty BEAM_API_BASE_URL a base URL. So the empty ones are unset, and a provider's own key in the
+    step's `env:` (OPENAI_API_KEY...) is found with its URL and model, with no input at all. The
+    `api-key` input goes to BEAM_API_KEY, or with `provider` to that provider's own variable (the
+    seed's keys are unset then: they come first in the search). BEM-390 for a provider this does not
+    know, or one named with no key anywhere.
+    """
+    changes: dict[str, str | None] = {
+        name: None for name in (*SEED_KEYS, *SERVER_VARS, *providers.KEY_VARS) if env.get(name) == ""
+    }
+    key = (env.get(INPUT_KEY) or "").strip()
+    named = (env.get(INPUT_PROVIDER) or "").strip()
+    for variable, name in ((INPUT_BASE_URL, "BEAM_API_BASE_URL"), (INPUT_MODEL, "BEAM_MODEL")):
+        value = (env.get(variable) or "").strip()
+        if value:
+            changes[name] = value
+    if not named:
+        if key:
+            changes["BEAM_API_KEY"] = key
+        return changes
+    provider = providers.by_name(named)
+    if provider is None:
+        raise BeamError(
+            MISSING_ENVIRONMENT,
+            f"the `provider` input is {named[:40]!r}; it takes {', '.join(providers.NAMES)} "
+            "(or leave it out for BEAM_API_KEY)",
+        )
+    if key:
+        changes[provider.key_var] = key
+    elif not env.get(provider.key_var):
+        raise BeamError(
+            MISSING_ENVIRONMENT,
+            f"`provider: {provider.name.lower()}` needs the `api-key` input or {provider.key_var}",
+        )
+    changes.update({name: None for name in SEED_KEYS})
+    return changes
+
+
+def apply(env: MutableMapping[str, str], changes: Mapping[str, str | None]) -> None:
+    """Sets and unsets `changes` in `env` (a copy of the environment, or `os.environ` itself)."""
+    for name, value in changes.items():
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value

@@ -10,8 +10,10 @@ outlive the run lives on GitHub (the tracking comment, the summary comment, the 
 from __future__ import annotations
 
 import logging
+import signal
 import tempfile
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -20,20 +22,23 @@ import anyio
 import httpx
 from sqlalchemy import select, update
 
+from bot.app.action import render
 from bot.app.action.carry import Carried, restore, save
 from bot.app.action.environment import MISSING_ENVIRONMENT, ActionEnvironment, read_environment
+from bot.app.action.outcome import FAILURE, SKIPPED, Outcome, read_outcome, write_outputs, write_summary
 from bot.app.action.state_ref import StateRef
 from bot.app.approvals.flow import WATCH
-from bot.app.assembly import build_handler
+from bot.app.assembly import JobHandlers, build_handler
 from bot.app.credentials.files import AppCredentials
 from bot.app.git.plumbing import CheckoutError
-from bot.app.github.api import GitHubApi
+from bot.app.github.api import GitHubApi, GitHubError
 from bot.app.github.auth import ACTIONS_LOGIN, GitHubApp, TokenAuth
 from bot.app.github.timeouts import CONNECT_TIMEOUT
 from bot.app.jobs.queue import JobQueue
-from bot.app.jobs.schema import auto_reviews, jobs, runs
+from bot.app.jobs.schema import auto_reviews, jobs
 from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
+from bot.app.limits.policy import Prices
 from bot.app.logs import configure_logging
 from bot.app.reviews.review import KIND as AUTO_REVIEW
 from bot.app.settings import Settings, SettingsError, load_settings
@@ -45,10 +50,7 @@ from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.action")
 
-UNFINISHED = "BEM-393"
-NO_STATE = "BEM-394"
 OPEN_STATES = ("queued", "running")
-FAILED_STATES = ("failed", "dead")
 DRAIN_POLL = 0.2  # seconds between looks at the queue; the workers are woken at once anyway
 
 
@@ -65,19 +67,6 @@ class ActionResources:
     @property
     def metrics(self) -> Metrics:
         return self._metrics
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What the run did: its runs (skill, status, BEM code) and the jobs that failed for good."""
-
-    runs: list[tuple[str, str, str | None, str | None]]
-    failed: list[str]
-    unfinished: int
-
-    @property
-    def ok(self) -> bool:
-        return not self.failed and not self.unfinished and all(r[1] != "failed" for r in self.runs)
 
 
 def action_settings(environment: ActionEnvironment, work_dir: Path) -> Settings:
@@ -98,13 +87,22 @@ def action_settings(environment: ActionEnvironment, work_dir: Path) -> Settings:
     )
 
 
+def work_dir_prefix(environment: ActionEnvironment) -> str:
+    """The run's directory in RUNNER_TEMP starts with this, so the job's `if: always()` step
+    (finish.py) finds the database of this run attempt, and only of this one."""
+    return f"beam-action-{environment.run_id}-{environment.run_attempt}-"
+
+
 async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
-    """0 when the event's work is done (or there is none), 1 when it failed, 2 on bad set-up."""
+    """0 when the event's work is done (or there is none), 1 when it failed, 2 on bad set-up,
+    128 + the signal's number when SIGINT or SIGTERM stopped it (a cancelled job sends both)."""
     try:
         environment = read_environment(env)
         parent = environment.temp_dir
         work_dir = Path(
-            tempfile.mkdtemp(prefix="beam-action-", dir=parent if parent and parent.is_dir() else None)
+            tempfile.mkdtemp(
+                prefix=work_dir_prefix(environment), dir=parent if parent and parent.is_dir() else None
+            )
         )
         settings = action_settings(environment, work_dir)
     except BeamError as error:
@@ -116,49 +114,123 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
     if not settings.has_llm_key:
         # The echo model would post the prompt as an answer on a public pull request.
         missing = BeamError(
-            MISSING_ENVIRONMENT, "no model key: set the action's `api-key` input (BEAM_API_KEY)"
+            MISSING_ENVIRONMENT,
+            "no model key: set the action's `api-key` input (with `provider` for a provider's own key), "
+            "or OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY or GROQ_API_KEY",
         )
         err.write(f"beam-bot action: {missing}\n")
         return 2
     configure_logging(settings.log_level, settings.log_format, stream=err)
     payload = environment.payload
     if not can_lead_to_work(environment.event, payload):
+        write_outputs(env, {"outcome": SKIPPED, "review-url": "", "findings": "0"})
         out.write(f"beam-bot action: nothing to do for this {environment.event} event\n")
         return 0
+    prices = Prices(settings.price_input_per_mtok, settings.price_output_per_mtok)
+    stopped: list[str] = []
     try:
-        outcome = await _run(environment, settings)
+        outcome = await until_signalled(lambda: _run(environment, settings, prices), stopped)
     except BeamError as error:
-        err.write(f"beam-bot action: {error}\n")
+        outcome = Outcome(state_problem=error)
+    except (GitHubError, httpx.HTTPError, OSError) as error:
+        # A bad token or GitHub down before any job ran: one line, the job's log has the rest.
+        write_outputs(env, {"outcome": FAILURE, "review-url": "", "findings": "0"})
+        err.write(render.PREFIX + render.github_unreachable(str(error) or type(error).__name__) + "\n")
         return 1
-    for skill, status, code, message in outcome.runs:
-        line = f"beam-bot action: {skill} {status}"
-        if code:
-            line += f" ({code}{': ' + message if message else ''})"
-        out.write(line + "\n")
-    if outcome.ok:
+    if outcome is None:
+        write_outputs(env, {"outcome": FAILURE, "review-url": "", "findings": "0"})
+        err.write(render.PREFIX + render.stopped(stopped[0]) + "\n")
+        return 128 + signal.Signals[stopped[0]].value
+    return report(env, environment, outcome, out, err)
+
+
+def report(
+    env: Mapping[str, str], environment: ActionEnvironment, outcome: Outcome, out: TextIO, err: TextIO
+) -> int:
+    """The run's lines, step summary and outputs; the last line of the log is the first thing that
+    failed (its code and message), or `done`."""
+    write_outputs(
+        env,
+        {"outcome": outcome.word, "review-url": outcome.review_url, "findings": str(len(outcome.findings))},
+    )
+    write_summary(env, render.summary(outcome, what_ran(environment), run_link(environment)))
+    for run in outcome.runs:
+        out.write(render.PREFIX + render.run_line(run) + "\n")
+    out.flush()
+    causes = render.causes(outcome)
+    if not causes:
         out.write("beam-bot action: done\n")
         return 0
-    detail = "; ".join(outcome.failed) or f"{outcome.unfinished} job(s) still queued when time ran out"
-    err.write(f"beam-bot action: {BeamError(UNFINISHED, detail)}\n")
+    for cause in causes[1:]:
+        err.write(render.PREFIX + cause + "\n")
+    err.write(render.PREFIX + (render.failure_line(outcome) or causes[0]) + "\n")
     return 1
 
 
-async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
+def what_ran(environment: ActionEnvironment) -> str:
+    about = environment.pull_request
+    where = f"{about[0]}#{about[1]}" if about else environment.repository
+    return f"{environment.event} on {where}"
+
+
+def run_link(environment: ActionEnvironment) -> str:
+    """The workflow run's page: `$GITHUB_SERVER_URL/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID`."""
+    return f"{environment.server_url}/{environment.repository}/actions/runs/{environment.run_id}"
+
+
+async def until_signalled(work: Callable[[], Awaitable[Outcome]], stopped: list[str]) -> Outcome | None:
+    """`work()`, or None once SIGINT or SIGTERM arrives (its name is appended to `stopped`): the
+    work is cancelled, and its own cleanup (the database closed) still runs. What the run leaves
+    open, the job's `if: always()` step makes final (finish.py)."""
+    result: list[Outcome] = []
+    failure: list[Exception] = []
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as received:
+                async for signum in received:
+                    stopped.append(signal.Signals(signum).name)
+                    tg.cancel_scope.cancel()
+                    return
+
+        async def do() -> None:
+            try:
+                result.append(await work())
+            except Exception as error:  # raised below as itself, not inside the task group's group
+                failure.append(error)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(watch)
+        tg.start_soon(do)
+    if failure and not stopped:
+        raise failure[0]
+    return result[0] if result and not stopped else None
+
+
+@asynccontextmanager
+async def action_handler(
+    environment: ActionEnvironment, settings: Settings, store: Store
+) -> AsyncIterator[JobHandlers]:
+    """The App's job handler under the workflow's token, for a run and for its `--finish` step."""
+    async with httpx.AsyncClient(
+        base_url=settings.github_api_url,
+        headers=GITHUB_HEADERS,
+        timeout=httpx.Timeout(settings.github_timeout, connect=CONNECT_TIMEOUT),
+        follow_redirects=False,
+    ) as client:
+        login = settings.bot_login
+
+        def auth(api: GitHubApi) -> GitHubApp:
+            return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
+
+        yield build_handler(ActionResources(settings, client, store), auth)
+
+
+async def _run(environment: ActionEnvironment, settings: Settings, prices: Prices) -> Outcome:
     store = await Store.open(build_url(None, settings.work_dir))
+    since = store.clock()
     try:
-        async with httpx.AsyncClient(
-            base_url=settings.github_api_url,
-            headers=GITHUB_HEADERS,
-            timeout=httpx.Timeout(settings.github_timeout, connect=CONNECT_TIMEOUT),
-            follow_redirects=False,
-        ) as client:
-            resources = ActionResources(settings, client, store)
-            login = settings.bot_login
-
-            def auth(api: GitHubApi) -> GitHubApp:
-                return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
-
-            handler = build_handler(resources, auth)
+        async with action_handler(environment, settings, store) as handler:
             gh_token = environment.token.get_secret_value()
             # The delivery is stored before anything is sent with the token, and the state comes
             # back only from the run's own repository, at the address the runner gave.
@@ -178,9 +250,7 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 try:
                     carried = await restore(store, ref, place, about[1])
                 except CheckoutError as error:
-                    raise BeamError(
-                        NO_STATE, f"the state of the last run could not be read: {error.message}"
-                    ) from None
+                    raise render.state_unreadable(error.message, error.auth) from None
                 log.info("carried %d rows of state from the last run", carried.rows)
             pool = WorkerPool(
                 JobQueue(store),
@@ -195,13 +265,22 @@ async def _run(environment: ActionEnvironment, settings: Settings) -> Outcome:
                 periodic=handler.periodic,
                 periodic_interval=settings.sweep_interval,
             )
-            unfinished = await _drain(store, pool, settings.job_timeout * 2)
+            limit = settings.job_timeout * 2
+            unfinished = await _drain(store, pool, limit)
             problem = None
             if about is not None:
                 problem = await save(store, ref, place.repo, about[1], carried)
-            return await _outcome(store, unfinished, problem)
+            return await read_outcome(
+                store,
+                since,
+                prices,
+                unfinished=unfinished,
+                state_problem=render.state_unkept(problem) if problem else None,
+                time_limit=limit,
+            )
     finally:
-        await store.close()
+        with anyio.CancelScope(shield=True):  # a signal cancels the run; the database still closes
+            await store.close()
 
 
 async def _open_jobs(store: Store) -> int:
@@ -238,20 +317,3 @@ async def _drain(store: Store, pool: WorkerPool, limit: float) -> int:
                 left = await _open_jobs(store)
         pool.stop()
     return left
-
-
-async def _outcome(store: Store, unfinished: int, problem: str | None) -> Outcome:
-    async with store.read() as conn:
-        done = await conn.execute(
-            select(runs.c.skill, runs.c.status, runs.c.error_code, runs.c.error_message).order_by(
-                runs.c.created_at
-            )
-        )
-        run_rows = [(r[0], r[1], r[2], r[3]) for r in done.all()]
-        bad = await conn.execute(
-            select(jobs.c.kind, jobs.c.last_error).where(jobs.c.state.in_(FAILED_STATES))
-        )
-        failed = [f"{kind}: {error or 'failed'}" for kind, error in bad.all()]
-    if problem is not None:
-        failed.append(problem)
-    return Outcome(run_rows, failed, unfinished)

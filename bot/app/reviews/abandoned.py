@@ -41,8 +41,8 @@ from bot.app.reviews.agent import Target
 from bot.app.reviews.publish import finish_check, publish_summary
 from bot.app.reviews.review import KIND, attempt_key, held_check
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
-from bot.app.runs.outage import GAVE_UP_CODE
 from bot.app.runs.run import RunDeps
+from bot.beam.errors import CATALOG
 
 log = logging.getLogger("beam.reviews")
 
@@ -79,11 +79,13 @@ class GaveUpJob:
 
     @property
     def code(self) -> str:
-        """BEM-339 when its worker was lost on the last attempt, BEM-380 when it waited for GitHub
-        as long as it may (review.py), BEM-340 for any other end."""
+        """BEM-339 when its worker was lost on the last attempt, the code the job's error starts with
+        when it is catalogued (BEM-380: it waited for GitHub as long as it may, review.py; BEM-395:
+        the Action's job was cancelled, action/finish.py), BEM-340 for any other end."""
         if self.last_error.startswith(LOST_ON_LAST_ATTEMPT):
             return "BEM-339"
-        return GAVE_UP_CODE if self.last_error.startswith(GAVE_UP_CODE) else "BEM-340"
+        named = self.last_error.split(":", 1)[0].strip()
+        return named if named in CATALOG else "BEM-340"
 
 
 @dataclass(frozen=True, slots=True)
