@@ -107,8 +107,7 @@ def test_the_documented_workflow_avoids_the_known_threats() -> None:
         # One step: the Action. Nothing checks out or runs the pull request's code beside the key.
         assert [s.get("uses", "").split("@")[0] for s in steps] == ["OWNER/beam-bot"], name
         assert steps[0]["with"]["api-key"] == "${{ secrets.BEAM_API_KEY }}"
-    # The review job pushes no branch: `contents: write` keeps the review's state ref (docs/action.md).
-    assert workflow["jobs"]["review"]["permissions"]["contents"] == "write"
+    assert workflow["jobs"]["review"]["permissions"]["contents"] == "read"  # reviews never push
     assert "head.repo.full_name == github.repository" in workflow["jobs"]["review"]["if"]
     text = (DOCS / "action.md").read_text(encoding="utf-8")
     for threat in ("pull_request_target", "permissions: {}", "secret", "Clinejection", "/beam approve"):

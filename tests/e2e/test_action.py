@@ -467,3 +467,39 @@ def test_a_held_commit_larger_than_a_comment_is_carried_whole_by_the_state_ref(t
         assert done.returncode == 0, done.stdout + done.stderr
         pushed = [v for k, v in runner.git.refs(REPO).items() if k.startswith("refs/heads/beam/pr-7/author-")]
         assert pushed == [commit.group(1)]
+
+
+def test_a_review_job_that_may_only_read_keeps_no_state_and_says_so(runner: Runner) -> None:
+    """The documented review job has `contents: read`: the state is not kept, the run still succeeds."""
+    runner.git.read_only = True
+    runner.llm.reply_tool_calls(
+        (
+            "review_change",
+            {"body": "One problem.", "comments": [{"path": "src/calc.py", "line": 2, "body": "Overflow."}]},
+        )
+    )
+    runner.llm.reply_text("Reviewed.")
+
+    done = runner.action("issue_comment", runner.command("/beam review"))
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "review state is not kept" in done.stderr and "contents: write" in done.stderr
+    assert "refs/beam/state/pr-7" not in runner.git.refs(REPO)
+    assert len(runner.fake.reviews_on(REPO, NUMBER)) == 1
+
+
+def test_a_held_push_that_cannot_be_kept_fails_the_run_and_says_why(tmp_path: Path) -> None:
+    with actions_runner(tmp_path) as runner:
+        seed_author_pull(runner)
+        runner.git.read_only = True
+        runner.llm.reply_tool_calls(("write_file", {"path": "README.md", "body": "Hello world\n"}))
+        runner.llm.reply_tool_calls(
+            ("git_add", {"path": "README.md"}), ("git_commit", {"message": "Fix the typo in README"})
+        )
+        runner.llm.reply_tool_calls(("git_push", {}))
+
+        held = runner.action("issue_comment", runner.command("/beam author fix the typo in README"))
+
+        assert held.returncode == 1, held.stdout + held.stderr
+        last = held.stderr.strip().splitlines()[-1]
+        assert "could not keep this run's state on GitHub" in last and "contents: write" in last, last

@@ -136,6 +136,17 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         return user or ""
 
+    def _forbid(self) -> None:
+        """What GitHub answers a push with a token that may only read (`contents: read`)."""
+        body = b"remote: Write access to repository not granted.\n"
+        self.send_response(403)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
     def _refuse(self) -> None:
         body = b"Authentication required\n"
         self.send_response(401)
@@ -152,6 +163,9 @@ class _Handler(BaseHTTPRequestHandler):
         user = self._auth_ok(record=True)
         if user is None:
             self._refuse()
+            return
+        if self.server.owner.read_only and "git-receive-pack" in self.path:
+            self._forbid()
             return
         parts = urlsplit(self.path)
         env = self._cgi_env(unquote(parts.path), parts.query, user)
@@ -319,6 +333,7 @@ class GitHttpServer:
         self.root = Path(root).resolve()
         self.root.mkdir(parents=True, exist_ok=True)
         self.token: TokenCheck = token
+        self.read_only = False  # True: every push is refused with a 403, as for `contents: read`
         self.requests: list[GitRequest] = []
         self.backend_errors: list[str] = []
         self._server: _Server | None = None
