@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bot.app.checks.flow import checks_detail
 from bot.app.credentials.files import AppCredentials
 from bot.app.credentials.stored import load_app_credentials, wait_for_registration
+from bot.app.dashboard.routes import Dashboard
 from bot.app.github.api import GitHubApi
 from bot.app.github.auth import GitHubApp
 from bot.app.github.timeouts import CONNECT_TIMEOUT
@@ -389,6 +390,8 @@ def create_app(
             Route("/metrics", metrics, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Route("/setup/callback", setup_callback, methods=["GET"]),
+            # Issue 44: the maintainers' page, behind "Sign in with GitHub" (bot/app/dashboard).
+            *Dashboard(runtime).routes(),
         ],
         lifespan=lifespan,
     )

@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.app.credentials import stored
-from bot.app.credentials.files import AppCredentials, write_credentials_file
+from bot.app.credentials.files import AppCredentials, optional_secret, write_credentials_file
 from bot.app.jobs.store import Store
 from bot.app.settings import Settings, normalise_pem
 from bot.app.web import setup_pages as pages
@@ -371,12 +371,14 @@ class SetupFlow:
                 502, "GitHub returned no webhook secret; beam-bot refuses unsigned webhooks: start again."
             )
         slug, client_id, html_url = data.get("slug"), data.get("client_id"), data.get("html_url")
+        client_secret = data.get("client_secret")
         creds = AppCredentials(
             app_id=app_id,
             private_key=SecretStr(pem),
             webhook_secret=SecretStr(secret),
             slug=slug if isinstance(slug, str) else None,
             client_id=client_id if isinstance(client_id, str) else None,
+            client_secret=optional_secret(client_secret),
             source="file",
         )
         return creds, html_url if isinstance(html_url, str) and html_url.startswith("https://") else None
