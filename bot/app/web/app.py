@@ -381,6 +381,7 @@ def create_app(
         text += usage
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
+    dashboard = Dashboard(runtime)
     app = _BeamApp(
         runtime.intake,
         routes=[
@@ -391,11 +392,12 @@ def create_app(
             Route("/", index, methods=["GET"]),
             Route("/setup/callback", setup_callback, methods=["GET"]),
             # Issue 44: the maintainers' page, behind "Sign in with GitHub" (bot/app/dashboard).
-            *Dashboard(runtime).routes(),
+            *dashboard.routes(),
         ],
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.dashboard = dashboard
     # Issue 32: BEAM_METRICS_LISTEN serves this app (only /metrics, no token) on an address of its own.
     app.state.metrics_app = Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])
     return app
