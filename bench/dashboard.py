@@ -44,7 +44,7 @@ from bot.app.settings import Settings  # noqa: E402
 from bot.app.web.app import create_app  # noqa: E402
 
 BIG, SMALL = "big-org/monorepo", "small-org/repo-0"
-TOKEN = "bench-dashboard-token-0123456789"  # noqa: S105 - the bench's own
+TOKEN = "bench-dashboard-token-0123456789"
 DAY = 86400.0
 SKILLS = ("review", "review", "review", "author", "summarize")
 STATES = ("open", "open", "fixed", "fixed", "dismissed")

@@ -68,7 +68,7 @@ def _nice(value: float) -> float:
     step = 1.0
     while step * 10 <= value:
         step *= 10
-    while step > value * 10:
+    while step > value:
         step /= 10
     for factor in (1, 2, 5, 10):
         if step * factor >= value:

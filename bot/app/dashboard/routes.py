@@ -193,7 +193,7 @@ class Dashboard:
             assert sealer is not None
             response.set_cookie(
                 SESSION_COOKIE,
-                sealer.seal_session(session),
+                sealer.seal_session(session, self.clock()),
                 max_age=SESSION_TTL,
                 path="/dashboard",
                 httponly=True,
@@ -254,7 +254,7 @@ class Dashboard:
         response = RedirectResponse(target, status_code=303)
         response.set_cookie(
             SIGNIN_COOKIE,
-            sealer.seal_signin(flow),
+            sealer.seal_signin(flow, self.clock()),
             max_age=SIGNIN_TTL,
             path="/dashboard",
             httponly=True,

@@ -73,8 +73,8 @@ class CookieSealer:
             return cls([part.strip().encode() for part in secret_key.split(",") if part.strip()])
         return cls([private_key_pem.encode()])
 
-    def seal_session(self, session: Session) -> str:
-        return self._seal(asdict(session))
+    def seal_session(self, session: Session, now: float) -> str:
+        return self._seal(asdict(session), now)
 
     def open_session(self, value: str | None, now: float) -> Session | None:
         data = self._open(value, SESSION_TTL, now)
@@ -91,8 +91,8 @@ class CookieSealer:
         except (KeyError, TypeError, ValueError):
             return None
 
-    def seal_signin(self, signin: SignIn) -> str:
-        return self._seal(asdict(signin))
+    def seal_signin(self, signin: SignIn, now: float) -> str:
+        return self._seal(asdict(signin), now)
 
     def open_signin(self, value: str | None, now: float) -> SignIn | None:
         data = self._open(value, SIGNIN_TTL, now)
@@ -103,8 +103,9 @@ class CookieSealer:
         except (KeyError, TypeError):
             return None
 
-    def _seal(self, data: object) -> str:
-        return self._fernet.encrypt(json.dumps(data, separators=(",", ":")).encode()).decode("ascii")
+    def _seal(self, data: object, now: float) -> str:
+        raw = json.dumps(data, separators=(",", ":")).encode()
+        return self._fernet.encrypt_at_time(raw, int(now)).decode("ascii")
 
     def _open(self, value: str | None, ttl: int, now: float) -> dict[str, Any] | None:
         if not value:
