@@ -106,6 +106,10 @@ def build_manifest(
     manifest["hook_attributes"] = hook
     # The browser follows the redirect, not GitHub: a loopback address works here.
     manifest["redirect_url"] = f"{public_url}/setup/callback"
+    # Issue 44: where GitHub may send a user back from "Sign in with GitHub" on /dashboard.
+    callbacks = [url for url in manifest.get("callback_urls") or [] if isinstance(url, str)]
+    dashboard = f"{public_url}/dashboard/callback"
+    manifest["callback_urls"] = [*callbacks, dashboard] if dashboard not in callbacks else callbacks
     return manifest
 
 
