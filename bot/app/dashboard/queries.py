@@ -190,7 +190,6 @@ async def _run_figures(
     dialect = conn.dialect.name
     in_span = and_(runs.c.repo == repo, runs.c.created_at >= span.since)
     duration = runs.c.finished_at - runs.c.started_at
-    timed = and_(runs.c.finished_at.is_not(None), runs.c.started_at.is_not(None))
     tokens_in = func.coalesce(func.sum(runs.c.input_tokens), 0)
     tokens_out = func.coalesce(func.sum(runs.c.output_tokens), 0)
     # One read of the span (from the covering index runs_repo_created) for the runs by command and
@@ -203,8 +202,10 @@ async def _run_figures(
                 runs.c.status,
                 week,
                 func.count(),
-                func.coalesce(func.sum(case((timed, duration), else_=0.0)), 0.0),
-                func.coalesce(func.sum(case((timed, 1), else_=0)), 0),
+                # NULL when a run has no start or no end: SUM and COUNT skip it, cheaper than a CASE
+                # per row (100,000 rows at 90 days).
+                func.coalesce(func.sum(duration), 0.0),
+                func.count(duration),
                 tokens_in,
                 tokens_out,
             )

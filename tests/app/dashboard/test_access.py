@@ -307,3 +307,12 @@ async def test_without_a_client_secret_the_page_says_what_to_set(tmp_path: Path)
         assert "Sign in with GitHub" not in home.text
         assert (await client.get("/dashboard/login")).status_code == 200
         assert (await client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+
+
+async def test_the_owner_of_an_app_on_a_personal_account_is_an_operator(env: Env) -> None:
+    env.fake.users[env.fake.app_owner.lower()].type = "User"
+    await env.sign_in(env.fake.app_owner)
+    assert (await env.client.get("/dashboard/installation")).status_code == 200
+    await env.client.post("/dashboard/logout")
+    await env.sign_in("maintainer")
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
