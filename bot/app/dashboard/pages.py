@@ -55,7 +55,7 @@ def page(title: str, body: str, *, who: str | None = None, status: int = 200) ->
 # No script may run and nothing may load from elsewhere; the page is never framed or cached.
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
-    "form-action 'self' ; frame-ancestors 'none'; base-uri 'none'",
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
     "Referrer-Policy": "no-referrer",

@@ -330,7 +330,8 @@ def create_app(
         install_html = f'<p><a href="{html.escape(install)}">Install the App</a></p>' if install else ""
         return status_page(
             f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>{install_html}"
-            '<p><a href="/healthz">/healthz</a> · <a href="/metrics">/metrics</a></p>'
+            '<p><a href="/dashboard">/dashboard</a> · <a href="/healthz">/healthz</a> · '
+            '<a href="/metrics">/metrics</a></p>'
         )
 
     async def setup_callback(request: Request) -> Response:
