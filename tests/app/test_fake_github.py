@@ -143,7 +143,7 @@ async def test_unknown_route_method_and_parameters_are_refused(
 
 def test_spec_resolves_every_operation_the_bot_calls() -> None:
     spec = RestSpec.load()
-    assert len(spec.operations) == 31
+    assert len(spec.operations) == 35  # issue 44 added the four user operations of the dashboard's sign-in
     checked = spec.check_request("GET", "/repos/o/r/contents/.github/beam.yml", [("ref", "main")], b"")
     assert checked.operation is not None and checked.operation.operation_id == "repos/get-content"
     assert checked.path_params["path"] == ".github/beam.yml" and checked.problems == []
@@ -406,3 +406,33 @@ def test_served_on_loopback_under_an_enterprise_prefix() -> None:
     assert outside.status_code == 404 and len(fake.violations) == 1
     assert [c.prefix for c in fake.calls] == ["/api/v3", "/api/v3", ""]
     assert json.loads(json.dumps(fake.snapshot()))["repos"] == [REPO]
+
+
+@pytest.mark.anyio
+async def test_the_users_api_answers_as_github_does_and_only_to_user_tokens(
+    gh: tuple[FakeGitHub, httpx.AsyncClient, dict[str, str]],
+) -> None:
+    fake, client, installation_auth = gh
+    fake.add_collaborator(REPO, "reader", "read")
+    fake.oauth.org_roles[("octo-org", "reader")] = "member"
+    user = {"Authorization": f"Bearer {fake.oauth.mint('reader')}"}
+    spec = RestSpec.load()
+    problems: list[str] = []
+    for path in (
+        "/user",
+        "/user/installations",
+        "/user/installations/11/repositories",
+        "/user/memberships/orgs/octo-org",
+    ):
+        response = await client.get(path, headers=user)
+        assert response.status_code == 200, path
+        operation = spec.check_request("GET", path, [], b"").operation
+        assert operation is not None
+        problems += [f"{path}: {p}" for p in spec.check_response(operation, 200, response.json())]
+    assert problems == [], "\n".join(problems)
+    listed = (await client.get("/user/installations/11/repositories", headers=user)).json()
+    assert [r["full_name"] for r in listed["repositories"]] == [REPO]
+    # An installation token is no user token, and a revoked user token is refused.
+    assert (await client.get("/user", headers=installation_auth)).status_code == 401
+    fake.oauth.revoke("reader")
+    assert (await client.get("/user", headers=user)).status_code == 401

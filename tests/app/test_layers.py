@@ -18,6 +18,7 @@ ROOT = Path(bot.app.__file__).parent
 RANK = {
     "action": 7,  # issue 31: `beam-bot action`, one event through the assembled app, over web's intake
     "web": 6,
+    "dashboard": 5.5,  # issue 44: the maintainers' page, mounted by web, over jobs, limits and github
     "assembly": 5,
     "webhooks": 4,
     "approvals": 3,

@@ -40,6 +40,7 @@ from bot.app.github.api import GitHubApi
 from bot.app.github.client import GitHubApp, InstallationClient
 from tests.support import (
     fake_github_hooks,
+    fake_github_oauth,
     fake_github_ops_checks,
     fake_github_ops_issues,
     fake_github_ops_pulls,
@@ -62,6 +63,7 @@ JWT_OPERATIONS = frozenset(
 )
 OPERATION_MODULES = (
     fake_github_hooks,
+    fake_github_oauth,
     fake_github_ops_issues,
     fake_github_ops_pulls,
     fake_github_ops_checks,
@@ -84,6 +86,7 @@ class Call:
     status: int = 0
     auth: str | None = None
     installation_id: int | None = None
+    user: str | None = None
 
 
 @dataclass
@@ -319,6 +322,7 @@ class FakeGitHub(FakeHandlers):
             str(request.url),
             Render(self, Urls(base, self.web_url, self.git_base_url)),
             call.installation_id,
+            call.auth.removeprefix("user:") if call.auth and call.auth.startswith("user:") else None,
         )
         try:
             reply = HANDLERS[operation_id](self, ctx)
@@ -344,6 +348,12 @@ class FakeGitHub(FakeHandlers):
         if operation_id in UNAUTHENTICATED:
             return None, None
         scheme, _, credential = request.headers.get("authorization", "").partition(" ")
+        if operation_id in fake_github_oauth.USER_OPERATIONS:
+            # A user token (the dashboard's sign-in): only these operations, and only with one.
+            login = self.oauth.tokens.get(credential) if scheme.lower() in ("token", "bearer") else None
+            if login is None:
+                raise Answer(401, "Bad credentials")
+            return f"user:{login}", None
         if operation_id in JWT_OPERATIONS:
             if scheme.lower() != "bearer":
                 raise Answer(401, "A JSON web token could not be decoded")

@@ -50,6 +50,7 @@ class Ctx:
     url: str
     render: Render
     installation_id: int | None = None
+    user: str | None = None  # the login behind a user token (fake_github_oauth.py)
 
 
 Handler = Callable[["FakeHandlers", Ctx], Reply]

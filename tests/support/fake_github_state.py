@@ -8,6 +8,7 @@ which lets `add_reaction(comment_id, ...)` work without naming the repository.
 from __future__ import annotations
 
 import itertools
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -156,6 +157,40 @@ class ManifestApp:
     owner: str
 
 
+@dataclass
+class Grant:
+    """A code the authorize page handed out: one exchange, for this client, redirect and challenge."""
+
+    login: str
+    client_id: str
+    redirect_uri: str
+    challenge: str | None
+    method: str | None
+
+
+@dataclass
+class OAuthState:
+    """The fake github.com's side of sign-in: who is signed in there, codes, clients, user tokens."""
+
+    signed_in: str = "octocat"
+    clients: dict[str, str] = field(default_factory=dict)  # client id -> client secret
+    grants: dict[str, Grant] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)  # user token -> login
+    org_roles: dict[tuple[str, str], str] = field(default_factory=dict)  # (org, login) -> admin|member
+    authorized: list[str] = field(default_factory=list)  # logins that pressed "Authorize"
+    refused: list[str] = field(default_factory=list)  # why exchanges were refused
+
+    def mint(self, login: str) -> str:
+        token = "ghu_" + secrets.token_urlsafe(27)
+        self.tokens[token] = login
+        return token
+
+    def revoke(self, login: str) -> None:
+        for token, owner in list(self.tokens.items()):
+            if owner == login:
+                del self.tokens[token]
+
+
 class FakeState:
     """Everything the fake GitHub knows; seed it directly from tests, before or between requests."""
 
@@ -170,6 +205,7 @@ class FakeState:
         self.reviews: dict[int, Review] = {}
         self.check_runs: dict[int, CheckRun] = {}
         self.manifest_codes: dict[str, ManifestApp] = {}
+        self.oauth = OAuthState()  # the user-authorization flow (fake_github_oauth.py)
 
     def new_id(self) -> int:
         return next(self._ids)
@@ -337,6 +373,7 @@ class FakeState:
             owner,
         )
         self.manifest_codes[code] = app
+        self.oauth.clients[app.client_id] = app.client_secret  # its user-authorization flow
         return app
 
     # --- queries tests use ----------------------------------------------------------------------

@@ -26,6 +26,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from tests.support import fake_github_oauth
 from tests.support.asgi_server import serve_asgi
 from tests.support.fake_github import FakeGitHub
 
@@ -69,6 +70,10 @@ class FakeGitHubWeb:
                 Route("/settings/apps/new", self._new, methods=["POST"]),
                 Route("/organizations/{org}/settings/apps/new", self._new, methods=["POST"]),
                 Route("/fake-web/create", self._create, methods=["POST"]),
+                # The App's user-authorization flow (fake_github_oauth.py), for the dashboard.
+                Route("/login/oauth/authorize", self._authorize_page, methods=["GET"]),
+                Route("/fake-web/authorize", self._authorize, methods=["POST"]),
+                Route("/login/oauth/access_token", self._access_token, methods=["POST"]),
                 Route("/favicon.ico", lambda _: Response(status_code=404)),
                 Mount("/", app=self.fake),
             ]
@@ -96,6 +101,15 @@ class FakeGitHubWeb:
 <input type="hidden" name="owner" value="{html.escape(owner)}">
 <button type="submit">Create GitHub App for {html.escape(owner)}</button></form>"""
         )
+
+    async def _authorize_page(self, request: Request) -> Response:
+        return await fake_github_oauth.authorize_page(self.fake, request)
+
+    async def _authorize(self, request: Request) -> Response:
+        return await fake_github_oauth.authorize(self.fake, request)
+
+    async def _access_token(self, request: Request) -> Response:
+        return await fake_github_oauth.access_token(self.fake, request)
 
     async def _create(self, request: Request) -> Response:
         form = await _form(request)

@@ -24,6 +24,9 @@ class AppCredentials:
     slug: str | None = None
     client_id: str | None = None
     source: str = "env"
+    # Issue 44: the App's user-authorization flow ("Sign in with GitHub" on /dashboard); the
+    # manifest conversion returns both, BEAM_CLIENT_ID and BEAM_CLIENT_SECRET give them otherwise.
+    client_secret: SecretStr | None = None
 
     def __repr__(self) -> str:
         return f"AppCredentials(app_id={self.app_id}, slug={self.slug!r}, source={self.source!r})"
@@ -40,7 +43,14 @@ def load_credentials(settings: Settings) -> AppCredentials | None:
         if key is None:
             assert settings.private_key_path is not None
             key = _read_key_file(settings.private_key_path)
-        return AppCredentials(settings.app_id, key, settings.webhook_secret, source="env")
+        return AppCredentials(
+            settings.app_id,
+            key,
+            settings.webhook_secret,
+            client_id=settings.client_id,
+            client_secret=settings.client_secret,
+            source="env",
+        )
     return read_credentials_file(settings.credentials_path)
 
 
@@ -72,6 +82,7 @@ def read_credentials_file(path: Path) -> AppCredentials | None:
             webhook_secret=SecretStr(str(data["webhook_secret"])),
             slug=data.get("slug"),
             client_id=data.get("client_id"),
+            client_secret=optional_secret(data.get("client_secret")),
             source="file",
         )
     except (ValueError, KeyError, TypeError):
@@ -94,6 +105,7 @@ def write_credentials_file(path: Path, creds: AppCredentials) -> None:
             "app_id": creds.app_id,
             "slug": creds.slug,
             "client_id": creds.client_id,
+            "client_secret": None if creds.client_secret is None else creds.client_secret.get_secret_value(),
             "webhook_secret": creds.webhook_secret.get_secret_value(),
             "pem": creds.private_key.get_secret_value(),
         },
@@ -111,3 +123,8 @@ def write_credentials_file(path: Path, creds: AppCredentials) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def optional_secret(value: object) -> SecretStr | None:
+    """A stored client secret; files written before issue 44 have none (the dashboard says so)."""
+    return SecretStr(value) if isinstance(value, str) and value else None

@@ -29,7 +29,7 @@ from pydantic import SecretStr
 from sqlalchemy import select, update
 from sqlalchemy.engine import make_url
 
-from bot.app.credentials.files import AppCredentials, load_credentials, read_credentials_file
+from bot.app.credentials.files import AppCredentials, load_credentials, optional_secret, read_credentials_file
 from bot.app.jobs.database import build_url
 from bot.app.jobs.schema import app_credentials
 from bot.app.jobs.store import Store
@@ -186,6 +186,7 @@ def _encode(creds: AppCredentials) -> bytes:
             "app_id": creds.app_id,
             "slug": creds.slug,
             "client_id": creds.client_id,
+            "client_secret": None if creds.client_secret is None else creds.client_secret.get_secret_value(),
             "webhook_secret": creds.webhook_secret.get_secret_value(),
             "pem": creds.private_key.get_secret_value(),
         }
@@ -203,6 +204,7 @@ def _decode(data: bytes) -> AppCredentials:
             webhook_secret=SecretStr(str(value["webhook_secret"])),
             slug=value.get("slug"),
             client_id=value.get("client_id"),
+            client_secret=optional_secret(value.get("client_secret")),
             source="database",
         )
     except (ValueError, KeyError, TypeError):

@@ -31,7 +31,7 @@ from bot.app.jobs.schema import (
     usage_counters,
 )
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -120,6 +120,23 @@ def _add_redelivery_tables(conn: Connection) -> None:
 
 
 MIGRATIONS[10] = _add_redelivery_tables
+
+DASHBOARD_INDEXES = (
+    "runs_repo_created",
+    "review_findings_repo_created",
+    "review_findings_repo_state_updated",
+)
+
+
+def _dashboard_indexes(conn: Connection) -> None:
+    """v11: the indexes the dashboard's queries filter on (issue 44): a repository's runs and
+    findings over a span of days."""
+    for index in (*runs.indexes, *review_findings.indexes):
+        if index.name in DASHBOARD_INDEXES:
+            index.create(conn, checkfirst=True)
+
+
+MIGRATIONS[11] = _dashboard_indexes
 
 
 class SchemaError(RuntimeError):

@@ -235,6 +235,11 @@ class Settings(BaseSettings):
     # METRICS_LISTEN (host:port) serves it without a token on an address of its own.
     metrics_token: SecretStr | None = None
     metrics_listen: str | None = None
+    # Issue 44: /dashboard's operator view for the bearer of this token (besides the App owner's
+    # admins), and the App's OAuth client when its credentials come from the environment.
+    dashboard_token: SecretStr | None = None
+    client_id: str | None = None
+    client_secret: SecretStr | None = None
     # Issue 9: a delivery that cannot lead to work (most comments) is kept as id, event, action and
     # time only; true keeps its whole body too (an audit that needs every comment's text).
     keep_ignored_payloads: bool = False
@@ -319,6 +324,13 @@ class Settings(BaseSettings):
     def _metrics_token(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 16:
             raise ValueError("BEAM_METRICS_TOKEN is too short: use at least 16 random characters")
+        return value
+
+    @field_validator("dashboard_token")
+    @classmethod
+    def _dashboard_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError("BEAM_DASHBOARD_TOKEN is too short: use at least 16 random characters")
         return value
 
     @field_validator("metrics_listen")

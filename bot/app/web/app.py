@@ -31,6 +31,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from bot.app.checks.flow import checks_detail
 from bot.app.credentials.files import AppCredentials
 from bot.app.credentials.stored import load_app_credentials, wait_for_registration
+from bot.app.dashboard.routes import Dashboard
 from bot.app.github.api import GitHubApi
 from bot.app.github.auth import GitHubApp
 from bot.app.github.timeouts import CONNECT_TIMEOUT
@@ -329,7 +330,8 @@ def create_app(
         install_html = f'<p><a href="{html.escape(install)}">Install the App</a></p>' if install else ""
         return status_page(
             f"<p>Serving the GitHub App <b>{name}</b>. Workers: {workers}.</p>{install_html}"
-            '<p><a href="/healthz">/healthz</a> · <a href="/metrics">/metrics</a></p>'
+            '<p><a href="/dashboard">/dashboard</a> · <a href="/healthz">/healthz</a> · '
+            '<a href="/metrics">/metrics</a></p>'
         )
 
     async def setup_callback(request: Request) -> Response:
@@ -380,6 +382,7 @@ def create_app(
         text += usage
         return PlainTextResponse(text, media_type=CONTENT_TYPE)
 
+    dashboard = Dashboard(runtime)
     app = _BeamApp(
         runtime.intake,
         routes=[
@@ -389,10 +392,13 @@ def create_app(
             Route("/metrics", metrics, methods=["GET"]),
             Route("/", index, methods=["GET"]),
             Route("/setup/callback", setup_callback, methods=["GET"]),
+            # Issue 44: the maintainers' page, behind "Sign in with GitHub" (bot/app/dashboard).
+            *dashboard.routes(),
         ],
         lifespan=lifespan,
     )
     app.state.runtime = runtime
+    app.state.dashboard = dashboard
     # Issue 32: BEAM_METRICS_LISTEN serves this app (only /metrics, no token) on an address of its own.
     app.state.metrics_app = Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])
     return app

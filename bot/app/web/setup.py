@@ -41,7 +41,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from bot.app.credentials import stored
-from bot.app.credentials.files import AppCredentials, write_credentials_file
+from bot.app.credentials.files import AppCredentials, optional_secret, write_credentials_file
 from bot.app.jobs.store import Store
 from bot.app.settings import Settings, normalise_pem
 from bot.app.web import setup_pages as pages
@@ -106,6 +106,10 @@ def build_manifest(
     manifest["hook_attributes"] = hook
     # The browser follows the redirect, not GitHub: a loopback address works here.
     manifest["redirect_url"] = f"{public_url}/setup/callback"
+    # Issue 44: where GitHub may send a user back from "Sign in with GitHub" on /dashboard.
+    callbacks = [url for url in manifest.get("callback_urls") or [] if isinstance(url, str)]
+    dashboard = f"{public_url}/dashboard/callback"
+    manifest["callback_urls"] = [*callbacks, dashboard] if dashboard not in callbacks else callbacks
     return manifest
 
 
@@ -371,12 +375,14 @@ class SetupFlow:
                 502, "GitHub returned no webhook secret; beam-bot refuses unsigned webhooks: start again."
             )
         slug, client_id, html_url = data.get("slug"), data.get("client_id"), data.get("html_url")
+        client_secret = data.get("client_secret")
         creds = AppCredentials(
             app_id=app_id,
             private_key=SecretStr(pem),
             webhook_secret=SecretStr(secret),
             slug=slug if isinstance(slug, str) else None,
             client_id=client_id if isinstance(client_id, str) else None,
+            client_secret=optional_secret(client_secret),
             source="file",
         )
         return creds, html_url if isinstance(html_url, str) and html_url.startswith("https://") else None

@@ -10,7 +10,7 @@ import anyio
 import pytest
 from sqlalchemy import Connection, event, inspect, select, text
 
-from bot.app.jobs.migrations import SCHEMA_VERSION, SchemaError, upgrade_schema
+from bot.app.jobs.migrations import DASHBOARD_INDEXES, SCHEMA_VERSION, SchemaError, upgrade_schema
 from bot.app.jobs.schema import jobs, pending_pushes, schema_version
 from bot.app.jobs.store import Store, build_url, normalize_url
 from tests.support.db import FakeClock, opened
@@ -425,3 +425,21 @@ async def test_memory_is_loaded_by_scope_oldest_first_and_can_be_forgotten(store
     assert await store.memory_forget(first)
     assert not await store.memory_forget(first)
     assert [i.id for i in await store.memory_load(["repo:o/r"])] == [third]
+
+
+async def test_a_version_10_database_gains_the_dashboards_indexes(db_url: str) -> None:
+    async with opened(db_url) as s, s.write() as conn:
+        for name in DASHBOARD_INDEXES:
+            await conn.execute(text(f"DROP INDEX {name}"))
+        await conn.execute(schema_version.update().values(version=10))
+    async with opened(db_url) as s:
+        assert await _version(s) == SCHEMA_VERSION == 11
+        async with s.read() as conn:
+            found = await conn.run_sync(
+                lambda c: {
+                    index["name"]
+                    for table in ("runs", "review_findings")
+                    for index in inspect(c).get_indexes(table)
+                }
+            )
+        assert set(DASHBOARD_INDEXES) <= found

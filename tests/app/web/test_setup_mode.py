@@ -93,6 +93,7 @@ async def test_setup_then_callback_then_signed_deliveries_without_restart(
         [state] = parse_qs(urlsplit(action).query)["state"]
         assert manifest["hook_attributes"] == {"active": True, "url": f"{PUBLIC}/webhooks"}
         assert manifest["redirect_url"] == f"{PUBLIC}/setup/callback"
+        assert manifest["callback_urls"] == [f"{PUBLIC}/dashboard/callback"]  # the dashboard's sign-in
         assert manifest["default_permissions"] == DEFAULT_MANIFEST["default_permissions"]
         assert manifest["public"] is False
 
@@ -111,7 +112,8 @@ async def test_setup_then_callback_then_signed_deliveries_without_restart(
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         stored = json.loads(path.read_text())
         assert (stored["app_id"], stored["slug"], stored["webhook_secret"]) == (777, "beam-test", NEW_SECRET)
-        assert "client_secret" not in stored
+        # Issue 44: the client secret signs users in to /dashboard; it is kept with the key (0600).
+        assert stored["client_secret"] == "secret-777-beam-test"
 
         assert (await client.get("/healthz")).json() == {"status": "ok", "mode": "normal"}
         ok = await client.post("/webhooks", content=BODY, headers=signed(BODY, NEW_SECRET, "after-1"))

@@ -50,6 +50,12 @@ OPERATIONS = [
     # Issue 32: deliveries missed while the bot was down are listed and redelivered.
     ("get", "/app/hook/deliveries"),
     ("post", "/app/hook/deliveries/{delivery_id}/attempts"),
+    # Issue 44: the dashboard's "Sign in with GitHub": who the user is, the App's installations and
+    # repositories they can read, and their role in the App's owner organisation (the operator view).
+    ("get", "/user"),
+    ("get", "/user/installations"),
+    ("get", "/user/installations/{installation_id}/repositories"),
+    ("get", "/user/memberships/orgs/{org}"),
 ]
 
 GITHUB_INFO = {

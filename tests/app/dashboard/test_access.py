@@ -1,0 +1,318 @@
+"""Who sees what on /dashboard, over HTTP against the fake GitHub's sign-in (in process).
+
+Every refusal of a repository's figures is the 404 a missing repository gets: signed out, not
+listed by GitHub for the user, a stale session whose access was removed, a forged or expired cookie.
+The sign-in is refused with a forged `state`, without the browser's sign-in cookie, and GitHub
+refuses a code exchanged without the PKCE verifier it was issued for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import httpx
+import pytest
+from starlette.applications import Starlette
+
+from bot.app.dashboard.routes import Dashboard
+from bot.app.dashboard.sessions import SESSION_COOKIE, SIGNIN_COOKIE, CookieSealer, Session
+from bot.app.dashboard.signin import challenge
+from tests.support import dashboard_data
+from tests.support.fake_github import FakeGitHub
+from tests.support.fake_github_web import FakeGitHubWeb
+from tests.support.web_app import registered_settings, running_app, store_of
+
+pytestmark = pytest.mark.anyio
+SECRET = "whsec-0123456789-abcdef"
+CLIENT_ID = "Iv1.dashboardtest"
+CLIENT_SECRET = "client-secret-for-tests"
+OPERATOR_TOKEN = "operator-token-0123456789"
+REPO, OTHER = "octo-org/widgets", "octo-org/secret"
+
+
+@dataclass
+class Env:
+    app: Starlette
+    client: httpx.AsyncClient
+    fake: FakeGitHub
+    web: httpx.AsyncClient
+
+    @property
+    def dashboard(self) -> Dashboard:
+        dashboard = self.app.state.dashboard
+        assert isinstance(dashboard, Dashboard)
+        return dashboard
+
+    async def sign_in(self, login: str = "maintainer") -> httpx.Response:
+        """The whole flow: the bot's redirect, GitHub's authorize page, the callback."""
+        start = await self.client.get("/dashboard/login")
+        assert start.status_code == 303
+        query = {k: v[0] for k, v in parse_qs(urlsplit(start.headers["location"]).query).items()}
+        granted = await self.web.post("/fake-web/authorize", data={**query, "login": login})
+        assert granted.status_code == 302
+        back = urlsplit(granted.headers["location"])
+        return await self.client.get(f"/dashboard/callback?{back.query}")
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    fake = FakeGitHub(api_prefix="/api/v3")
+    fake.add_user(fake.app_owner, type="Organization")  # the App belongs to an organisation
+    fake.add_installation(1, "octo-org")
+    fake.add_repo(REPO, installation_id=1, private=True)
+    fake.add_repo(OTHER, installation_id=1, private=True)
+    fake.add_collaborator(REPO, "maintainer", "read")
+    fake.add_collaborator(OTHER, "boss", "admin")
+    fake.oauth.clients[CLIENT_ID] = CLIENT_SECRET
+    fake.oauth.org_roles[("beam-org", "boss")] = "admin"  # the App's owner (fake.app_owner)
+    web_app = FakeGitHubWeb(fake).app()
+    transport = httpx.ASGITransport(app=web_app)
+    settings = registered_settings(
+        tmp_path,
+        SECRET,
+        github_api_url="http://github.test/api/v3",
+        client_id=CLIENT_ID,
+        client_secret=CLIENT_SECRET,
+        dashboard_token=OPERATOR_TOKEN,
+        metrics_token=None,
+    )
+    async with (
+        running_app(settings, github_transport=transport) as (app, client),
+        httpx.AsyncClient(transport=transport, base_url="http://github.test") as web,
+    ):
+        rows = dashboard_data.standard(time.time(), REPO, OTHER)
+        async with store_of(app).write() as conn:
+            await conn.run_sync(lambda c: dashboard_data.write(c, *rows))
+        yield Env(app, client, fake, web)
+    assert fake.violations == []
+
+
+async def test_a_maintainer_signs_in_and_sees_their_repository_only(env: Env) -> None:
+    done = await env.sign_in()
+    assert done.status_code == 303 and done.headers["location"] == "/dashboard"
+    home = await env.client.get("/dashboard")
+    assert home.status_code == 200
+    assert REPO in home.text and OTHER not in home.text
+    assert "operator view" not in home.text
+    page = await env.client.get(f"/dashboard/repos/{REPO}?days=7")
+    assert page.status_code == 200
+    assert "BEM-380" in page.text and "<svg" in page.text
+    refused = await env.client.get(f"/dashboard/repos/{OTHER}?days=7")
+    missing = await env.client.get("/dashboard/repos/octo-org/no-such-repo?days=7")
+    assert refused.status_code == missing.status_code == 404
+    assert refused.text == missing.text
+    assert (await env.client.get(f"/dashboard/repos/{OTHER}/export/runs.csv")).status_code == 404
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
+
+
+async def test_exports_follow_the_page(env: Env) -> None:
+    await env.sign_in()
+    csv = await env.client.get(f"/dashboard/repos/{REPO}/export/failures.csv?days=7")
+    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
+    assert "attachment" in csv.headers["content-disposition"]
+    header, line = csv.text.splitlines()
+    assert header == "run,command,pull request,code,message,when,run url"
+    assert ",review,2,BEM-380,GitHub did not answer," in line
+    data = (await env.client.get(f"/dashboard/repos/{REPO}/export/findings.json?days=90")).json()
+    assert {r["state"]: r["findings"] for r in data["rows"]} == {
+        "open": 3,
+        "fixed": 2,
+        "dismissed": 1,
+        "posted": 6,
+    }
+    assert (await env.client.get(f"/dashboard/repos/{REPO}/export/nothing.csv")).status_code == 404
+    assert (await env.client.get(f"/dashboard/repos/{REPO}?days=8")).status_code == 400
+
+
+async def test_signed_out_and_forged_or_expired_cookies_see_nothing(env: Env) -> None:
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+    assert (await env.client.get(f"/dashboard/repos/{REPO}/export/runs.json")).status_code == 404
+    home = await env.client.get("/dashboard")
+    assert home.status_code == 200 and 'href="/dashboard/login"' in home.text
+
+    # A cookie sealed with another key (a forger's) and one whose bytes were changed.
+    forger = CookieSealer([b"not-the-server-key"])
+    forged = forger.seal_session(
+        Session("mallory", "ghu_x", (REPO, OTHER), time.time(), operator=True), time.time()
+    )
+    env.client.cookies.set(SESSION_COOKIE, forged, domain="beam.test", path="/dashboard")
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
+
+    await env.sign_in()
+    genuine = env.client.cookies.get(SESSION_COOKIE, path="/dashboard")
+    assert genuine is not None
+    flipped = genuine[:-6] + ("A" if genuine[-6] != "A" else "B") + genuine[-5:]
+    env.client.cookies.set(SESSION_COOKIE, flipped, domain="beam.test", path="/dashboard")
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+
+    # The genuine cookie, nine hours later: past its lifetime.
+    env.client.cookies.set(SESSION_COOKIE, genuine, domain="beam.test", path="/dashboard")
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200
+    env.dashboard.clock = lambda: time.time() + 9 * 3600
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+
+
+async def test_a_stale_check_is_redone_and_removed_access_is_refused(env: Env) -> None:
+    await env.sign_in()
+    listing = "apps/list-installations-for-authenticated-user"
+    asked = len(env.fake.calls_to(listing))
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200
+    assert len(env.fake.calls_to(listing)) == asked  # fresh: GitHub is not asked again
+
+    del env.fake.repo(REPO).collaborators["maintainer"]  # the maintainer loses access on GitHub
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200  # within 10 minutes
+    env.dashboard.clock = lambda: time.time() + 601
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+    assert len(env.fake.calls_to(listing)) == asked + 1
+    # The renewed session says what GitHub said: no repository, checked now.
+    home = await env.client.get("/dashboard")
+    assert home.status_code == 200 and REPO not in home.text
+
+
+async def test_a_revoked_token_signs_the_visitor_out(env: Env) -> None:
+    await env.sign_in()
+    env.fake.oauth.revoke("maintainer")
+    env.dashboard.clock = lambda: time.time() + 601
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+    home = await env.client.get("/dashboard")
+    assert 'href="/dashboard/login"' in home.text
+
+
+async def test_the_operator_view(env: Env) -> None:
+    # The token's bearer: every repository, the queue, the exports; a wrong token sees nothing.
+    bearer = {"Authorization": f"Bearer {OPERATOR_TOKEN}"}
+    view = await env.client.get("/dashboard/installation", headers=bearer)
+    assert view.status_code == 200
+    assert REPO in view.text and OTHER in view.text and "queue" in view.text
+    assert (await env.client.get(f"/dashboard/repos/{OTHER}", headers=bearer)).status_code == 200
+    exported = await env.client.get("/dashboard/installation/export/repositories.csv?days=90", headers=bearer)
+    assert exported.status_code == 200 and OTHER in exported.text
+    wrong = {"Authorization": "Bearer operator-token-0123456788"}
+    assert (await env.client.get("/dashboard/installation", headers=wrong)).status_code == 404
+
+    # An admin of the App's owner organisation signs in as an operator; a member is not one.
+    await env.sign_in("boss")
+    home = await env.client.get("/dashboard")
+    assert 'href="/dashboard/installation"' in home.text
+    assert (await env.client.get("/dashboard/installation")).status_code == 200
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200
+    await env.client.post("/dashboard/logout")
+    env.fake.oauth.org_roles[("beam-org", "boss")] = "member"
+    await env.sign_in("boss")
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
+
+
+async def test_cookie_flags(env: Env) -> None:
+    start = await env.client.get("/dashboard/login")
+    _assert_flags(start.headers["set-cookie"], SIGNIN_COOKIE, secure=False)
+    query = parse_qs(urlsplit(start.headers["location"]).query)
+    assert query["code_challenge_method"] == ["S256"] and len(query["code_challenge"][0]) == 43
+    assert query["redirect_uri"] == ["http://beam.test/dashboard/callback"]
+    granted = await env.web.post(
+        "/fake-web/authorize", data={k: v[0] for k, v in query.items()} | {"login": "maintainer"}
+    )
+    done = await env.client.get(f"/dashboard/callback?{urlsplit(granted.headers['location']).query}")
+    cookies = done.headers.get_list("set-cookie")
+    [session] = [c for c in cookies if c.startswith(f"{SESSION_COOKIE}=")]
+    _assert_flags(session, SESSION_COOKIE, secure=False)
+    assert "ghu_" not in session  # the user's token is sealed, not only signed
+    signed_out = await env.client.post("/dashboard/logout")
+    assert signed_out.status_code == 303
+    assert any(
+        c.startswith(f'{SESSION_COOKIE}=""') or "Max-Age=0" in c
+        for c in signed_out.headers.get_list("set-cookie")
+    )
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+
+
+async def test_secure_cookies_behind_tls(env: Env, tmp_path: Path) -> None:
+    env.dashboard.resources.settings = env.dashboard.settings.model_copy(
+        update={"public_url": "https://beam.example"}
+    )
+    start = await env.client.get("/dashboard/login")
+    _assert_flags(start.headers["set-cookie"], SIGNIN_COOKIE, secure=True)
+    assert "redirect_uri=https%3A%2F%2Fbeam.example%2Fdashboard%2Fcallback" in start.headers["location"]
+
+
+def _assert_flags(header: str, name: str, *, secure: bool) -> None:
+    parts = [p.strip().lower() for p in header.split(";")]
+    assert parts[0].startswith(f"{name}=")
+    assert "httponly" in parts and "samesite=lax" in parts and "path=/dashboard" in parts
+    assert ("secure" in parts) is secure
+
+
+async def test_a_forged_state_is_refused(env: Env) -> None:
+    start = await env.client.get("/dashboard/login")
+    query = {k: v[0] for k, v in parse_qs(urlsplit(start.headers["location"]).query).items()}
+    granted = await env.web.post(
+        "/fake-web/authorize", data={**query, "state": "forged-state", "login": "maintainer"}
+    )
+    back = await env.client.get(f"/dashboard/callback?{urlsplit(granted.headers['location']).query}")
+    assert back.status_code == 400 and "state" in back.text
+    assert env.fake.calls_to("users/get-authenticated") == []
+    assert SESSION_COOKIE not in env.client.cookies
+
+
+async def test_a_callback_without_the_browsers_signin_cookie_is_refused(env: Env) -> None:
+    # A login CSRF: the attacker's own code and state, sent to the victim's browser.
+    start = await env.client.get("/dashboard/login")
+    query = {k: v[0] for k, v in parse_qs(urlsplit(start.headers["location"]).query).items()}
+    granted = await env.web.post("/fake-web/authorize", data={**query, "login": "mallory"})
+    env.client.cookies.clear()
+    back = await env.client.get(f"/dashboard/callback?{urlsplit(granted.headers['location']).query}")
+    assert back.status_code == 400
+    assert env.fake.calls_to("users/get-authenticated") == []
+
+
+async def test_github_refuses_a_code_without_its_pkce_verifier(env: Env) -> None:
+    verifier = "v" * 50
+    grant: dict[str, Any] = {
+        "client_id": CLIENT_ID,
+        "redirect_uri": "http://beam.test/dashboard/callback",
+        "state": "s",
+        "code_challenge": challenge(verifier),
+        "code_challenge_method": "S256",
+        "login": "maintainer",
+    }
+    code = parse_qs(
+        urlsplit((await env.web.post("/fake-web/authorize", data=grant)).headers["location"]).query
+    )["code"][0]
+    wrong = await env.web.post(
+        "/login/oauth/access_token",
+        data={
+            "client_id": CLIENT_ID,
+            "client_secret": CLIENT_SECRET,
+            "code": code,
+            "code_verifier": "w" * 50,
+        },
+        headers={"Accept": "application/json"},
+    )
+    assert wrong.json()["error"] == "bad_verification_code"
+    # The bot's own exchanges carry the verifier that matches: none was refused.
+    await env.sign_in()
+    assert env.fake.oauth.refused == ["bad_verification_code"]
+
+
+async def test_without_a_client_secret_the_page_says_what_to_set(tmp_path: Path) -> None:
+    settings = registered_settings(tmp_path, SECRET, github_api_url="http://github.test", metrics_token=None)
+    async with running_app(settings, github_transport=FakeGitHub().transport()) as (_, client):
+        home = await client.get("/dashboard")
+        assert home.status_code == 200 and "BEAM_CLIENT_SECRET" in home.text
+        assert "Sign in with GitHub" not in home.text
+        assert (await client.get("/dashboard/login")).status_code == 200
+        assert (await client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+
+
+async def test_the_owner_of_an_app_on_a_personal_account_is_an_operator(env: Env) -> None:
+    env.fake.users[env.fake.app_owner.lower()].type = "User"
+    await env.sign_in(env.fake.app_owner)
+    assert (await env.client.get("/dashboard/installation")).status_code == 200
+    await env.client.post("/dashboard/logout")
+    await env.sign_in("maintainer")
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
