@@ -175,10 +175,10 @@ def test_no_findings_posts_no_review(story: Story) -> None:
     story.send("opened")
     head, base = story.pull.head_sha[:7], story.pull.base_sha[:7]
     summary = story.wait_summary("no findings")
-    assert f"no findings in `{base}..{head}`" in summary
+    assert f"no new findings in `{base}..{head}`" in summary
     assert story.reviews() == []
     [check] = story.checks()
-    assert check.output is not None and check.output["title"] == "No findings"
+    assert check.output is not None and check.output["title"] == "No new findings"
     assert story.pull.number == NUMBER and REPO == "octo/demo"
 
 
