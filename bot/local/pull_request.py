@@ -7,11 +7,11 @@ git only in its environment, never in argv or a file), and the run is `beam-bot 
 title and description. The review is printed as `run review` prints it; `--post` posts it with the
 same typed call the App makes (a review, event COMMENT, with the inline comments it kept).
 
-`--post` posts only new findings: the App, the Action and an earlier `--post` leave on each inline
-comment the finding's key as a hidden marker (reviews/findings.py), and a finding already there in a
-comment of the bot's login (BEAM_BOT_LOGIN, else the App's `beam-bot[bot]`) is not posted again, as
-an automatic review does not repeat one. What is posted carries its marker, so the App's ledger and
-the next `--post` see it too.
+`--post` posts only new findings: the App and the Action leave on each inline comment the finding's
+key as a hidden marker (reviews/findings.py), and a finding already there in a comment of the bot's
+login (BEAM_BOT_LOGIN, else the App's `beam-bot[bot]`) is not posted again, as an automatic review
+does not repeat one. What is posted carries its marker too: posted with a token that acts as the
+bot's login, every door sees it; a person's own comments are never read as the bot's.
 
 GitHub Enterprise Server: https://HOST/OWNER/REPO/pull/N is read from https://HOST/api/v3
 (GITHUB_API_URL, when set, names the API instead: a test's fake GitHub, or a proxy).
