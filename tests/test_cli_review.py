@@ -92,7 +92,7 @@ def test_json_prints_the_review_object(feature: Path) -> None:
         {
             "path": "src/calc.py",
             "line": 6,
-            "body": "sub adds.",
+            "body": "**minor**\nsub adds.",  # no severity given: `minor`, shown first
             "side": "RIGHT",
             "start_line": 5,
             "start_side": "RIGHT",
