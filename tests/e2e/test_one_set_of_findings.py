@@ -8,6 +8,8 @@ fake GitHub and real git, and `beam-bot review <URL> --post` as a process agains
 - Each inline comment shows the finding's severity as a short label.
 - A finding on a file the change does not touch is dropped and the review's footer counts it, in
   `/beam review` (which folded it into the body, unchecked) and through `--post`.
+- The Action (`beam-bot action` as a process) reads what `--post` posted as the App does: its
+  automatic review does not repeat it, and posts the rest labelled, the outside finding counted.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from bot.app.reviews.findings import marker_key
 from tests.e2e.review_support import BOT, CALC, NUMBER, REPO, Story, review_stack
-from tests.support.bot_process import SECRET, comment_payload, wait_for
+from tests.e2e.test_action import AUTO, actions_runner, pull_request_event
+from tests.support.bot_process import SECRET, BotProcess, comment_payload, wait_for
 from tests.support.webhooks import delivery, issue_comment_payload
 
 CONFIG = "version: 1\nauto_review:\n  enabled: true\n  debounce: 1s\n"
@@ -46,10 +49,10 @@ def finding(path: str = "src/calc.py", line: int = LINE_F2, body: str = CLAIM) -
     return {"path": path, "line": line, "body": body, "severity": "major"}
 
 
-def post_from_terminal(story: Story) -> subprocess.CompletedProcess[str]:
+def post_from_terminal(story: Story, token: str | None = None) -> subprocess.CompletedProcess[str]:
     """`beam-bot review <URL> --post` as a person runs it, with a token GitHub issued."""
     bot = story.bot
-    token, _ = bot.fake.mint_token(1)
+    token = token or bot.fake.mint_token(1)[0]
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GITHUB_", "GH_"))}
     env = {
         **keep,
@@ -158,3 +161,26 @@ def test_a_finding_outside_the_change_is_dropped_and_counted_by_post(story: Stor
     assert DROPPED in review.body and "README.md says nothing" not in review.body
     [inline] = story.review_comments(review)
     assert inline.path == "src/calc.py" and inline.body.startswith("**major**\n")
+
+
+def test_the_actions_automatic_review_does_not_repeat_what_post_posted(tmp_path: Path) -> None:
+    with actions_runner(tmp_path) as runner:
+        story = Story(cast(BotProcess, runner))  # Story reads .git, .fake and .llm: a runner has them
+        story.seed(AUTO)
+        runner.llm.fallback_text = "Done."
+        story.script_review([finding()])
+        done = post_from_terminal(story, runner.token)
+        assert done.returncode == 0, done.stderr
+        assert len(story.reviews()) == 1
+
+        story.script_review(
+            [finding(), finding(line=8, body=OTHER), finding(path="README.md", line=1, body=OUTSIDE)]
+        )
+        ran = runner.action("pull_request", pull_request_event(story, "opened"))
+
+        assert ran.returncode == 0, ran.stderr
+        assert sum(CLAIM in body for body in inline_bodies(story)) == 1, inline_bodies(story)
+        _terminal, second = story.reviews()
+        [new] = story.review_comments(second)
+        assert new.line == 8 and new.body.startswith(f"**major**\n{OTHER}")
+        assert DROPPED in second.body and "README.md says nothing" not in second.body
