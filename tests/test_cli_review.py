@@ -39,6 +39,7 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
         "path": "src/calc.py",
         "line": 6,
         "body": "sub adds.",
+        "severity": "major",
         "suggestion": "    return a - b\n",
     }
     outside = {"path": "README.md", "line": 1, "body": "Typo: Helo."}
@@ -62,9 +63,11 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
     assert "Retrieving allowed pages" not in out
     review = out[out.index("Review, posted with review_change (1 inline comment):") :]
     assert "One bug." in review
-    # A line outside the diff is folded into the body, as GitHub would refuse it inline.
-    assert "**Comments on lines outside the diff**\n- `README.md` line 1: Typo: Helo." in review
-    assert "\nsrc/calc.py:6\n  sub adds.\n" in review
+    # A file outside the change is dropped, unchecked, and the footer counts it.
+    assert "Typo: Helo." not in review and "outside the diff" not in review
+    assert "1 finding on a file outside the change was dropped" in review
+    # The finding's severity shows first, as on GitHub.
+    assert "\nsrc/calc.py:6\n  **major**\n  sub adds.\n" in review
     assert "  ```suggestion\n      return a - b\n  ```" in review
     assert "Posted." in out
 
@@ -89,7 +92,7 @@ def test_json_prints_the_review_object(feature: Path) -> None:
         {
             "path": "src/calc.py",
             "line": 6,
-            "body": "sub adds.",
+            "body": "**minor**\nsub adds.",  # no severity given: `minor`, shown first
             "side": "RIGHT",
             "start_line": 5,
             "start_side": "RIGHT",

@@ -121,6 +121,12 @@ def ask_terminal(action: dict[str, object], stdin: TextIO, out: TextIO) -> bool:
     return answer in ("y", "yes")
 
 
+def inline_comments(comments: list[dict[str, Any]]) -> list[InlineComment]:
+    """The fields of each comment that GitHub's create-review call takes."""
+    fields = InlineComment.model_fields
+    return [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments]
+
+
 @dataclass
 class LocalReview:
     """The review a run would post on GitHub (event COMMENT), kept instead of posted."""
@@ -129,14 +135,15 @@ class LocalReview:
     body: str = ""
     comments: list[InlineComment] = field(default_factory=list)
     posted_with: PostedWith | None = None
+    # The comments as the pass gave them (with `finding` and `line_text`), which `--post` keys
+    # against the findings already on the pull request (reviews/findings.py).
+    findings: list[dict[str, Any]] = field(default_factory=list)
 
     async def post(self, body: str, comments: list[dict[str, Any]]) -> int:
         """`review_change`'s publisher: the comments as the GitHub path validates them."""
-        fields = InlineComment.model_fields
         self.body = body
-        self.comments = [
-            InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
-        ]
+        self.findings = list(comments)
+        self.comments = inline_comments(comments)
         return 1
 
     def to_json(self) -> dict[str, Any]:

@@ -7,6 +7,12 @@ git only in its environment, never in argv or a file), and the run is `beam-bot 
 title and description. The review is printed as `run review` prints it; `--post` posts it with the
 same typed call the App makes (a review, event COMMENT, with the inline comments it kept).
 
+`--post` posts only new findings: the App and the Action leave on each inline comment the finding's
+key as a hidden marker (reviews/findings.py), and a finding already there in a comment of the bot's
+login (BEAM_BOT_LOGIN, else the App's `beam-bot[bot]`) is not posted again, as an automatic review
+does not repeat one. What is posted carries its marker too: posted with a token that acts as the
+bot's login, every door sees it; a person's own comments are never read as the bot's.
+
 GitHub Enterprise Server: https://HOST/OWNER/REPO/pull/N is read from https://HOST/api/v3
 (GITHUB_API_URL, when set, names the API instead: a test's fake GitHub, or a proxy).
 """
@@ -23,7 +29,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import httpx
 from pydantic import SecretStr
@@ -33,16 +39,21 @@ from bot.app.github.api import GitHubApi, GitHubError
 from bot.app.github.auth import ONE_INSTALLATION, TokenAuth
 from bot.app.github.client import InstallationClient
 from bot.app.github.models import PullRequest
+from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.local.change_run import ChangeRun
 from bot.local.git import TemporaryWorktree, UsageError, check_repository
 from bot.local.options import RunOptions, resolve_skill
+from bot.local.output import inline_comments
 
 _URL = re.compile(
     r"^https?://(?P<host>[^/\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/pulls?/(?P<number>\d+)(?:[/?#].*)?$"
 )
 BAD_URL, NO_TOKEN = "BEM-391", "BEM-392"
+# The login whose comments hold the findings already posted, when BEAM_BOT_LOGIN does not name the
+# App's: the App registered from app.yml.
+APP_LOGIN = "beam-bot[bot]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +188,7 @@ async def run_pull(
                 return 1
             clone_url = repository.clone_url
             repo = fetch_pull(parent, pull, repository.default_branch, clone_url, token)
-            return await _run(options, target, pull, repo, gh, client, out, err)
+            return await _run(options, target, pull, repo, gh, client, out, err, env)
     except UsageError as error:
         err.write(f"{prog}: {error}\n")
         return 2
@@ -194,6 +205,7 @@ async def _run(
     client: CompletionClient | None,
     out: TextIO,
     err: TextIO,
+    env: Mapping[str, str],
 ) -> int:
     from bot.local.run import pick_client
 
@@ -235,7 +247,19 @@ async def _run(
             await aclose()
     if code != 0 or not options.post:
         return code
-    return await _post(options, target, pull, change_run, gh, out, err)
+    login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN
+    return await _post(options, target, pull, change_run, gh, login, out, err)
+
+
+async def new_findings(
+    gh: InstallationClient, target: PullTarget, comments: list[dict[str, Any]], login: str
+) -> list[dict[str, Any]]:
+    """The comments whose finding is not on the pull request yet (in a comment of `login`), each
+    with its marker as its last line: the automatic review's own test of "already made"."""
+    if not comments:
+        return []
+    existing = await gh.list_review_comments(target.owner, target.repo, target.number, limit=3000)
+    return fresh_findings(comments, None, known_keys(existing, login))
 
 
 async def _post(
@@ -244,12 +268,20 @@ async def _post(
     pull: PullRequest,
     change_run: ChangeRun,
     gh: InstallationClient,
+    login: str,
     out: TextIO,
     err: TextIO,
 ) -> int:
     review = change_run.review
     try:
         if options.skill == "review" and review is not None:
+            fresh = await new_findings(gh, target, review.findings, login)
+            if len(fresh) < len(review.findings):
+                repeated = len(review.findings) - len(fresh)
+                out.write(f"note: {already_posted(repeated)}\n")
+                if not fresh:  # as an automatic review: nothing new, nothing posted
+                    out.write("posted: nothing, no new findings\n")
+                    return 0
             made = await gh.create_review(
                 target.owner,
                 target.repo,
@@ -257,7 +289,7 @@ async def _post(
                 pull.head.sha,
                 review.body,
                 "COMMENT",
-                review.comments,
+                inline_comments(fresh),
             )
             where = made.html_url or f"review {made.id}"
         else:
@@ -274,3 +306,8 @@ async def _post(
         return 1
     out.write(f"posted: {where}\n")
     return 0
+
+
+def already_posted(count: int) -> str:
+    noun = "finding is" if count == 1 else "findings are"
+    return f"{count} {noun} already on the pull request and not posted again"

@@ -71,7 +71,7 @@ def test_a_large_pull_request_gets_one_note_and_ignored_paths_are_never_read(tmp
     with review_stack(tmp_path, config) as story:
         story.send("opened")  # 2 changed lines: reviewed
         story.script_review([], body="Fine.")
-        story.wait_summary("no findings")
+        story.wait_summary("no new findings")
         before = story.pull.head_sha
         story.push({"docs/notes.md": "".join(f"line {n}\n" for n in range(50))}, "Docs")
         story.send("synchronize", before=before, after=story.pull.head_sha)

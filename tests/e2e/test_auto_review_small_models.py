@@ -44,6 +44,10 @@ def test_findings_written_as_json_in_the_answer_are_posted(story: Story) -> None
     reviewed(story, 1)
     review = story.reviews()[0]
     [comment] = story.review_comments(review)
-    assert (comment.line, comment.body.split("\n")[0]) == (LINE_F2, "f2 subtracts instead of adding.")
+    # The severity's label (none named: `minor`), then the finding.
+    assert (comment.line, comment.body.split("\n")[:2]) == (
+        LINE_F2,
+        ["**minor**", "f2 subtracts instead of adding."],
+    )
     assert "```json" not in review.body
     story.wait_summary("Findings: 1 open, 0 fixed, 0 dismissed.")

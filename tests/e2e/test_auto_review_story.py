@@ -103,8 +103,8 @@ def test_two_quick_pushes_give_one_incremental_review_of_the_latest_head(story: 
     second = reviews[1]
     assert second.commit_id == last
     assert f"Automatic review of the commits `{first_head[:7]}..{last[:7]}`" in second.body
-    assert [(c.line, c.body.split("\n")[0]) for c in story.review_comments(second)] == [
-        (LINE_F4, "f4 now multiplies; intended?")
+    assert [(c.line, c.body.split("\n")[:2]) for c in story.review_comments(second)] == [
+        (LINE_F4, ["**minor**", "f4 now multiplies; intended?"])
     ]
     # The prompt told the model which lines changed since the last review.
     prompt = story.bot.llm.requests[-2]["messages"][1]["content"]
@@ -174,11 +174,11 @@ def test_no_findings_posts_no_review(story: Story) -> None:
     story.script_review([], body="Nothing to add.")
     story.send("opened")
     head, base = story.pull.head_sha[:7], story.pull.base_sha[:7]
-    summary = story.wait_summary("no findings")
-    assert f"no findings in `{base}..{head}`" in summary
+    summary = story.wait_summary("no new findings")
+    assert f"no new findings in `{base}..{head}`" in summary
     assert story.reviews() == []
     [check] = story.checks()
-    assert check.output is not None and check.output["title"] == "No findings"
+    assert check.output is not None and check.output["title"] == "No new findings"
     assert story.pull.number == NUMBER and REPO == "octo/demo"
 
 

@@ -197,7 +197,7 @@ def test_findings_written_as_json_in_the_answer_are_posted_inline(bot: BotProces
     assert len(posted) == reviews + 1
     [comment] = [bot.fake.comments[i] for i in posted[-1].comment_ids]
     assert (comment.path, comment.line) == ("src/calc.py", 2) and comment.body.startswith(
-        "Check for overflow."
+        "**minor**\nCheck for overflow."  # no severity named: `minor`, its label first
     )
     assert "```json" not in posted[-1].body and '"line"' not in posted[-1].body
     assert_clean(bot)

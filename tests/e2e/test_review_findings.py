@@ -189,7 +189,10 @@ def test_max_comments_and_severity_choose_what_is_posted(tmp_path: Path) -> None
         story.send("opened")
         reviewed(story, 1)
         review = story.reviews()[0]
-        assert [c.body.split("\n")[0] for c in story.review_comments(review)] == ["critical one", "major one"]
+        assert [c.body.split("\n")[:2] for c in story.review_comments(review)] == [
+            ["**critical**", "critical one"],
+            ["**major**", "major one"],
+        ]
         assert "1 more finding not posted (`review.max_comments` is 2)" in review.body
         assert "1 finding below `review.severity: minor` not posted" in review.body
         with sqlite3.connect(story.bot.work_dir / "beam.db") as db:
@@ -248,7 +251,9 @@ def test_beam_review_honours_the_same_rules(tmp_path: Path) -> None:
         story.bot.send(delivery("issue_comment", comment_payload(story.bot, payload, REPO), SECRET))
         wait_for(lambda: story.reviews(), timeout=40, what="the review")
         review = story.reviews()[0]
-        assert [c.body.split("\n")[0] for c in story.review_comments(review)] == ["the critical one"]
+        assert [c.body.split("\n")[:2] for c in story.review_comments(review)] == [
+            ["**critical**", "the critical one"]
+        ]
         assert "1 more finding not posted (`review.max_comments` is 1)" in review.body
         prompt = last_prompt(story)
         fenced = prompt[prompt.index("untrusted") :]

@@ -43,7 +43,9 @@ def entry_line(entry: Entry) -> str:
         noun = "finding" if entry.findings == 1 else "findings"
         line = f"- {span} ({scope}): [{entry.findings} {noun}]({entry.url})"
     elif entry.kind == "no_findings":
-        line = f"- {span} ({scope}): no findings in {span}"
+        # Nothing new was posted: findings of earlier ranges may still be open (the count below
+        # says how many), and one the model repeated is not posted twice, so "no findings" was false.
+        line = f"- {span} ({scope}): no new findings in {span}"
     elif entry.kind == "unchanged":
         line = (
             f"- {span}: no review; the push only merged or rebased the base branch, the pull "
@@ -178,7 +180,7 @@ def check_output(entry: Entry) -> dict[str, str]:
     span = f"`{commit_range(entry)}`"
     titles = {
         "reviewed": f"{entry.findings} finding{'s' if entry.findings != 1 else ''}",
-        "no_findings": "No findings",
+        "no_findings": "No new findings",
         "unchanged": "No review: only the base changed",
         "too_large": "Skipped: too large",
         "over_limit": "Skipped: over a limit",

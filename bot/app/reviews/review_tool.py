@@ -51,7 +51,9 @@ class ReviewChangeTool(Tool):
 
     Inline comments go only on lines GitHub accepts (in the diff); the others are folded into the
     body, so one bad line number never loses the whole review (or dropped, with `fold_outside=False`,
-    as automatic reviews comment only on lines that changed). A `suggestion` becomes a committable
+    as automatic reviews comment only on lines that changed). A comment on a file the change does not
+    touch is dropped on every path, and the body's footer counts it: nothing in the diff can check it,
+    and folded into the body it read as a finding the bot stood behind. A `suggestion` becomes a committable
     block only when it applies to lines `start_line..line` of the head (suggestions.py).
     """
 
@@ -123,7 +125,7 @@ class ReviewChangeTool(Tool):
         raw = args.get("comments") if isinstance(args.get("comments"), list) else []
         inline: list[dict[str, Any]] = []
         folded: list[str] = []
-        dropped = 0
+        dropped = outside = 0
         for item in raw:
             if not isinstance(item, dict):
                 continue
@@ -132,6 +134,9 @@ class ReviewChangeTool(Tool):
                 continue
             text = md.untrusted(text)
             path = change_path(path, self.diff.lines) or path  # a repository line before it, `a/`, ...
+            if path not in self.diff.lines:  # a file the change does not touch: nothing to check it by
+                outside += 1
+                continue
             if not self.diff.accepts(path, line):
                 if self.fold_outside:
                     folded.append(f"- {md.code(path)} line {line}: {text}")
@@ -145,9 +150,13 @@ class ReviewChangeTool(Tool):
             body = ""
         if folded:
             body = f"{body}\n\n**Comments on lines outside the diff**\n" + "\n".join(folded)
+        if outside:
+            body = f"{body}\n\n<sub>{render.outside_change(outside)}.</sub>"
         self.report.reviewed = True
         self.report.review_id = await self.post(body, inline)
-        result = {"posted": self.report.review_id is not None, "inline_comments": len(inline)}
+        result: dict[str, Any] = {"posted": self.report.review_id is not None, "inline_comments": len(inline)}
+        if outside:
+            result["dropped_outside_change"] = outside
         if not self.fold_outside:
             return {**result, "dropped_comments": dropped}
         return {**result, "folded_comments": len(folded)}
@@ -163,7 +172,10 @@ class ReviewChangeTool(Tool):
         comment["severity"] = severity if severity in SEVERITIES else "minor"
         comment["line_text"] = lines[line - 1] if lines is not None and 0 < line <= len(lines) else ""
         suggestion = usable_suggestion(item.get("suggestion"))  # "" would delete the lines
-        body = text
+        # The severity shows on GitHub (and in `run review`); `finding` stays the model's words alone,
+        # which is what the ledger and the matching of a finding read.
+        label = render.severity_label(comment["severity"])
+        body = f"{label}\n{text}"
         if isinstance(suggestion, str):
             first = start or line
             check = check_suggestion(lines, first, line, suggestion, lambda n: self.diff.accepts(path, n))
@@ -172,9 +184,9 @@ class ReviewChangeTool(Tool):
             if check.applies and render.holds_comment(suggestion):
                 check = SuggestionCheck(False, render.HOLDS_COMMENT)
             if check.applies:
-                body = f"{text}\n\n{render.suggestion_block(suggestion)}"
+                body = f"{label}\n{text}\n\n{render.suggestion_block(suggestion)}"
             else:
-                body = f"{text}\n\n{render.suggestion_as_text(suggestion, check.reason)}"
+                body = f"{label}\n{text}\n\n{render.suggestion_as_text(suggestion, check.reason)}"
                 start = start if start is not None and self._range_ok(path, start, line) else None
         elif start is not None and not self._range_ok(path, start, line):
             start = None

@@ -368,6 +368,21 @@ def suggestion_as_text(text: str, reason: str) -> str:
     return f"Suggested code (not offered as a suggestion: {reason}):\n{fence}\n{body}\n{fence}"
 
 
+def severity_label(severity: str) -> str:
+    """The first line of a finding's inline comment: its severity, which the model is asked for and
+    `review.severity` selects by, so whoever reads the comment weighs it as the bot did. Its own line,
+    so a comment that opens with a list, a quote or a code fence still renders as one."""
+    return f"**{severity}**"
+
+
+def outside_change(count: int) -> str:
+    """The review body's footer for findings on files the change does not touch: dropped, since no
+    line of them can be checked against the diff, and counted so that none disappears unsaid."""
+    if count == 1:
+        return "1 finding on a file outside the change was dropped"
+    return f"{count} findings on files outside the change were dropped"
+
+
 def not_read_note(
     skipped: Iterable[str], truncated: Iterable[str], total_files: int, listed_files: int
 ) -> list[str]:

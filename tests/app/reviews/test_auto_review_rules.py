@@ -231,7 +231,7 @@ def test_the_summary_lists_each_range_and_what_became_of_it() -> None:
     assert (
         "- `aaaaaaa..bbbbbbb` (full review): [2 findings](https://x/r1)\n  - not reviewed: `logo.png`" in text
     )
-    assert "- `bbbbbbb..ccccccc` (new commits): no findings in `bbbbbbb..ccccccc`" in text
+    assert "- `bbbbbbb..ccccccc` (new commits): no new findings in `bbbbbbb..ccccccc`" in text
     assert "- `ccccccc..ddddddd`: no review; the push only merged or rebased the base branch" in text
     assert "- `ccccccc..ddddddd`: stopped, superseded by a newer push" in text
     assert "4,000 changed lines is more than `auto_review.max_changed_lines` (3,000)" in text

@@ -51,7 +51,8 @@ async def test_a_multi_line_suggestion_that_applies_is_a_committable_block(tmp_p
     assert (await review_tool(tmp_path, posted).invoke(args, INPUT))["posted"] is True
     [comment] = posted[0]
     assert comment["start_line"] == 2 and comment["start_side"] == "RIGHT" and comment["line"] == 3
-    assert comment["body"] == "Add, and return directly.\n\n```suggestion\n    return a + b\n```"
+    # The severity's label first (a model that gave none gets `minor`), then the finding.
+    assert comment["body"] == "**minor**\nAdd, and return directly.\n\n```suggestion\n    return a + b\n```"
     assert comment["line_text"] == "    return total"
     # Applied as GitHub applies it, the block gives the intended file.
     lines = SOURCE.split("\n")[:-1]
@@ -72,8 +73,15 @@ async def test_a_suggestion_that_does_not_apply_is_plain_text(
     posted: list[list[dict[str, Any]]] = []
     item = {"path": "calc.py", "body": "Finding.", **comment}
     result = await review_tool(tmp_path, posted, fold=False).invoke({"body": "R", "comments": [item]}, INPUT)
-    if reason is None:
-        assert result == {"posted": False, "inline_comments": 0, "dropped_comments": 1}
+    if reason is None:  # a file outside the change is dropped and counted on its own
+        outside = comment.get("path") == "gone.py"
+        dropped = {"dropped_outside_change": 1} if outside else {}
+        assert result == {
+            "posted": False,
+            "inline_comments": 0,
+            "dropped_comments": int(not outside),
+            **dropped,
+        }
         return
     [posted_comment] = posted[0]
     assert "```suggestion" not in posted_comment["body"]
@@ -113,6 +121,6 @@ async def test_markers_in_a_review_show_and_a_suggestion_holding_one_is_not_offe
     assert (await tool.invoke(args, INPUT))["posted"] is True
     [comment] = posted[0]
     assert bodies == ["Review &lt;!-- beam-review-summary -->"]
-    assert comment["body"].startswith("Wrong sign. &lt;!-- beam-finding:0123456789abcdef -->\n\n")
+    assert comment["body"].startswith("**minor**\nWrong sign. &lt;!-- beam-finding:0123456789abcdef -->\n\n")
     assert "```suggestion" not in comment["body"] and "<!--" not in comment["body"]
     assert "    total = a + b  # <! -- beam-effect:k -->" in comment["body"]

@@ -127,7 +127,7 @@ async def test_an_empty_suggestion_is_no_suggestion(tmp_path: Path) -> None:
     comment = {"path": "m.py", "line": 3, "body": "returns x - 1", "severity": "major", "suggestion": ""}
     await review_tool(tmp_path, posted).post_args({"body": "One bug.", "comments": [comment]})
     [(_, [posted_comment])] = posted
-    assert posted_comment["body"] == "returns x - 1" and "suggestion" not in posted_comment["body"]
+    assert posted_comment["body"] == "**major**\nreturns x - 1" and "suggestion" not in posted_comment["body"]
     assert usable_suggestion("") is None and usable_suggestion("  \n") is None
     assert usable_suggestion("    return x + 1\n") == "    return x + 1\n" and usable_suggestion(None) is None
 

@@ -113,19 +113,26 @@ async def test_review_change_posts_once_and_folds_lines_outside_the_diff(tree: P
             {"path": "src/app.py", "body": "no line"},
         ],
     }
-    assert await review.invoke(args, INPUT) == {"posted": True, "inline_comments": 1, "folded_comments": 2}
+    assert await review.invoke(args, INPUT) == {
+        "posted": True,
+        "inline_comments": 1,
+        "folded_comments": 1,
+        "dropped_outside_change": 1,
+    }
     body, inline = posted[0]
     assert inline == [
         {
             "path": "src/app.py",
             "line": 2,
             "side": "RIGHT",
-            "body": "inline",
+            "body": "**minor**\ninline",  # the severity's label first
             "finding": "inline",
             "severity": "minor",  # the model named none (issue 21: every finding carries one)
             "line_text": "    return TODO",
         }
     ]
-    assert "`src/app.py` line 40: outside" in body and "`other.py` line 1" in body
+    # A line outside the diff is folded; a file outside the change is dropped, and counted.
+    assert "`src/app.py` line 40: outside" in body and "other.py" not in body
+    assert "<sub>1 finding on a file outside the change was dropped.</sub>" in body
     again = await review.invoke({"body": "twice"}, INPUT)
     assert again["posted"] is False and len(posted) == 1
