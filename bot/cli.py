@@ -125,8 +125,8 @@ def _pipe_closed() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _fail(message: str) -> int:
-    print(f"beam-bot: {message}", file=sys.stderr)
+def _fail(message: str, prog: str = "beam-bot") -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
     return 2
 
 
@@ -140,7 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         args = _parser().parse_args(argv)
     if args.command == "run":
-        from bot.local import RunOptions, run_local
+        from bot.local.git import UsageError
+        from bot.local.options import RunOptions, check_arguments
 
         approve = True if args.approve else False if args.deny else None
         options = RunOptions(
@@ -155,6 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             working_tree=args.working_tree,
         )
         try:
+            check_arguments(options)
+        except UsageError as error:
+            return _fail(str(error), "beam-bot run")
+        from bot.local.run import run_local
+
+        try:
             code: int = anyio.run(run_local, options)
         except BrokenPipeError:
             code = 141
@@ -162,7 +169,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _pipe_closed()
         return code
     if args.command in ("review", "summarize", "ask"):
-        from bot.local.pull_request import PullOptions, run_pull
+        import os
+
+        from bot.beam.errors import BeamError
+        from bot.local.git import UsageError
+        from bot.local.pull_target import PullOptions, check_pull
 
         pull_options = PullOptions(
             skill=args.command,
@@ -171,6 +182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             post=args.post,
             as_json=args.json,
         )
+        try:
+            check_pull(pull_options, os.environ)
+        except (BeamError, UsageError) as error:
+            return _fail(str(error), f"beam-bot {args.command}")
+        from bot.local.pull_request import run_pull
+
         pulled: int = anyio.run(run_pull, pull_options)
         return pulled
     if args.command == "check-model":

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from bot.beam.errors import BeamError
-from bot.local.pull_request import find_token, parse_pull_url
+from bot.local.pull_target import find_token, parse_pull_url
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.fake_github_state import PullFile
 from tests.support.git_http import GitHttpServer

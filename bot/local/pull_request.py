@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -37,61 +36,7 @@ from bot.beam.errors import BeamError
 from bot.local.change_run import ChangeRun
 from bot.local.git import TemporaryWorktree, UsageError, check_repository
 from bot.local.options import RunOptions, resolve_skill
-
-_URL = re.compile(
-    r"^https?://(?P<host>[^/\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/pulls?/(?P<number>\d+)(?:[/?#].*)?$"
-)
-BAD_URL, NO_TOKEN = "BEM-391", "BEM-392"
-
-
-@dataclass(frozen=True, slots=True)
-class PullTarget:
-    host: str
-    owner: str
-    repo: str
-    number: int
-    api_url: str
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.owner}/{self.repo}"
-
-
-def parse_pull_url(url: str, env: Mapping[str, str]) -> PullTarget:
-    """The pull request a URL names, and the API to read it from; BEM-391 when it names none."""
-    found = _URL.match(url.strip())
-    if found is None:
-        raise BeamError(BAD_URL, f"{url!r}")
-    host = found.group("host")
-    api = env.get("GITHUB_API_URL") or (
-        "https://api.github.com"
-        if host.lower() in ("github.com", "www.github.com")
-        else f"https://{host}/api/v3"
-    )
-    repo = found.group("repo").removesuffix(".git")
-    return PullTarget(host, found.group("owner"), repo, int(found.group("number")), api.rstrip("/"))
-
-
-def find_token(host: str, env: Mapping[str, str]) -> SecretStr:
-    """GITHUB_TOKEN, GH_TOKEN, or the gh CLI's token for the host; BEM-392 when there is none."""
-    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
-        if env.get(name):
-            return SecretStr(env[name])
-    gh = shutil.which("gh")
-    if gh is not None:
-        try:
-            done = subprocess.run(
-                [gh, "auth", "token", "--hostname", host],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            done = None
-        if done is not None and done.returncode == 0 and done.stdout.strip():
-            return SecretStr(done.stdout.strip())
-    raise BeamError(NO_TOKEN, f"for {host}")
+from bot.local.pull_target import PullOptions, PullTarget, check_pull
 
 
 def _git_env(token: SecretStr) -> dict[str, str]:
@@ -134,15 +79,6 @@ def fetch_pull(
     return repo
 
 
-@dataclass(frozen=True, slots=True)
-class PullOptions:
-    skill: str  # review, summarize, ask
-    url: str
-    instructions: str = ""
-    post: bool = False
-    as_json: bool = False
-
-
 async def run_pull(
     options: PullOptions,
     *,
@@ -155,10 +91,7 @@ async def run_pull(
     env = os.environ if env is None else env
     prog = f"beam-bot {options.skill}"
     try:
-        target = parse_pull_url(options.url, env)
-        token = find_token(target.host, env)
-        if options.skill == "ask" and not options.instructions.strip():
-            raise UsageError('ask needs a question: beam-bot ask URL "what does this change do?"')
+        target, token = check_pull(options, env)
     except (BeamError, UsageError) as error:
         err.write(f"{prog}: {error}\n")
         return 2

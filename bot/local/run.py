@@ -24,28 +24,22 @@ import anyio
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.errors import BeamError
 from bot.beam.openai_client import OpenAiCompatible
-from bot.beam.sandbox import SandboxRoot, WorkingTree
-from bot.beam.sandbox_tools import sandbox_tools
 from bot.local.author_run import AuthorRun, run_author, run_branch
 from bot.local.change_run import ChangeRun
 from bot.local.git import (
     TemporaryWorktree,
     UsageError,
-    check_repository,
     commit_of,
     uncommitted,
     working_tree_commit,
 )
-from bot.local.options import CHANGE_SKILLS, RunOptions, resolve_skill
+from bot.local.options import CHANGE_SKILLS, RunOptions, check_arguments
 
 ECHO = (
     "echo client (no BEAM_API_KEY): the text below is the prompt a real model would get; set "
     "BEAM_API_KEY (and BEAM_API_BASE_URL, BEAM_MODEL for another server: docs/models.md), or "
     "OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, to use one"
 )
-# The commands whose text is the whole request: without it there is nothing to ask.
-NEEDS_TEXT = {"ask": 'ask needs a question: beam-bot run ask "what does this change do?"'}
-NEEDS_TEXT["author"] = 'author needs instructions: beam-bot run author "fix the typo in README"'
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PIPE_CLOSED = 128 + signal.SIGPIPE.value  # the exit code of a process killed by SIGPIPE, as shells expect
 
@@ -99,13 +93,7 @@ async def _run_local(
     options: RunOptions, client: CompletionClient | None, out: TextIO, stdin: TextIO, err: TextIO
 ) -> int:
     try:
-        repo = check_repository(options.repo)
-        probe = WorkingTree(SandboxRoot(repo), [])
-        skill = resolve_skill(options.skill, {tool.spec().name for tool in sandbox_tools(probe)})
-        if options.base is not None and skill.name not in CHANGE_SKILLS:
-            raise UsageError(f"--base is for review, summarize, commit-notes and ask, not {options.skill}")
-        if options.skill in NEEDS_TEXT and not options.instructions.strip():
-            raise UsageError(NEEDS_TEXT[options.skill])
+        repo, skill = check_arguments(options)
         dirty = uncommitted(repo)
         if options.working_tree:
             if options.ref != "HEAD":
