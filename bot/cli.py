@@ -139,6 +139,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.command = "run"
     else:
         args = _parser().parse_args(argv)
+    try:
+        return _command(args)
+    except KeyboardInterrupt:
+        # Ctrl-C where no command handles it itself: while Python imports or a setting is checked,
+        # in `check-model`, or `serve` and `worker`, which stop gracefully and then raise it again.
+        # `run` and `review <URL>` handle it themselves (bot/local/stop.py), saying what they removed.
+        return _stopped(args.command)
+
+
+def _stopped(command: str) -> int:
+    """One line and exit code 130 (128 + SIGINT), as a shell reports a command Ctrl-C stopped."""
+    import signal
+
+    if command in ("serve", "worker"):
+        print(f"beam-bot {command}: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
+    else:
+        print(f"beam-bot {command}: ✗ stopped by SIGINT (Ctrl-C)", file=sys.stderr)
+    return 128 + signal.SIGINT.value
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The command `args` names, run to its exit code."""
     if args.command == "run":
         from bot.local.git import UsageError
         from bot.local.options import RunOptions, check_arguments
