@@ -1,11 +1,17 @@
-"""What `beam-bot run` prints: frames as they arrive, the terminal's approval question, and a review
-as GitHub would get it (its body, then each inline comment as `path:line` with its suggestion)."""
+"""What `beam-bot run` prints: frames as they arrive, a live line while the model works, the
+terminal's approval question, and a review as GitHub would get it (its body, then each inline comment
+as `path:line` with its suggestion)."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, TextIO
+
+import anyio
 
 from bot.app.github.models import InlineComment
 from bot.app.reviews.pass_end import PostedWith
@@ -14,6 +20,11 @@ from bot.app.runs.usage import Meter
 from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
 
 PrintMode = Literal["human", "json", "quiet"]
+# How often the live line is drawn again: each second on a terminal; on a pipe or a file, where a
+# line cannot be redrawn, a plain line now and then shows the run is alive without flooding a log.
+TTY_EVERY = 1.0
+PLAIN_EVERY = 10.0
+CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase to its end (ECMA-48 EL)
 
 
 class FramePrinter:
@@ -23,6 +34,13 @@ class FramePrinter:
     The placeholder frame keeps the framework's text on the wire (`--json`); the human view says what
     the command is doing instead (`activity`). `show_answer=False` leaves the final text to the
     caller (a review prints it with its body).
+
+    While a model call is in flight (`alive()`), one line says how long the run has worked, which
+    call it is on and the tokens used so far: the client does not stream (`"stream": false`), so the
+    tokens grow when each call answers, and the elapsed time shows the rest. A local 1.5B model
+    takes minutes per review; without it the terminal sat still on one line. On a terminal the line
+    is redrawn in place and erased before any other output; elsewhere it is a plain line every
+    PLAIN_EVERY seconds, with no carriage return and no escape sequence.
     """
 
     def __init__(
@@ -32,8 +50,13 @@ class FramePrinter:
         activity: str = "working on the request",
         *,
         show_answer: bool = True,
+        meter: Meter | None = None,
     ) -> None:
         self.out = out
+        self.meter = meter
+        self.tty = _is_tty(out)
+        self.started = time.monotonic()
+        self.drawn = False  # the live line is on the screen (a terminal only)
         self.mode = mode
         self.activity = activity
         self.show_answer = show_answer
@@ -49,6 +72,7 @@ class FramePrinter:
         """The activity line, before the first call: a review answered as structured output sends no
         frame at all, and the terminal would show nothing while the model thinks."""
         if self.mode == "human" and not self.announced:
+            self.clear()
             self.out.write(f"… {self.activity}\n")
             self.out.flush()
         self.announced = True
@@ -59,6 +83,7 @@ class FramePrinter:
         if self.mode != "human" or self.rounds:
             return
         model = f", {meter.model}" if meter.model else ""
+        self.clear()
         self.out.write(f"✓ done ({self.tool_calls} tool calls, {meter.tokens} tokens{model})\n")
         self.out.flush()
 
@@ -72,8 +97,65 @@ class FramePrinter:
             line = self.human(frame)
             if line is None:
                 return
+            self.clear()
             self.out.write(line + "\n")
         self.out.flush()
+
+    def status(self) -> str:
+        """The live line's text: `⋯ 42 s · model call 2 · 1234 tokens so far`."""
+        seconds = int(time.monotonic() - self.started)
+        elapsed = f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+        parts = [elapsed]
+        if self.meter is not None:
+            parts.append(f"model call {self.meter.calls + 1}")
+            if self.meter.tokens:
+                parts.append(f"{self.meter.tokens} tokens so far")
+        return "⋯ " + " · ".join(parts)
+
+    def draw(self) -> None:
+        if self.mode != "human":
+            return
+        if self.tty:
+            self.out.write(CLEAR_LINE + self.status())
+            self.drawn = True
+        else:
+            self.out.write(self.status() + "\n")
+        self.out.flush()
+
+    def clear(self) -> None:
+        """Erases the live line before other output, so a frame never lands after its text."""
+        if self.drawn:
+            self.out.write(CLEAR_LINE)
+            self.drawn = False
+
+    @asynccontextmanager
+    async def alive(self) -> AsyncIterator[None]:
+        """The live line for the body of the `async with`, erased when it ends however it ends."""
+        every = TTY_EVERY if self.tty else PLAIN_EVERY
+
+        async def keep_drawing() -> None:
+            while True:
+                await anyio.sleep(every)
+                self.draw()
+
+        # The body's error is raised again outside the task group, as itself: the callers catch
+        # BeamError and TimeoutError, which a task group would wrap in an ExceptionGroup.
+        failed: Exception | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                if self.mode == "human":
+                    tg.start_soon(keep_drawing)
+                try:
+                    yield
+                except Exception as error:
+                    failed = error
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            self.clear()
+            self.out.flush()
+        if failed is not None:
+            raise failed
 
     def human(self, frame: StreamChunk) -> str | None:
         kind = frame.type
@@ -100,6 +182,14 @@ class FramePrinter:
             self.announced = True
             return f"… {self.activity}"
         return f"… {frame.text}"
+
+
+def _is_tty(out: TextIO) -> bool:
+    isatty = getattr(out, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except ValueError:  # closed
+        return False
 
 
 def done_line(result: AgentResult, tool_calls: int, tokens: int | None = None) -> str:
