@@ -119,7 +119,7 @@ class ChangeRun:
         run_id = str(uuid.uuid4())
         usage = RunUsage(client, None, run_id, 0, self.policy, started)
         guard = await usage.arm(self.config.limits)
-        review = self.review = LocalReview(change.head_sha)
+        review = self.review = LocalReview(change.head_sha, root=path)
         for problem in self.config_errors:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.

@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import anyio
@@ -18,6 +19,7 @@ from bot.app.reviews.pass_end import PostedWith
 from bot.app.runs import render
 from bot.app.runs.usage import Meter
 from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
+from bot.local.terminal_text import as_text
 
 PrintMode = Literal["human", "json", "quiet"]
 # How often the live line is drawn again: each second on a terminal; on a pipe or a file, where a
@@ -211,14 +213,28 @@ def ask_terminal(action: dict[str, object], stdin: TextIO, out: TextIO) -> bool:
     return answer in ("y", "yes")
 
 
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What a terminal shows beside an inline comment and GitHub does not need: the finding's
+    severity (GitHub's page has no place for it), and the head's lines a suggestion would replace
+    (GitHub shows them itself), so the suggestion can be printed as a diff."""
+
+    severity: str | None = None
+    replaced: tuple[str, ...] = ()
+
+
 @dataclass
 class LocalReview:
-    """The review a run would post on GitHub (event COMMENT), kept instead of posted."""
+    """The review a run would post on GitHub (event COMMENT), kept instead of posted.
+
+    `root` is the tree the review was made on, to read the lines a suggestion replaces."""
 
     commit_id: str
     body: str = ""
     comments: list[InlineComment] = field(default_factory=list)
     posted_with: PostedWith | None = None
+    root: Path | None = None
+    shown: list[Shown] = field(default_factory=list)
 
     async def post(self, body: str, comments: list[dict[str, Any]]) -> int:
         """`review_change`'s publisher: the comments as the GitHub path validates them."""
@@ -227,7 +243,24 @@ class LocalReview:
         self.comments = [
             InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments
         ]
+        self.shown = [
+            Shown(str(c["severity"]) if c.get("severity") else None, self._lines(kept))
+            for c, kept in zip(comments, self.comments, strict=True)
+        ]
         return 1
+
+    def _lines(self, comment: InlineComment) -> tuple[str, ...]:
+        if self.root is None:
+            return ()
+        where = (self.root / comment.path).resolve()
+        if not where.is_relative_to(self.root.resolve()):  # the review tool checked it; never read outside
+            return ()
+        try:
+            text = where.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError):
+            return ()
+        lines = text.split("\n")
+        return tuple(lines[(comment.start_line or comment.line) - 1 : comment.line])
 
     def to_json(self) -> dict[str, Any]:
         """The body of GitHub's create-review call."""
@@ -249,11 +282,16 @@ class LocalReview:
         return f"Review, {how} ({count} inline comment{'s' if count != 1 else ''}):"
 
     def human(self) -> str:
-        lines = [self.describe(), "", self.body.strip()]
-        for comment in self.comments:
+        """The review for a terminal: GitHub's markup as text (terminal_text.py), each comment's
+        severity beside its place, each suggestion as a diff of the lines it replaces."""
+        lines = [self.describe(), "", as_text(self.body)]
+        for comment, shown in zip(self.comments, self.shown or [Shown()] * len(self.comments), strict=True):
             where = f"{comment.start_line}-{comment.line}" if comment.start_line else str(comment.line)
-            lines += ["", f"{comment.path}:{where}"]
-            lines += [f"  {line}" if line else "" for line in comment.body.splitlines()]
+            severity = f" ({shown.severity})" if shown.severity else ""
+            lines += ["", f"{comment.path}:{where}{severity}"]
+            lines += [
+                f"  {line}" if line else "" for line in as_text(comment.body, shown.replaced).splitlines()
+            ]
         return "\n".join(lines)
 
 
