@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
-
 from bot import package_version
 
 if TYPE_CHECKING:
@@ -132,35 +130,42 @@ def _fail(message: str, prog: str = "beam-bot") -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _command(_arguments(argv))
+    except KeyboardInterrupt:
+        # Ctrl-C where no command handles it itself: while Python imports, the arguments are read or
+        # a setting is checked, in `check-model`, or `serve`, which stops gracefully and then raises
+        # it again. `run` and `review <URL>` handle it themselves (bot/local/stop.py), saying what
+        # they removed.
+        return _stopped(argv[0] if argv and not argv[0].startswith("-") else "")
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
     if argv[:1] == ["run"]:
         # Intermixed, so the optional instructions may follow the options (`run review --repo . "..."`).
         run = _run_arguments(argparse.ArgumentParser(prog="beam-bot run", description=RUN_HELP))
         args = run.parse_intermixed_args(argv[1:])
         args.command = "run"
-    else:
-        args = _parser().parse_args(argv)
-    try:
-        return _command(args)
-    except KeyboardInterrupt:
-        # Ctrl-C where no command handles it itself: while Python imports or a setting is checked,
-        # in `check-model`, or `serve` and `worker`, which stop gracefully and then raise it again.
-        # `run` and `review <URL>` handle it themselves (bot/local/stop.py), saying what they removed.
-        return _stopped(args.command)
+        return args
+    return _parser().parse_args(argv)
 
 
 def _stopped(command: str) -> int:
     """One line and exit code 130 (128 + SIGINT), as a shell reports a command Ctrl-C stopped."""
     import signal
 
+    prog = f"beam-bot {command}" if command else "beam-bot"
     if command in ("serve", "worker"):
-        print(f"beam-bot {command}: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
+        print(f"{prog}: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
     else:
-        print(f"beam-bot {command}: ✗ stopped by SIGINT (Ctrl-C)", file=sys.stderr)
+        print(f"{prog}: ✗ stopped by SIGINT (Ctrl-C)", file=sys.stderr)
     return 128 + signal.SIGINT.value
 
 
 def _command(args: argparse.Namespace) -> int:
     """The command `args` names, run to its exit code."""
+    import anyio  # here, not at the top: the fewer imports before `main`, the less a Ctrl-C can hit
+
     if args.command == "run":
         from bot.local.git import UsageError
         from bot.local.options import RunOptions, check_arguments

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import anyio
+import anyio.abc
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PIPE_CLOSED = 128 + signal.SIGPIPE.value  # the exit code of a process killed by SIGPIPE, as shells expect
@@ -43,14 +44,15 @@ async def stoppable(work: Callable[[], Awaitable[int]]) -> Ended:
     code = 1
     async with anyio.create_task_group() as tg:
 
-        async def watch() -> None:
+        async def watch(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+                task_status.started()
                 async for signum in signals:
                     stopped.append(signal.Signals(signum))
                     tg.cancel_scope.cancel()
                     return
 
-        tg.start_soon(watch)
+        await tg.start(watch)  # the receiver is in place before the work starts
         try:
             code = await work()
         except BrokenPipeError:
