@@ -28,6 +28,7 @@ HEAVY = (
     "bot.local.pull_request",
     "httpx",
     "sqlalchemy",
+    "pydantic",
 )
 DRIVER = """
 import json, sys

@@ -12,11 +12,13 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
-
-from pydantic import SecretStr
+from typing import TYPE_CHECKING
 
 from bot.beam.errors import BeamError
 from bot.local.git import UsageError
+
+if TYPE_CHECKING:
+    from pydantic import SecretStr
 
 _URL = re.compile(
     r"^https?://(?P<host>[^/\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/pulls?/(?P<number>\d+)(?:[/?#].*)?$"
@@ -54,6 +56,8 @@ def parse_pull_url(url: str, env: Mapping[str, str]) -> PullTarget:
 
 def find_token(host: str, env: Mapping[str, str]) -> SecretStr:
     """GITHUB_TOKEN, GH_TOKEN, or the gh CLI's token for the host; BEM-392 when there is none."""
+    from pydantic import SecretStr  # here: a mistyped URL is answered without loading pydantic
+
     for name in ("GITHUB_TOKEN", "GH_TOKEN"):
         if env.get(name):
             return SecretStr(env[name])
@@ -87,7 +91,6 @@ def check_pull(options: PullOptions, env: Mapping[str, str]) -> tuple[PullTarget
     """The pull request and the token, or BeamError (BEM-391, BEM-392) or UsageError: all that can
     be wrong with the command line before GitHub is asked."""
     target = parse_pull_url(options.url, env)
-    token = find_token(target.host, env)
     if options.skill == "ask" and not options.instructions.strip():
         raise UsageError('ask needs a question: beam-bot ask URL "what does this change do?"')
-    return target, token
+    return target, find_token(target.host, env)
