@@ -10,6 +10,8 @@ arguments in a few milliseconds before the heavy imports (bench/cli_startup.py).
 from __future__ import annotations
 
 import importlib
+import sys
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -176,6 +178,21 @@ __all__ = [
     "skill_by_name",
     "terminal_result",
 ]
+
+
+class _Package(ModuleType):
+    """`bot.beam` itself. One public name is also a submodule's (`sandbox_tools`, the function, in
+    `bot.beam.sandbox_tools`): importing the submodule sets the package's attribute to the module,
+    after which `from bot.beam import sandbox_tools` gave the module. The eager imports this file
+    once had bound the function last; here the function replaces the module as it is set."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if isinstance(value, ModuleType) and _WHERE.get(name) == value.__name__:
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 
 def __getattr__(name: str) -> Any:
