@@ -13,8 +13,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import anyio
-
 from bot import package_version
 
 if TYPE_CHECKING:
@@ -130,22 +128,52 @@ def _pipe_closed() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def _fail(message: str) -> int:
-    print(f"beam-bot: {message}", file=sys.stderr)
+def _fail(message: str, prog: str = "beam-bot") -> int:
+    print(f"{prog}: {message}", file=sys.stderr)
     return 2
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _command(_arguments(argv))
+    except KeyboardInterrupt:
+        # Ctrl-C where no command handles it itself: while Python imports, the arguments are read or
+        # a setting is checked, in `check-model`, or `serve`, which stops gracefully and then raises
+        # it again. `run` and `review <URL>` handle it themselves (bot/local/stop.py), saying what
+        # they removed.
+        return _stopped(argv[0] if argv and not argv[0].startswith("-") else "")
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
     if argv[:1] == ["run"]:
         # Intermixed, so the optional instructions may follow the options (`run review --repo . "..."`).
         run = _run_arguments(argparse.ArgumentParser(prog="beam-bot run", description=RUN_HELP))
         args = run.parse_intermixed_args(argv[1:])
         args.command = "run"
+        return args
+    return _parser().parse_args(argv)
+
+
+def _stopped(command: str) -> int:
+    """One line and exit code 130 (128 + SIGINT), as a shell reports a command Ctrl-C stopped."""
+    import signal
+
+    prog = f"beam-bot {command}" if command else "beam-bot"
+    if command in ("serve", "worker"):
+        print(f"{prog}: stopped by SIGINT (Ctrl-C)", file=sys.stderr)
     else:
-        args = _parser().parse_args(argv)
+        print(f"{prog}: ✗ stopped by SIGINT (Ctrl-C)", file=sys.stderr)
+    return 128 + signal.SIGINT.value
+
+
+def _command(args: argparse.Namespace) -> int:
+    """The command `args` names, run to its exit code."""
+    import anyio  # here, not at the top: the fewer imports before `main`, the less a Ctrl-C can hit
+
     if args.command == "run":
-        from bot.local import RunOptions, run_local
+        from bot.local.git import UsageError
+        from bot.local.options import RunOptions, check_arguments
 
         approve = True if args.approve else False if args.deny else None
         options = RunOptions(
@@ -160,6 +188,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             working_tree=args.working_tree,
         )
         try:
+            check_arguments(options)
+        except UsageError as error:
+            return _fail(str(error), "beam-bot run")
+        from bot.local.run import run_local
+
+        try:
             code: int = anyio.run(run_local, options)
         except BrokenPipeError:
             code = 141
@@ -167,7 +201,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             _pipe_closed()
         return code
     if args.command in ("review", "summarize", "ask"):
-        from bot.local.pull_request import PullOptions, run_pull
+        import os
+
+        from bot.beam.errors import BeamError
+        from bot.local.git import UsageError
+        from bot.local.pull_target import PullOptions, check_pull
 
         pull_options = PullOptions(
             skill=args.command,
@@ -176,6 +214,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             post=args.post,
             as_json=args.json,
         )
+        try:
+            check_pull(pull_options, os.environ)
+        except (BeamError, UsageError) as error:
+            return _fail(str(error), f"beam-bot {args.command}")
+        from bot.local.pull_request import run_pull
+
         pulled: int = anyio.run(run_pull, pull_options)
         return pulled
     if args.command == "check-model":

@@ -8,8 +8,9 @@ import os
 import subprocess
 import sys
 
-from tests.support.openai_server import FakeOpenAI, without_model_env
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message, without_model_env
 from tests.support.provider_servers import stand_in
+from tests.support.terminal import Terminal, screen_lines
 
 MODELS = {"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model", "context_window": 1047576}]}
 
@@ -123,3 +124,20 @@ def test_no_key_or_a_wrong_setting_is_exit_2() -> None:
     assert result.returncode == 2 and "BEAM_MODEL_EXTRA_BODY must be a JSON object" in result.stdout
     result = check_model({}, "--nope")
     assert result.returncode == 2 and "unrecognized arguments: --nope" in result.stderr
+
+
+def test_ctrl_c_while_the_model_answers_is_one_line_and_130() -> None:
+    with FakeOpenAI() as llm:
+        llm.enqueue(chat_response(text_message("late")), delay=30)
+        argv = [sys.executable, "-m", "bot.cli", "check-model"]
+        env = {**without_model_env(os.environ), **openai_env(llm), "TERM": "xterm"}
+        with Terminal(argv, env) as term:
+            term.expect(r"model \S+ at ", timeout=30)
+            term.read_for(0.5)
+            term.ctrl_c()
+            code = term.wait(timeout=30)
+    assert code == 130, term.text
+    assert "Traceback" not in term.text
+    assert screen_lines(term.text)[-1].endswith("beam-bot check-model: ✗ stopped by SIGINT (Ctrl-C)"), (
+        term.text
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.openai_server import FakeOpenAI, chat_response, text_message, without_model_env
+from tests.support.terminal import Terminal, screen_lines
 from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -307,3 +308,20 @@ def test_the_echo_model_and_the_defaults_are_described() -> None:
     assert describe_model({"OPENAI_API_KEY": "sk"}) == (
         "model: gpt-4.1-mini at https://api.openai.com/v1 (API key set: OPENAI_API_KEY)"
     )
+
+
+@pytest.mark.parametrize("stage", ["starting", "serving"])
+def test_ctrl_c_stops_serve_in_one_line_with_130(tmp_path: Path, stage: str) -> None:
+    """uvicorn stops gracefully, then raises SIGINT again for the caller: one line, not a traceback."""
+    argv = [sys.executable, "-m", "bot.cli", "serve", "--port", str(free_port())]
+    with Terminal(argv, clean_env(BEAM_WORK_DIR=str(tmp_path / "work"), TERM="xterm")) as term:
+        if stage == "serving":
+            term.expect("listening on port", timeout=60)
+            term.read_for(0.3)
+        else:
+            term.read_for(0.3)  # Python runs; the App's modules are still loading
+        term.ctrl_c()
+        code = term.wait(timeout=60)
+    assert code == 130, term.text
+    assert "Traceback" not in term.text
+    assert screen_lines(term.text)[-1].endswith("beam-bot serve: stopped by SIGINT (Ctrl-C)"), term.text

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 
 from bot.beam.errors import BeamError
-from bot.local.pull_request import find_token, parse_pull_url
+from bot.local.pull_target import find_token, parse_pull_url
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.fake_github_state import PullFile
 from tests.support.git_http import GitHttpServer
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, chat_response, text_message
+from tests.support.terminal import Terminal, screen_lines
 
 REPO = "octo/demo"
 NUMBER = 7
@@ -202,3 +203,57 @@ def test_the_gh_cli_token_is_used_when_no_variable_is_set(tmp_path: Path) -> Non
         with pytest.raises(BeamError) as missing:
             find_token("github.com", {})  # gh knows no token for this host
         assert missing.value.code == "BEM-392"
+
+
+@pytest.mark.parametrize("stage", ["starting", "model thinking"])
+def test_ctrl_c_stops_a_review_of_a_url_in_one_line_with_130(
+    stack: Stack, tmp_path: Path, stage: str
+) -> None:
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    stack.llm.enqueue(chat_response(text_message("late")), delay=30)
+    argv = [sys.executable, "-m", "bot.cli", "review", URL, "--post"]
+    with Terminal(argv, stack.env(TMPDIR=str(fresh), TERM="xterm")) as term:
+        if stage == "starting":
+            term.read_for(0.3)
+        else:
+            term.expect(r"⋯ 1 s · model call 1")
+        term.ctrl_c()
+        code = term.wait(timeout=30)
+    assert code == 130, term.text
+    assert "Traceback" not in term.text
+    stopped = [line for line in screen_lines(term.text) if "stopped" in line]
+    assert len(stopped) == 1 and "SIGINT (Ctrl-C)" in stopped[0], term.text
+    if stage == "model thinking":
+        assert stopped[0].startswith("beam-bot review: ✗ stopped by SIGINT (Ctrl-C): nothing was posted")
+    assert stack.fake.reviews_on(REPO, NUMBER) == []
+    assert list(fresh.iterdir()) == [], "the review left a temporary directory behind"
+
+
+def test_a_wrong_model_setting_is_one_line_and_leaves_no_temporary_directory(
+    stack: Stack, tmp_path: Path
+) -> None:
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    done = stack.cli("review", URL, env=stack.env(TMPDIR=str(fresh), BEAM_MODEL_TIMEOUT="-1"))
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith(
+        "beam-bot review: Invalid model configuration. (BEM-042): BEAM_MODEL_TIMEOUT"
+    )
+    assert list(fresh.iterdir()) == []
+
+
+@pytest.mark.parametrize("failure", ["bad token", "outage"])
+def test_a_bad_github_token_or_an_outage_is_one_line(stack: Stack, tmp_path: Path, failure: str) -> None:
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    if failure == "bad token":
+        env = stack.env(TMPDIR=str(fresh), GITHUB_TOKEN="ghs_not_a_token")
+    else:
+        env = stack.env(TMPDIR=str(fresh), GITHUB_API_URL="http://127.0.0.1:9")
+    done = stack.cli("review", URL, env=env)
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("beam-bot review: GitHub ")
+    assert list(fresh.iterdir()) == []

@@ -66,9 +66,11 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
     # A file outside the change is dropped, unchecked, and the footer counts it.
     assert "Typo: Helo." not in review and "outside the diff" not in review
     assert "1 finding on a file outside the change was dropped" in review
-    # The finding's severity shows first, as on GitHub.
-    assert "\nsrc/calc.py:6\n  **major**\n  sub adds.\n" in review
-    assert "  ```suggestion\n      return a - b\n  ```" in review
+    # A terminal's review: the severity beside the place, the suggestion as a diff of the line it
+    # replaces, GitHub's markup as text.
+    assert "\nsrc/calc.py:6 (major)\n  sub adds.\n" in review
+    assert "\n  -     return a + b\n  +     return a - b" in review
+    assert "suggestion" not in review and "<sub>" not in review
     assert "Posted." in out
 
 
@@ -151,10 +153,10 @@ def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Pa
     review = human.stdout[human.stdout.index(said) :]
     assert (
         "One bug." in review
-        and "\nsrc/calc.py:6\n" in review
+        and "\nsrc/calc.py:6 (major)\n" in review
         and "sub adds instead of subtracting." in review
     )
-    assert "<sub>1 finding checked against the code, 0 dropped.</sub>" in review
+    assert "\n1 finding checked against the code, 0 dropped.\n" in review  # GitHub's <sub> dropped
     assert "model `fake-model` · 1,000 input / 120 output tokens · 2 model calls · 0 tool steps" in review
     report = json.loads(as_json.stdout)
     assert (report["posted_with"], report["tool_calls"], report["answer"]) == ("structured", [], "")
@@ -277,10 +279,38 @@ def test_an_openai_key_alone_reviews(feature: Path, model: str, refusals: int) -
             },
         )
     assert result.returncode == 0, result.stderr
-    assert "One bug." in result.stdout and "\nsrc/calc.py:6\n" in result.stdout
+    assert "One bug." in result.stdout and "\nsrc/calc.py:6 (major)\n" in result.stdout
     assert f"model {model} at {llm.url}" in result.stdout
     # Each refusal happened once: the review's second call went right the first time.
     assert len(llm.refused) == refusals and len(llm.requests) == 2
     assert all(body["model"] == model and "chat_template_kwargs" not in body for body in llm.requests)
     if refusals > 1:
         assert all("max_tokens" not in body and "temperature" not in body for body in llm.requests)
+
+
+def test_the_printed_review_renders_githubs_markup_as_text(feature: Path) -> None:
+    body = (
+        "One bug.<!-- beam:ledger {} -->\n\n<details><summary>How I checked</summary>\n\n"
+        "Read <b>calc.py</b> &amp; ran nothing.\n</details>"
+    )
+    comment = {
+        "path": "src/calc.py",
+        "start_line": 5,
+        "line": 6,
+        "body": "sub adds.",
+        "severity": "major",
+        "suggestion": "def sub(a, b):\n    return a - b\n",
+    }
+    with FakeOpenAI() as llm:
+        llm.reply_tool_calls(("review_change", {"body": body, "comments": [comment]}))
+        llm.reply_text("Posted.")
+        result = run_cli(["review", "--repo", str(feature)], llm)
+    assert result.returncode == 0, result.stderr
+    review = result.stdout[result.stdout.index("Review, posted with review_change") :]
+    for markup in ("<details>", "<summary>", "<b>", "<sub>", "&amp;", "```", "**major**"):
+        assert markup not in review, (markup, review)
+    # The model's own `<!--` is shown, as GitHub shows it (never hidden); the bot's markers are gone.
+    assert "One bug.<!-- beam:ledger {} -->" in review and "beam-finding" not in review
+    assert "How I checked:" in review and "Read calc.py & ran nothing." in review
+    assert "\nsrc/calc.py:5-6 (major)\n  sub adds.\n" in review
+    assert "  - def sub(a, b):\n  -     return a + b\n  + def sub(a, b):\n  +     return a - b" in review

@@ -317,7 +317,8 @@ def test_a_signal_removes_the_worktree_and_prints_one_line(
     assert proc.returncode == 128 + sig.value, stderr
     assert "Traceback" not in stderr
     assert stderr.strip().splitlines() == [
-        f"✗ stopped by {sig.name}: nothing was pushed, and the temporary worktree is removed"
+        f"✗ stopped by {sig.name}{' (Ctrl-C)' if sig is signal.SIGINT else ''}: nothing was pushed, "
+        "and the temporary worktree is removed"
     ]
     assert worktrees(work) == 1
 

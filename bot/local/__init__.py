@@ -7,9 +7,7 @@ objects (`change.py`), and the prompt, the tools and the limits come from the sa
 the checkout with the sandbox tools alone.
 
 The package sits above both layers: it may import `bot.beam` and `bot.app`; neither imports it.
+It imports nothing itself: `options.py` and `pull_target.py` check a command's arguments before
+`run.py` and `pull_request.py` load the framework and the App (seconds on a slow disk), so a typo is
+answered at once (bench/cli_startup.py).
 """
-
-from bot.local.options import RunOptions
-from bot.local.run import run_local
-
-__all__ = ["RunOptions", "run_local"]

@@ -129,7 +129,8 @@ async def run_author(
             session_id=uuid.uuid4(),
             request_id=uuid.uuid4(),
         )
-        outcome = await hub.invoke(request, on_frame=printer)
+        async with printer.alive():
+            outcome = await hub.invoke(request, on_frame=printer)
         while outcome.result.interrupted and outcome.result.action_required:
             envelopes, asked_push = [], False
             for action in outcome.result.action_required:
@@ -154,7 +155,8 @@ async def run_author(
                     "actions": envelopes,
                 }
             )
-            outcome = await hub.invoke(resume, on_frame=printer)
+            async with printer.alive():
+                outcome = await hub.invoke(resume, on_frame=printer)
             # The push ran when it was allowed and the resumed run went on without an error.
             run.pushed = run.pushed or asked_push
     except BeamError as error:
@@ -197,11 +199,22 @@ async def _decide(
     else:
         out.write(question)
         out.flush()
-        answer = await anyio.to_thread.run_sync(stdin.readline, abandon_on_cancel=True)
+        answer = await read_answer(stdin)
         allowed = answer.strip().lower() in ("y", "yes")
     if not allowed and not options.as_json:
         out.write(f"  ✗ {tool} denied: nothing was run\n")
     return allowed
+
+
+async def read_answer(stdin: TextIO) -> str:
+    """A line typed on the terminal, waited for on the event loop: a worker thread blocked in
+    `readline` cannot be stopped, and kept the process alive after Ctrl-C at the question."""
+    try:
+        fd = stdin.fileno()
+    except (OSError, ValueError):  # io.UnsupportedOperation is both: a StringIO in a test
+        return stdin.readline()
+    await anyio.wait_readable(fd)
+    return stdin.readline()
 
 
 def where(repo: Path, branch: str, start: str, *, pushed: bool, created: bool) -> str:

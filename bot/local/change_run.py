@@ -119,12 +119,12 @@ class ChangeRun:
         run_id = str(uuid.uuid4())
         usage = RunUsage(client, None, run_id, 0, self.policy, started)
         guard = await usage.arm(self.config.limits)
-        review = self.review = LocalReview(change.head_sha)
+        review = self.review = LocalReview(change.head_sha, root=path)
         for problem in self.config_errors:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
         mode: PrintMode = "quiet" if as_json and is_review else "json" if as_json else "human"
-        printer = FramePrinter(out, mode, self.activity(), show_answer=not is_review)
+        printer = FramePrinter(out, mode, self.activity(), show_answer=not is_review, meter=usage.meter)
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             # `review.severity` and `max_comments` apply as on GitHub (reviews/command.py).
@@ -160,37 +160,39 @@ class ChangeRun:
             return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
 
         def overflowed() -> None:
+            printer.clear()
             err.write(f"beam-bot run: {OVERFLOW_RETRY}\n")
 
         report = ToolReport()
         notes: list[str] = []
         try:
             with anyio.fail_after(self.run_timeout):
-                if is_review:
-                    printer.announce()
-                    end = await ReviewPass(
-                        tree=tree,
-                        files=files,
-                        prompts=prompts,
-                        meter=usage.meter,
-                        guard=guard,
-                        post=post_review,
-                        blob_url=blob_url,
-                        run_id=run_id,
-                        repository=change.repository,
-                        number=0,
-                        on_frame=printer,
-                        session=uuid.uuid4(),
-                        on_overflow=overflowed,
-                        passes=self.config.review.passes_limit(self.policy.limits.review_max_passes),
-                        verify=self.config.review.verify,
-                    ).run()
-                    result = end.result
-                else:
-                    end = None
-                    result = await self._one_call(
-                        tree, files, prompts, report, usage, guard, printer, overflowed, notes
-                    )
+                async with printer.alive():
+                    if is_review:
+                        printer.announce()
+                        end = await ReviewPass(
+                            tree=tree,
+                            files=files,
+                            prompts=prompts,
+                            meter=usage.meter,
+                            guard=guard,
+                            post=post_review,
+                            blob_url=blob_url,
+                            run_id=run_id,
+                            repository=change.repository,
+                            number=0,
+                            on_frame=printer,
+                            session=uuid.uuid4(),
+                            on_overflow=overflowed,
+                            passes=self.config.review.passes_limit(self.policy.limits.review_max_passes),
+                            verify=self.config.review.verify,
+                        ).run()
+                        result = end.result
+                    else:
+                        end = None
+                        result = await self._one_call(
+                            tree, files, prompts, report, usage, guard, printer, overflowed, notes
+                        )
         except TimeoutError:
             err.write(f"✗ failed: {render.timed_out(self.run_timeout)}\n")
             return 1

@@ -151,15 +151,23 @@ def head_label(repo: Path, ref: str) -> str:
 
 
 class TemporaryWorktree:
-    """`git worktree add --detach` at a commit in a temporary directory, removed again on exit."""
+    """`git worktree add --detach` at a commit in a temporary directory, removed again on exit.
+
+    The commit is checked when it is made (a bad `--ref` is a usage error before anything runs); the
+    directory exists only inside `with`, so a run stopped between the two (a wrong model setting, a
+    signal) leaves nothing in the temporary directory.
+    """
+
+    parent: Path
+    path: Path
 
     def __init__(self, repo: Path, ref: str) -> None:
         self.repo = repo
         self.commit = commit_of(repo, ref, "--ref")
-        self.parent = Path(tempfile.mkdtemp(prefix="beam-run-"))
-        self.path = self.parent / "tree"
 
     def __enter__(self) -> TemporaryWorktree:
+        self.parent = Path(tempfile.mkdtemp(prefix="beam-run-"))
+        self.path = self.parent / "tree"
         try:
             git(self.repo, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit)
         except BaseException:

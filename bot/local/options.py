@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from bot.beam.skills import Skill, builtin_skills
-from bot.local.git import UsageError
+from bot.beam.skills import SANDBOX_TOOL_NAMES, Skill, builtin_skills
+from bot.local.git import UsageError, check_repository
 
 # The GitHub command names (`/beam ask ...`), as bot.app.commands maps them to framework skills.
 COMMAND_SKILLS = {
@@ -20,6 +20,11 @@ COMMAND_SKILLS = {
 }
 # The skills that work on a change (`--base`..`--ref`) as their GitHub commands do on a pull request.
 CHANGE_SKILLS = frozenset({"review", "summarize", "commit-notes", "consume"})
+# The commands whose text is the whole request: without it there is nothing to ask.
+NEEDS_TEXT = {
+    "ask": 'ask needs a question: beam-bot run ask "what does this change do?"',
+    "author": 'author needs instructions: beam-bot run author "fix the typo in README"',
+}
 # The tools the host provides beside the sandbox's (bot.app.runs.host_tools), for every change skill.
 HOST_TOOLS = frozenset({"search", "get_page", "review_change"})
 
@@ -60,3 +65,15 @@ def resolve_skill(name: str, sandbox_names: set[str]) -> Skill:
         more = f" (or the framework's {others})" if others else ""
         raise UsageError(f"unknown skill {name!r}; choose from {commands}{more}")
     return skill
+
+
+def check_arguments(options: RunOptions) -> tuple[Path, Skill]:
+    """The checkout's top level and the skill, or UsageError: what `beam-bot run` can say is wrong
+    before it loads the model client and the App's review code, so a typo is answered at once."""
+    repo = check_repository(options.repo)
+    skill = resolve_skill(options.skill, set(SANDBOX_TOOL_NAMES))
+    if options.base is not None and skill.name not in CHANGE_SKILLS:
+        raise UsageError(f"--base is for review, summarize, commit-notes and ask, not {options.skill}")
+    if options.skill in NEEDS_TEXT and not options.instructions.strip():
+        raise UsageError(NEEDS_TEXT[options.skill])
+    return repo, skill

@@ -1,19 +1,32 @@
-"""What `beam-bot run` prints: frames as they arrive, the terminal's approval question, and a review
-as GitHub would get it (its body, then each inline comment as `path:line` with its suggestion)."""
+"""What `beam-bot run` prints: frames as they arrive, a live line while the model works, the
+terminal's approval question, and a review as GitHub would get it (its body, then each inline comment
+as `path:line` with its suggestion)."""
 
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, TextIO
+
+import anyio
 
 from bot.app.github.models import InlineComment
 from bot.app.reviews.pass_end import PostedWith
 from bot.app.runs import render
 from bot.app.runs.usage import Meter
 from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
+from bot.local.terminal_text import as_text
 
 PrintMode = Literal["human", "json", "quiet"]
+# How often the live line is drawn again: each second on a terminal; on a pipe or a file, where a
+# line cannot be redrawn, a plain line now and then shows the run is alive without flooding a log.
+TTY_EVERY = 1.0
+PLAIN_EVERY = 10.0
+CLEAR_LINE = "\r\x1b[K"  # back to the line's start, erase to its end (ECMA-48 EL)
 
 
 class FramePrinter:
@@ -23,6 +36,13 @@ class FramePrinter:
     The placeholder frame keeps the framework's text on the wire (`--json`); the human view says what
     the command is doing instead (`activity`). `show_answer=False` leaves the final text to the
     caller (a review prints it with its body).
+
+    While a model call is in flight (`alive()`), one line says how long the run has worked, which
+    call it is on and the tokens used so far: the client does not stream (`"stream": false`), so the
+    tokens grow when each call answers, and the elapsed time shows the rest. A local 1.5B model
+    takes minutes per review; without it the terminal sat still on one line. On a terminal the line
+    is redrawn in place and erased before any other output; elsewhere it is a plain line every
+    PLAIN_EVERY seconds, with no carriage return and no escape sequence.
     """
 
     def __init__(
@@ -32,8 +52,13 @@ class FramePrinter:
         activity: str = "working on the request",
         *,
         show_answer: bool = True,
+        meter: Meter | None = None,
     ) -> None:
         self.out = out
+        self.meter = meter
+        self.tty = _is_tty(out)
+        self.started = time.monotonic()
+        self.drawn = False  # the live line is on the screen (a terminal only)
         self.mode = mode
         self.activity = activity
         self.show_answer = show_answer
@@ -49,6 +74,7 @@ class FramePrinter:
         """The activity line, before the first call: a review answered as structured output sends no
         frame at all, and the terminal would show nothing while the model thinks."""
         if self.mode == "human" and not self.announced:
+            self.clear()
             self.out.write(f"… {self.activity}\n")
             self.out.flush()
         self.announced = True
@@ -59,6 +85,7 @@ class FramePrinter:
         if self.mode != "human" or self.rounds:
             return
         model = f", {meter.model}" if meter.model else ""
+        self.clear()
         self.out.write(f"✓ done ({self.tool_calls} tool calls, {meter.tokens} tokens{model})\n")
         self.out.flush()
 
@@ -72,8 +99,65 @@ class FramePrinter:
             line = self.human(frame)
             if line is None:
                 return
+            self.clear()
             self.out.write(line + "\n")
         self.out.flush()
+
+    def status(self) -> str:
+        """The live line's text: `⋯ 42 s · model call 2 · 1234 tokens so far`."""
+        seconds = int(time.monotonic() - self.started)
+        elapsed = f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+        parts = [elapsed]
+        if self.meter is not None:
+            parts.append(f"model call {self.meter.calls + 1}")
+            if self.meter.tokens:
+                parts.append(f"{self.meter.tokens} tokens so far")
+        return "⋯ " + " · ".join(parts)
+
+    def draw(self) -> None:
+        if self.mode != "human":
+            return
+        if self.tty:
+            self.out.write(CLEAR_LINE + self.status())
+            self.drawn = True
+        else:
+            self.out.write(self.status() + "\n")
+        self.out.flush()
+
+    def clear(self) -> None:
+        """Erases the live line before other output, so a frame never lands after its text."""
+        if self.drawn:
+            self.out.write(CLEAR_LINE)
+            self.drawn = False
+
+    @asynccontextmanager
+    async def alive(self) -> AsyncIterator[None]:
+        """The live line for the body of the `async with`, erased when it ends however it ends."""
+        every = TTY_EVERY if self.tty else PLAIN_EVERY
+
+        async def keep_drawing() -> None:
+            while True:
+                await anyio.sleep(every)
+                self.draw()
+
+        # The body's error is raised again outside the task group, as itself: the callers catch
+        # BeamError and TimeoutError, which a task group would wrap in an ExceptionGroup.
+        failed: Exception | None = None
+        try:
+            async with anyio.create_task_group() as tg:
+                if self.mode == "human":
+                    tg.start_soon(keep_drawing)
+                try:
+                    yield
+                except Exception as error:
+                    failed = error
+                finally:
+                    tg.cancel_scope.cancel()
+        finally:
+            self.clear()
+            self.out.flush()
+        if failed is not None:
+            raise failed
 
     def human(self, frame: StreamChunk) -> str | None:
         kind = frame.type
@@ -102,6 +186,14 @@ class FramePrinter:
         return f"… {frame.text}"
 
 
+def _is_tty(out: TextIO) -> bool:
+    isatty = getattr(out, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except ValueError:  # closed
+        return False
+
+
 def done_line(result: AgentResult, tool_calls: int, tokens: int | None = None) -> str:
     """The final line: the whole run's tool calls and tokens (`tokens` when they were summed over
     its halves), and the model."""
@@ -127,9 +219,21 @@ def inline_comments(comments: list[dict[str, Any]]) -> list[InlineComment]:
     return [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in comments]
 
 
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What a terminal shows beside an inline comment and GitHub does not need: the finding's
+    severity (GitHub's page has no place for it), and the head's lines a suggestion would replace
+    (GitHub shows them itself), so the suggestion can be printed as a diff."""
+
+    severity: str | None = None
+    replaced: tuple[str, ...] = ()
+
+
 @dataclass
 class LocalReview:
-    """The review a run would post on GitHub (event COMMENT), kept instead of posted."""
+    """The review a run would post on GitHub (event COMMENT), kept instead of posted.
+
+    `root` is the tree the review was made on, to read the lines a suggestion replaces."""
 
     commit_id: str
     body: str = ""
@@ -138,13 +242,32 @@ class LocalReview:
     # The comments as the pass gave them (with `finding` and `line_text`), which `--post` keys
     # against the findings already on the pull request (reviews/findings.py).
     findings: list[dict[str, Any]] = field(default_factory=list)
+    root: Path | None = None
+    shown: list[Shown] = field(default_factory=list)
 
     async def post(self, body: str, comments: list[dict[str, Any]]) -> int:
         """`review_change`'s publisher: the comments as the GitHub path validates them."""
         self.body = body
         self.findings = list(comments)
         self.comments = inline_comments(comments)
+        self.shown = [
+            Shown(str(c["severity"]) if c.get("severity") else None, self._lines(kept))
+            for c, kept in zip(comments, self.comments, strict=True)
+        ]
         return 1
+
+    def _lines(self, comment: InlineComment) -> tuple[str, ...]:
+        if self.root is None:
+            return ()
+        where = (self.root / comment.path).resolve()
+        if not where.is_relative_to(self.root.resolve()):  # the review tool checked it; never read outside
+            return ()
+        try:
+            text = where.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError, ValueError):
+            return ()
+        lines = text.split("\n")
+        return tuple(lines[(comment.start_line or comment.line) - 1 : comment.line])
 
     def to_json(self) -> dict[str, Any]:
         """The body of GitHub's create-review call."""
@@ -166,11 +289,17 @@ class LocalReview:
         return f"Review, {how} ({count} inline comment{'s' if count != 1 else ''}):"
 
     def human(self) -> str:
-        lines = [self.describe(), "", self.body.strip()]
-        for comment in self.comments:
+        """The review for a terminal: GitHub's markup as text (terminal_text.py), each comment's
+        severity beside its place, each suggestion as a diff of the lines it replaces."""
+        lines = [self.describe(), "", as_text(self.body)]
+        for comment, shown in zip(self.comments, self.shown or [Shown()] * len(self.comments), strict=True):
             where = f"{comment.start_line}-{comment.line}" if comment.start_line else str(comment.line)
-            lines += ["", f"{comment.path}:{where}"]
-            lines += [f"  {line}" if line else "" for line in comment.body.splitlines()]
+            severity = f" ({shown.severity})" if shown.severity else ""
+            lines += ["", f"{comment.path}:{where}{severity}"]
+            body = comment.body
+            if shown.severity:  # GitHub's label line: said once, beside the place
+                body = body.removeprefix(render.severity_label(shown.severity) + "\n")
+            lines += [f"  {line}" if line else "" for line in as_text(body, shown.replaced).splitlines()]
         return "\n".join(lines)
 
 

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import base64
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import anyio
 import httpx
 from pydantic import SecretStr
 
@@ -46,64 +45,12 @@ from bot.local.change_run import ChangeRun
 from bot.local.git import TemporaryWorktree, UsageError, check_repository
 from bot.local.options import RunOptions, resolve_skill
 from bot.local.output import inline_comments
+from bot.local.pull_target import PullOptions, PullTarget, check_pull
+from bot.local.stop import PIPE_CLOSED, signal_name, stoppable
 
-_URL = re.compile(
-    r"^https?://(?P<host>[^/\s]+)/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/pulls?/(?P<number>\d+)(?:[/?#].*)?$"
-)
-BAD_URL, NO_TOKEN = "BEM-391", "BEM-392"
 # The login whose comments hold the findings already posted, when BEAM_BOT_LOGIN does not name the
 # App's: the App registered from app.yml.
 APP_LOGIN = "beam-bot[bot]"
-
-
-@dataclass(frozen=True, slots=True)
-class PullTarget:
-    host: str
-    owner: str
-    repo: str
-    number: int
-    api_url: str
-
-    @property
-    def full_name(self) -> str:
-        return f"{self.owner}/{self.repo}"
-
-
-def parse_pull_url(url: str, env: Mapping[str, str]) -> PullTarget:
-    """The pull request a URL names, and the API to read it from; BEM-391 when it names none."""
-    found = _URL.match(url.strip())
-    if found is None:
-        raise BeamError(BAD_URL, f"{url!r}")
-    host = found.group("host")
-    api = env.get("GITHUB_API_URL") or (
-        "https://api.github.com"
-        if host.lower() in ("github.com", "www.github.com")
-        else f"https://{host}/api/v3"
-    )
-    repo = found.group("repo").removesuffix(".git")
-    return PullTarget(host, found.group("owner"), repo, int(found.group("number")), api.rstrip("/"))
-
-
-def find_token(host: str, env: Mapping[str, str]) -> SecretStr:
-    """GITHUB_TOKEN, GH_TOKEN, or the gh CLI's token for the host; BEM-392 when there is none."""
-    for name in ("GITHUB_TOKEN", "GH_TOKEN"):
-        if env.get(name):
-            return SecretStr(env[name])
-    gh = shutil.which("gh")
-    if gh is not None:
-        try:
-            done = subprocess.run(
-                [gh, "auth", "token", "--hostname", host],
-                capture_output=True,
-                text=True,
-                timeout=20,
-                check=False,
-            )
-        except (OSError, subprocess.TimeoutExpired):
-            done = None
-        if done is not None and done.returncode == 0 and done.stdout.strip():
-            return SecretStr(done.stdout.strip())
-    raise BeamError(NO_TOKEN, f"for {host}")
 
 
 def _git_env(token: SecretStr) -> dict[str, str]:
@@ -118,41 +65,37 @@ def _git_env(token: SecretStr) -> dict[str, str]:
     }
 
 
-def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
-    done = subprocess.run(
-        ["git", "-C", str(repo), *args], capture_output=True, text=True, env=env, timeout=600, check=False
-    )
+async def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
+    """git, as a child the run's cancellation stops (a fetch of a large repository takes minutes)."""
+    with anyio.fail_after(600):
+        done = await anyio.run_process(["git", "-C", str(repo), *args], env=env, check=False)
+    if done.returncode < 0:
+        # Ctrl-C reached git with us (one process group): our own stop is on its way and says it
+        # in one line; git's failure would be a second, misleading one.
+        with anyio.move_on_after(1):
+            await anyio.sleep_forever()
     if done.returncode != 0:
-        last = done.stderr.strip().splitlines()[-1:] or ["git failed"]
+        last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["git failed"]
         raise UsageError(f"git {args[0]}: {last[0]}")
 
 
-def fetch_pull(
+async def fetch_pull(
     parent: Path, pull: PullRequest, default_branch: str, clone_url: str, token: SecretStr
 ) -> Path:
     """A repository with the pull request's head, its base branch and the default branch (for
     `.github/beam.yml`, read from there as on GitHub), as `origin/...`."""
     repo = parent / "repo"
-    _git(parent, "init", "-q", str(repo))
-    _git(repo, "config", "user.name", "beam-bot")
-    _git(repo, "remote", "add", "origin", clone_url)
+    await _git(parent, "init", "-q", str(repo))
+    await _git(repo, "config", "user.name", "beam-bot")
+    await _git(repo, "remote", "add", "origin", clone_url)
     refspecs = {
         f"refs/pull/{pull.number}/head:refs/remotes/pull/{pull.number}",
         f"+refs/heads/{pull.base.ref}:refs/remotes/origin/{pull.base.ref}",
         f"+refs/heads/{default_branch}:refs/remotes/origin/{default_branch}",
     }
-    _git(repo, "fetch", "-q", "--no-tags", "origin", *sorted(refspecs), env=_git_env(token))
-    _git(repo, "symbolic-ref", "refs/remotes/origin/HEAD", f"refs/remotes/origin/{default_branch}")
+    await _git(repo, "fetch", "-q", "--no-tags", "origin", *sorted(refspecs), env=_git_env(token))
+    await _git(repo, "symbolic-ref", "refs/remotes/origin/HEAD", f"refs/remotes/origin/{default_branch}")
     return repo
-
-
-@dataclass(frozen=True, slots=True)
-class PullOptions:
-    skill: str  # review, summarize, ask
-    url: str
-    instructions: str = ""
-    post: bool = False
-    as_json: bool = False
 
 
 async def run_pull(
@@ -163,14 +106,31 @@ async def run_pull(
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
 ) -> int:
-    """0 done, 1 a failed run or GitHub call, 2 bad usage (a bad URL, no token)."""
+    """0 done, 1 a failed run or GitHub call, 2 bad usage (a bad URL, no token, a wrong model
+    setting), 128+N a signal (Ctrl-C: 130), 141 a closed output pipe."""
     env = os.environ if env is None else env
     prog = f"beam-bot {options.skill}"
+    ended = await stoppable(lambda: _run_pull(options, env, client, out, err))
+    if ended.code == PIPE_CLOSED:
+        err.write(f"{prog}: ✗ stopped: the output pipe was closed, and the temporary repository is removed\n")
+    elif ended.signal is not None:
+        what = "nothing was posted, and " if options.post else ""
+        err.write(
+            f"{prog}: ✗ stopped by {signal_name(ended.signal)}: {what}the temporary repository is removed\n"
+        )
+    return ended.exit_code
+
+
+async def _run_pull(
+    options: PullOptions,
+    env: Mapping[str, str],
+    client: CompletionClient | None,
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    prog = f"beam-bot {options.skill}"
     try:
-        target = parse_pull_url(options.url, env)
-        token = find_token(target.host, env)
-        if options.skill == "ask" and not options.instructions.strip():
-            raise UsageError('ask needs a question: beam-bot ask URL "what does this change do?"')
+        target, token = check_pull(options, env)
     except (BeamError, UsageError) as error:
         err.write(f"{prog}: {error}\n")
         return 2
@@ -187,9 +147,12 @@ async def run_pull(
                 err.write(f"{prog}: {error}\n")
                 return 1
             clone_url = repository.clone_url
-            repo = fetch_pull(parent, pull, repository.default_branch, clone_url, token)
+            repo = await fetch_pull(parent, pull, repository.default_branch, clone_url, token)
             return await _run(options, target, pull, repo, gh, client, out, err, env)
     except UsageError as error:
+        err.write(f"{prog}: {error}\n")
+        return 2
+    except BeamError as error:  # a wrong model setting, found when the client is made
         err.write(f"{prog}: {error}\n")
         return 2
     finally:

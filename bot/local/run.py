@@ -15,7 +15,6 @@ worktree is removed and one line says so (exit 128 + the signal's number).
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import TextIO
 
@@ -24,30 +23,23 @@ import anyio
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.errors import BeamError
 from bot.beam.openai_client import OpenAiCompatible
-from bot.beam.sandbox import SandboxRoot, WorkingTree
-from bot.beam.sandbox_tools import sandbox_tools
 from bot.local.author_run import AuthorRun, run_author, run_branch
 from bot.local.change_run import ChangeRun
 from bot.local.git import (
     TemporaryWorktree,
     UsageError,
-    check_repository,
     commit_of,
     uncommitted,
     working_tree_commit,
 )
-from bot.local.options import CHANGE_SKILLS, RunOptions, resolve_skill
+from bot.local.options import CHANGE_SKILLS, RunOptions, check_arguments
+from bot.local.stop import PIPE_CLOSED, signal_name, stoppable
 
 ECHO = (
     "echo client (no BEAM_API_KEY): the text below is the prompt a real model would get; set "
     "BEAM_API_KEY (and BEAM_API_BASE_URL, BEAM_MODEL for another server: docs/models.md), or "
     "OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, to use one"
 )
-# The commands whose text is the whole request: without it there is nothing to ask.
-NEEDS_TEXT = {"ask": 'ask needs a question: beam-bot run ask "what does this change do?"'}
-NEEDS_TEXT["author"] = 'author needs instructions: beam-bot run author "fix the typo in README"'
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-PIPE_CLOSED = 128 + signal.SIGPIPE.value  # the exit code of a process killed by SIGPIPE, as shells expect
 
 
 def pick_client() -> tuple[CompletionClient, str]:
@@ -67,45 +59,20 @@ async def run_local(
     err: TextIO = sys.stderr,
 ) -> int:
     """Run the skill; returns a process exit code (0 done, 1 a BEM error, 2 bad usage, 128+N a signal)."""
-    stopped: list[signal.Signals] = []
-    async with anyio.create_task_group() as tg:
-
-        async def watch() -> None:
-            with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
-                async for signum in signals:
-                    stopped.append(signal.Signals(signum))
-                    tg.cancel_scope.cancel()
-                    return
-
-        tg.start_soon(watch)
-        code = 1
-        try:
-            code = await _run_local(options, client, out, stdin, err)
-        except BrokenPipeError:
-            # `beam-bot run ... | head`: the reader is gone; the worktree was removed on the way out.
-            code = PIPE_CLOSED
-        tg.cancel_scope.cancel()
-    if code == PIPE_CLOSED:
+    ended = await stoppable(lambda: _run_local(options, client, out, stdin, err))
+    if ended.code == PIPE_CLOSED:
         err.write("✗ stopped: the output pipe was closed, and the temporary worktree is removed\n")
-        return code
-    if stopped:
-        name = stopped[0].name
+    elif ended.signal is not None:
+        name = signal_name(ended.signal)
         err.write(f"✗ stopped by {name}: nothing was pushed, and the temporary worktree is removed\n")
-        return 128 + stopped[0].value
-    return code
+    return ended.exit_code
 
 
 async def _run_local(
     options: RunOptions, client: CompletionClient | None, out: TextIO, stdin: TextIO, err: TextIO
 ) -> int:
     try:
-        repo = check_repository(options.repo)
-        probe = WorkingTree(SandboxRoot(repo), [])
-        skill = resolve_skill(options.skill, {tool.spec().name for tool in sandbox_tools(probe)})
-        if options.base is not None and skill.name not in CHANGE_SKILLS:
-            raise UsageError(f"--base is for review, summarize, commit-notes and ask, not {options.skill}")
-        if options.skill in NEEDS_TEXT and not options.instructions.strip():
-            raise UsageError(NEEDS_TEXT[options.skill])
+        repo, skill = check_arguments(options)
         dirty = uncommitted(repo)
         if options.working_tree:
             if options.ref != "HEAD":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 from pathlib import Path
 
@@ -109,3 +110,11 @@ def test_every_wire_name_stays_importable_from_bot_beam_types() -> None:
     for name in WIRE_NAMES:
         assert getattr(bot.beam.types, name) is not None, name
     assert bot.beam.types.AgentInput is bot.beam.AgentInput
+
+
+def test_every_public_name_is_loaded_from_where_it_is_defined() -> None:
+    """`bot.beam` loads its names on first use (PEP 562); each one it lists resolves, from its module."""
+    where = bot.beam._WHERE
+    assert set(where) == set(bot.beam.__all__)
+    for name, module in where.items():
+        assert getattr(bot.beam, name) is getattr(importlib.import_module(module), name)

@@ -81,3 +81,11 @@ def test_skill_by_name_is_exact_and_returns_a_copy() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         first.name = "changed"  # type: ignore[misc]
     assert builtin_skills()[0] is not builtin_skills()[0]
+
+
+def test_the_sandbox_tool_names_are_the_tools_names() -> None:
+    """`SANDBOX_TOOL_NAMES` lets `beam-bot run` check a skill's name without importing the tools."""
+    from bot.beam.sandbox_tools import sandbox_tools
+    from bot.beam.skills import SANDBOX_TOOL_NAMES
+
+    assert {tool.spec().name for tool in sandbox_tools(None)} == SANDBOX_TOOL_NAMES
