@@ -22,6 +22,7 @@ Every method is blocking: async callers run them in a worker thread.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -36,6 +37,7 @@ from bot.beam.jail import (
     DEFAULT_MAX_FILE_BYTES,
     DEFAULT_MAX_LIST_ENTRIES,
     GIT_MESSAGE,
+    SandboxRoot,
     decode_text,
     lexical_names,
     too_large,
@@ -50,6 +52,8 @@ FetchBlobs = Callable[[Sequence[str]], None]
 
 MAX_LINK_HOPS = 40  # the kernel's own limit (ELOOP)
 _TREE = 0o040000
+_BLOB = 0o100644
+_EXECUTABLE = 0o100755
 _LINK = 0o120000
 _GITLINK = 0o160000
 
@@ -73,6 +77,7 @@ class CommitTree:
         commit: str,
         *,
         fetch: FetchBlobs | None = None,
+        scratch: SandboxRoot | None = None,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         max_list_entries: int = DEFAULT_MAX_LIST_ENTRIES,
     ) -> None:
@@ -81,6 +86,65 @@ class CommitTree:
         self.fetch = fetch
         self.max_file_bytes = max_file_bytes
         self.max_list_entries = max_list_entries
+        self._scratch = scratch
+        self.refused: list[str] = []  # paths a fetch refused (the host's cap, BEM-357), for the review
+
+    @property
+    def sandbox(self) -> SandboxRoot:
+        """The scratch directory holding the files `materialise` wrote: what a linter, a parser or the
+        review's suggestion check reads on disk. The tools never read it; they read the objects."""
+        if self._scratch is None:
+            raise BeamError("BEM-307", "this view of the commit has no files on disk")
+        return self._scratch
+
+    def materialise(self, paths: Sequence[str]) -> list[str]:
+        """Write these files of the commit into the scratch directory, and no other: regular files
+        only (a link is not written, so nothing on disk leads out), each under the read cap and
+        through the jail's rules. Returns the paths written; the rest are left out silently, as a
+        linter skips a file it cannot read."""
+        written: list[str] = []
+        with self._open() as repo:
+            entries: list[tuple[str, pygit2.Oid]] = []
+            for rel in dict.fromkeys(paths):
+                try:
+                    oid = self._entry(repo, rel)
+                except BeamError:
+                    continue
+                if oid is not None:
+                    entries.append((rel, oid))
+            missing = [str(oid) for _, oid in entries if oid not in repo.odb]
+            if missing and self.fetch is not None:
+                with contextlib.suppress(BeamError):  # one fetch for all; a refusal is met per file below
+                    self.fetch(missing)
+            for rel, oid in entries:
+                try:
+                    blob = self._blob(repo, oid, rel)
+                    if blob.size > self.max_file_bytes:
+                        continue
+                    target = self.sandbox.resolve_str(rel)
+                except BeamError:
+                    continue
+                _write_new(target, blob.data)
+                written.append(rel)
+        return written
+
+    def _entry(self, repo: pygit2.Repository, rel: str) -> pygit2.Oid | None:
+        """The blob id of a regular file at exactly `rel` (no link followed on the way), or None."""
+        tree = self._root(repo)
+        names = lexical_names(rel)
+        for index, name in enumerate(names):
+            if name not in tree:
+                return None
+            entry = tree[name]
+            last = index == len(names) - 1
+            if last:
+                return entry.id if entry.filemode in (_BLOB, _EXECUTABLE) else None
+            if entry.filemode != _TREE:
+                return None
+            sub = repo[entry.id]
+            assert isinstance(sub, pygit2.Tree)
+            tree = sub
+        return None
 
     @contextmanager
     def _open(self) -> Iterator[pygit2.Repository]:
@@ -136,7 +200,7 @@ class CommitTree:
                 hops += 1
                 if hops > MAX_LINK_HOPS:
                     raise BeamError("BEM-312", f"{rel}: Too many levels of symbolic links")
-                target = os.fsdecode(self._blob_data(repo, entry.id))
+                target = os.fsdecode(self._blob_data(repo, entry.id, rel))
                 if target.startswith("/") or "\0" in target:
                     raise BeamError("BEM-302", rel)  # a host path: never inside the tree
                 followed = True
@@ -160,10 +224,16 @@ class CommitTree:
 
     # -- blobs -------------------------------------------------------------------------------
 
-    def _blob(self, repo: pygit2.Repository, oid: pygit2.Oid) -> pygit2.Blob:
+    def _blob(self, repo: pygit2.Repository, oid: pygit2.Oid, rel: str) -> pygit2.Blob:
         """The blob, fetched first when a partial clone does not hold it yet."""
         if oid not in repo.odb and self.fetch is not None:
-            self.fetch([str(oid)])
+            try:
+                self.fetch([str(oid)])
+            except BeamError as error:
+                if error.code == "BEM-357":
+                    self.refused.append(rel)
+                    raise BeamError("BEM-357", f"{rel}: {error.detail}") from None
+                raise
         try:
             blob = repo[oid]
         except (KeyError, pygit2.GitError, ValueError):
@@ -171,8 +241,8 @@ class CommitTree:
         assert isinstance(blob, pygit2.Blob)
         return blob
 
-    def _blob_data(self, repo: pygit2.Repository, oid: pygit2.Oid) -> bytes:
-        return self._blob(repo, oid).data
+    def _blob_data(self, repo: pygit2.Repository, oid: pygit2.Oid, rel: str) -> bytes:
+        return self._blob(repo, oid, rel).data
 
     # -- the read interface (tree_view.FileView) -------------------------------------------------
 
@@ -227,7 +297,7 @@ class CommitTree:
                 raise BeamError("BEM-307", f"{rel}: No such file or directory")
             if found.kind == "tree" or found.oid is None:
                 raise BeamError("BEM-307", f"{rel}: is a directory")
-            blob = self._blob(repo, found.oid)
+            blob = self._blob(repo, found.oid, rel)
             if max_bytes is not None and blob.size > max_bytes:
                 raise too_large(rel, blob.size, max_bytes)
             return blob.data
@@ -285,6 +355,18 @@ class CommitTree:
 
     def push(self, ref: str | None = None) -> str:
         raise _read_only()
+
+
+def _write_new(target: str, data: bytes) -> None:
+    """Create one file in a scratch directory the run owns (no link is ever written into it)."""
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 def _read_only() -> BeamError:

@@ -13,7 +13,7 @@ from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import ReviewChangeTool
 from bot.app.runs.host_tools import MAX_PAGE_LINES, MAX_SEARCH_MATCHES, ToolReport, host_tools
 from bot.beam.errors import BeamError
-from bot.beam.sandbox import SandboxRoot
+from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.types import AgentInput
 
 pytestmark = pytest.mark.anyio
@@ -46,7 +46,9 @@ def tools(root: Path, posted: list[tuple[str, list[dict[str, Any]]]] | None = No
     )
     report = ToolReport()
     found = host_tools(
-        SandboxRoot(root), report, blob_url=lambda p, a, b: f"https://gh/o/r/blob/sha/{p}#L{a}-L{b}"
+        WorkingTree(SandboxRoot(root), []),
+        report,
+        blob_url=lambda p, a, b: f"https://gh/o/r/blob/sha/{p}#L{a}-L{b}",
     )
     found.append(ReviewChangeTool(diff, report, post, SandboxRoot(root)))  # the review pass adds it
     return {t.spec().name: t for t in found}
