@@ -156,8 +156,9 @@ async def bench_size(base: Path, files: int, repeat: int) -> dict[str, float]:
             shutil.rmtree(base / f"whole{i}")
         warm = Checkouts(base / "warm", base / "warm" / "runs")
         await review_start(warm, "first", head, url)
+        tip = head
         for i in range(repeat):
-            sha = new_commit(bare, head, f"# push {i}\n")
+            sha = tip = new_commit(bare, tip, f"# push {i}\n")
 
             async def again(sha: str = sha, i: int = i) -> None:
                 await review_start(warm, f"warm{i}", sha, url)
