@@ -88,6 +88,15 @@ def new_commit(bare: Path, parent: str, text: str) -> str:
     return sha
 
 
+def disk_bytes(path: Path) -> int:
+    """What `path` takes on the disk (blocks, as `du` counts them), not the sum of file sizes."""
+    total = 0
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+    return total
+
+
 async def atimed(fn: Callable[[], Awaitable[object]]) -> float:
     start = time.perf_counter()
     await fn()
@@ -111,10 +120,10 @@ async def review_start(checkouts: Checkouts, run_id: str, sha: str, url: str) ->
     budget = BlobBudget(checkouts.mirrors, REPO, 256 << 20)
     view = CommitTree(mirror, sha, fetch=budget, scratch=SandboxRoot(tree.path))
     await anyio.to_thread.run_sync(view.materialise, [CHANGED, ".gitattributes"])
-    return dir_bytes(tree.path), dir_bytes(mirror / "objects") - before, budget.fetched
+    return disk_bytes(tree.path), dir_bytes(mirror / "objects") - before, budget.fetched
 
 
-async def bench_size(base: Path, files: int, repeat: int) -> dict[str, float]:
+async def bench_size(base: Path, files: int, repeat: int, skip_whole: bool) -> dict[str, float]:
     out: dict[str, list[float]] = {}
 
     def add(key: str, value: float) -> None:
@@ -144,6 +153,8 @@ async def bench_size(base: Path, files: int, repeat: int) -> dict[str, float]:
             add("blobs fetched", fetched)
             add("mirror bytes", dir_bytes(cold.mirror_path(REPO) / "objects"))
             shutil.rmtree(base / f"cold{i}")
+            if skip_whole:
+                continue
             whole = Checkouts(base / f"whole{i}", base / f"whole{i}" / "runs")
 
             async def checkout(whole: Checkouts = whole, i: int = i) -> None:
@@ -152,7 +163,7 @@ async def bench_size(base: Path, files: int, repeat: int) -> dict[str, float]:
                 await whole.create_run_tree(REPO, f"w{i}", head, f"beam/pr-1/w{i}")
 
             add("cold whole checkout", await atimed(checkout))
-            add("whole run dir bytes", dir_bytes(whole.run_path(REPO, f"w{i}")))
+            add("whole run dir bytes", disk_bytes(whole.run_path(REPO, f"w{i}")))
             shutil.rmtree(base / f"whole{i}")
         warm = Checkouts(base / "warm", base / "warm" / "runs")
         await review_start(warm, "first", head, url)
@@ -193,16 +204,19 @@ def main() -> None:
     parser.add_argument("--sizes", default="1000,100000")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", type=Path, default=None)
+    parser.add_argument("--skip-whole", action="store_true", help="leave out the whole checkout (slow at 1M)")
     args = parser.parse_args()
     for files in (int(size) for size in args.sizes.split(",")):
         base = Path(tempfile.mkdtemp(prefix="beam-bench-review-", dir=args.dir))
         try:
             print(f"{files} files, work dir {base} ({os.cpu_count()} cores), {args.repeat} repeats, medians:")
-            med = anyio.run(bench_size, base, files, args.repeat)
+            med = anyio.run(bench_size, base, files, args.repeat, args.skip_whole)
         finally:
             shutil.rmtree(base, ignore_errors=True)
         diff = med["git diff"]
         for key in ("git diff", "cold review start", "warm review start", "cold whole checkout"):
+            if key not in med:
+                continue
             print(f"  {key:28s} {med[key]:8.3f} s  {med[key] / diff:8.1f}x git diff")
         local = med["local git diff"]
         for key in ("local git diff", "beam-bot run review", "git worktree add"):
@@ -212,7 +226,8 @@ def main() -> None:
             f"  one review run: run dir      {med['run dir bytes'] / 1e3:8.1f} kB, fetched "
             f"{med['fetched bytes'] / 1e3:.1f} kB in {med['blobs fetched']:.0f} blob(s)"
         )
-        print(f"  one whole checkout: run dir  {med['whole run dir bytes'] / 1e6:8.1f} MB")
+        if "whole run dir bytes" in med:
+            print(f"  one whole checkout: run dir  {med['whole run dir bytes'] / 1e6:8.1f} MB")
 
 
 if __name__ == "__main__":

@@ -230,7 +230,5 @@ def test_a_review_writes_no_work_tree(bot: BotProcess) -> None:
     written = sorted(p.name for p in runs.rglob("*") if p.is_file() and ".git" not in p.parts)
     assert written == ["calc.py"]
     wait_for(lambda: final_comment(bot), what="the final tracking comment")
-    assert any(
-        "Demo" in m.get("content", "") for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"
-    )
+    assert any("Demo" in m.get("content", "") for m in bot.llm.requests[1]["messages"] if m["role"] == "tool")
     assert not list(runs.rglob("calc.py"))  # the run's files are gone with the run
