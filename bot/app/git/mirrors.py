@@ -226,19 +226,15 @@ class Mirrors:
         check_sha(sha)
 
         def missing() -> list[str]:
+            # `--no-walk`: this commit's tree only, not the history's; `--missing=print` never fetches.
             result = run_git(
                 self.git,
                 self.timeout,
-                ["rev-list", "--objects", "--missing=print", "--filter-provided-objects", sha, "--"],
+                ["rev-list", "--objects", "--no-walk", "--missing=print", sha, "--"],
                 cwd=mirror,
                 token=None,
                 local=True,
             )
-            if result.returncode != 0:
-                result = run_git(
-                    self.git, self.timeout, ["rev-list", "--objects", "--missing=print", sha, "--"],
-                    cwd=mirror, token=None, local=True,
-                )  # fmt: skip
             if result.returncode != 0:
                 raise CheckoutError(explain("fetch", repo_full_name, result, None))
             return [line[1:].split()[0] for line in result.stdout.splitlines() if line.startswith("?")]
