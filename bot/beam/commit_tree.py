@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -44,13 +45,14 @@ from bot.beam.jail import (
     too_many_files,
 )
 from bot.beam.sandbox_policy import is_git_name
-from bot.beam.text_search import MAX_SEARCH_FILE_BYTES, SearchFile, search_files
+from bot.beam.text_search import MAX_SEARCH_FILE_BYTES, MAX_SEARCH_FILES, SearchFile, search_files
 from bot.beam.worktree import log_summaries
 
 # Brings missing blobs (hex ids) into the repository's object store, or raises a BeamError.
 FetchBlobs = Callable[[Sequence[str]], None]
 
 MAX_LINK_HOPS = 40  # the kernel's own limit (ELOOP)
+SEARCH_FETCH_BATCH = 500  # blobs per fetch when a search reads a partial clone
 _TREE = 0o040000
 _BLOB = 0o100644
 _EXECUTABLE = 0o100755
@@ -315,11 +317,21 @@ class CommitTree:
                 return search_files((), needle)
             start = repo[found.oid]
             assert isinstance(start, pygit2.Tree)
-            files = list(_walk_blobs(repo, start, "/".join(found.names)))
+            # The search reads at most MAX_SEARCH_FILES files: only those are fetched, in batches,
+            # so the host's cap stops a search of a big tree after the batch that reached it.
+            files = list(
+                itertools.islice(_walk_blobs(repo, start, "/".join(found.names)), MAX_SEARCH_FILES + 1)
+            )
             if self.fetch is not None:
                 missing = [str(oid) for _, oid in files if oid not in repo.odb]
-                if missing:
-                    self.fetch(missing)
+                for first in range(0, len(missing), SEARCH_FETCH_BATCH):
+                    try:
+                        self.fetch(missing[first : first + SEARCH_FETCH_BATCH])
+                    except BeamError as error:
+                        if error.code != "BEM-357":
+                            raise
+                        self.refused.append(f"{rel or '.'} (search)")
+                        break  # the files not fetched are not searched
             loaded: list[SearchFile] = [
                 (path, functools.partial(_small_blob, repo, oid)) for path, oid in files
             ]

@@ -129,3 +129,19 @@ async def test_a_whole_checkout_fetches_its_blobs_first(world: World) -> None:
         assert blobs_held(world.checkouts.mirror_path(REPO)) == len(FILES) + 2
     finally:
         await tree.remove()
+
+
+async def test_a_search_fetches_in_batches_and_stops_at_the_cap(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await world.checkouts.update_mirror(REPO, world.url, TOKEN, REFS)
+    mirror = world.checkouts.mirror_path(REPO)
+    monkeypatch.setattr("bot.beam.commit_tree.SEARCH_FETCH_BATCH", 5)
+    # The first batch holds README.md, big.bin (300 kB) and three modules; the second passes the cap.
+    budget = BlobBudget(world.checkouts.mirrors, REPO, limit=300_000 + len(FILES["pkg1/mod1.py"]) * 6)
+    view = CommitTree(mirror, world.head, fetch=budget)
+    found = await anyio.to_thread.run_sync(view.search, "", "value_")
+    # Two batches of five: the second passed the cap, so the rest were neither fetched nor searched.
+    assert budget.fetched == 10 and blobs_held(mirror) == 10
+    assert view.refused == [". (search)"]
+    assert 0 < len({m["path"] for m in found["matches"]}) <= 10
