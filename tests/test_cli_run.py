@@ -293,15 +293,36 @@ def worktrees(work: Path) -> int:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_removes_the_worktree_and_prints_one_line(
-    checkout: tuple[Path, Path], sig: signal.Signals
+    checkout: tuple[Path, Path], sig: signal.Signals, tmp_path: Path
 ) -> None:
     work, _ = checkout
+    # Files the change does not touch: a review never writes them anywhere (issue 43).
+    for n in range(20):
+        (work / f"unchanged-{n}.txt").write_text(f"{n}\n", encoding="utf-8")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "unchanged files")
+    (work / "README.md").write_text("Hello world\n", encoding="utf-8")
+    git(work, "commit", "-qam", "the change")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     with FakeOpenAI() as llm:
         llm.enqueue(chat_response(text_message("late")), delay=30)
         env = without_model_env(os.environ)
         env.update(BEAM_API_KEY="test-key", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="fake-model")
+        env.update(TMPDIR=str(scratch))
         proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "run", "review", "--repo", str(work), "look"],
+            [
+                sys.executable,
+                "-m",
+                "bot.cli",
+                "run",
+                "review",
+                "--repo",
+                str(work),
+                "--base",
+                "HEAD~1",
+                "look",
+            ],
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -311,7 +332,10 @@ def test_a_signal_removes_the_worktree_and_prints_one_line(
         while not llm.requests and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.05)
         assert llm.requests, "the run never called the model"
-        assert worktrees(work) == 2  # the temporary worktree exists while the model thinks
+        # While the model thinks: no worktree was added, and on disk only the change's file.
+        assert worktrees(work) == 1
+        written = sorted(p.name for p in scratch.rglob("*") if p.is_file())
+        assert written == ["README.md"]
         proc.send_signal(sig)
         _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 128 + sig.value, stderr
@@ -321,6 +345,7 @@ def test_a_signal_removes_the_worktree_and_prints_one_line(
         "and the temporary worktree is removed"
     ]
     assert worktrees(work) == 1
+    assert list(scratch.iterdir()) == []  # the scratch directory is gone too
 
 
 def test_a_closed_pipe_prints_one_line_and_no_traceback(checkout: tuple[Path, Path]) -> None:

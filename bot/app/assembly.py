@@ -119,7 +119,7 @@ def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> Job
         github.invalidate_token(installation_id)  # git was refused the cached one (a 401)
         return await installation_token(installation_id)
 
-    checkouts = Checkouts(settings.work_dir, settings.runs_dir)
+    checkouts = Checkouts(settings.work_dir, settings.runs_dir, max_repo_bytes=settings.max_repo_bytes)
     deps = RunDeps(
         store=runtime.store,
         checkouts=checkouts,
@@ -135,6 +135,7 @@ def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> Job
         refresh_token=refresh_token,
         checks=checker(settings, checkouts),
         review_findings=command_findings,  # `/beam review` keeps the ledger too (issue 21)
+        max_fetch_bytes=settings.max_fetch_bytes,
     )
     timing = PollTiming(
         minimum=min(settings.poll_min_interval, settings.poll_interval), maximum=settings.poll_interval

@@ -173,6 +173,8 @@ _ENTRIES = [
     _e(340, 500, "The job failed and will not be retried."),
     # beam-bot: a repository's settings file that does not validate (said on the pull request).
     _e(341, 422, "The repository configuration is invalid."),
+    # beam-bot: a review reads the head commit from the object store and writes nothing (commit_tree.py).
+    _e(342, 403, "This run reads the pull request's commit and cannot change files or git state."),
     # beam-bot: what a maintainer approves is everything that lands (issue 28, docs/held-pushes.md).
     _e(
         346,
@@ -208,6 +210,19 @@ _ENTRIES = [
     _e(354, 403, "The checks proxy refused a host that BEAM_CHECKS_ALLOWED_HOSTS does not name."),
     _e(355, 500, "Could not start the checks proxy."),
     _e(356, 413, "What the checks setup installed is larger than the jail's tmpfs."),
+    # beam-bot: what one run may fetch of a big repository (docs/configuration.md).
+    _e(
+        357,
+        413,
+        "The file could not be read: this run has fetched as many bytes as the server allows.",
+        "The operator can raise BEAM_MAX_FETCH_BYTES; the review covers what it could read.",
+    ),
+    _e(
+        358,
+        413,
+        "The repository is larger than this server's disk budget: it was not fetched.",
+        "The operator can raise BEAM_MAX_REPO_BYTES, or review a smaller repository.",
+    ),
     # beam-bot: the repository's checks (docs/checks.md).
     _e(360, 429, "This run has used all its check runs."),
     _e(361, 403, "A held push whose required checks did not pass cannot be approved."),

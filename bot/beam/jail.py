@@ -8,13 +8,16 @@ is out of reach at any depth and in any case; listings never follow symlinks; si
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from bot.beam.errors import BeamError
 from bot.beam.sandbox_policy import is_git_name
+from bot.beam.text_search import MAX_SEARCH_FILE_BYTES, SearchFile, search_files
 
 DEFAULT_MAX_FILE_BYTES = 1 << 20
 DEFAULT_MAX_LIST_ENTRIES = 20_000
@@ -69,13 +72,7 @@ class SandboxRoot:
     def resolve_str(self, rel: str) -> str:
         if rel == "":
             return self._root
-        if rel.startswith(("/", "\\")) or "\0" in rel:
-            raise BeamError("BEM-300", rel)
-        names = [part for part in rel.split("/") if part not in ("", ".")]
-        if ".." in names:
-            raise BeamError("BEM-301", rel)
-        if any(is_git_name(name) for name in names):
-            raise BeamError("BEM-337", rel, message=_GIT_MESSAGE)
+        names = lexical_names(rel)
         current = self._root
         followed = False
         for index, name in enumerate(names):
@@ -95,7 +92,7 @@ class SandboxRoot:
             else:
                 current = candidate
         if followed and any(is_git_name(part) for part in self.relative(current).split("/")):
-            raise BeamError("BEM-337", rel, message=_GIT_MESSAGE)
+            raise BeamError("BEM-337", rel, message=GIT_MESSAGE)
         return current
 
     def _follow(self, rel: str, link: str, lexical: str) -> str:
@@ -144,17 +141,19 @@ class SandboxRoot:
                         raise BeamError("BEM-317", f"{path}: {exc.strerror}") from None
                     out.append(path)
                     if len(out) > max_entries:
-                        raise BeamError(
-                            "BEM-319",
-                            f"{rel or '.'}: more than {max_entries} files; list a subdirectory instead",
-                            message="The listing is larger than the sandbox allows.",
-                        )
+                        raise too_many_files(rel, max_entries)
         out.sort()
         return out
 
     def read_text(self, rel: str, *, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> str:
         """A UTF-8 file's text; larger than `max_bytes` is BEM-319 and nothing past the cap is read."""
+        return decode_text(rel, self.read_bytes(rel, max_bytes=max_bytes))
+
+    def read_bytes(self, rel: str, *, max_bytes: int | None = DEFAULT_MAX_FILE_BYTES) -> bytes:
+        """A regular file's bytes (BEM-307 for anything else); larger than `max_bytes` is BEM-319.
+        `None` reads it whole, as `get_page` always has (it shows at most 400 lines of it)."""
         path = self.resolve_str(rel)
+        cap = max_bytes if max_bytes is not None else 1 << 62
         try:
             fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC)
         except OSError as exc:
@@ -164,26 +163,38 @@ class SandboxRoot:
             if not stat.S_ISREG(info.st_mode):
                 kind = "is a directory" if stat.S_ISDIR(info.st_mode) else "is not a regular file"
                 raise BeamError("BEM-307", f"{rel}: {kind}")
-            if info.st_size > max_bytes:
-                raise _too_large(rel, info.st_size, max_bytes)
+            if info.st_size > cap:
+                raise too_large(rel, info.st_size, cap)
             chunks: list[bytes] = []
             total = 0
-            while total <= max_bytes:
-                chunk = os.read(fd, max_bytes + 1 - total)
+            while total <= cap:
+                chunk = os.read(fd, min(cap + 1 - total, 1 << 24))
                 if not chunk:
                     break
                 chunks.append(chunk)
                 total += len(chunk)
-            if total > max_bytes:  # the file grew after the stat
-                raise _too_large(rel, total, max_bytes)
+            if total > cap:  # the file grew after the stat
+                raise too_large(rel, total, cap)
         except OSError as exc:
             raise BeamError("BEM-307", f"{rel}: {exc.strerror}") from None
         finally:
             os.close(fd)
-        try:
-            return b"".join(chunks).decode("utf-8")
-        except UnicodeDecodeError:
-            raise BeamError("BEM-307", f"{rel}: not valid UTF-8 text") from None
+        return b"".join(chunks)
+
+    def search(self, rel: str, needle: str) -> dict[str, Any]:
+        """The `search` tool over the files under `rel` (text_search.py); symlinks and `.git` are
+        never entered, a missing or non-directory base finds nothing."""
+        return search_files(self._walk_for_search(Path(self.resolve_str(rel))), needle)
+
+    def _walk_for_search(self, base: Path) -> Iterator[SearchFile]:
+        root = self.path
+        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
+            dirnames[:] = sorted(d for d in dirnames if d.lower() != ".git")
+            for name in sorted(filenames):
+                path = Path(dirpath) / name
+                if path.is_symlink():
+                    continue
+                yield path.relative_to(root).as_posix(), functools.partial(_small_file, path)
 
     def write_text(
         self,
@@ -209,7 +220,7 @@ class SandboxRoot:
         except UnicodeEncodeError:
             raise BeamError("BEM-316", f"{rel}: body is not valid UTF-8 text") from None
         if len(data) > max_bytes:
-            raise _too_large(rel, len(data), max_bytes)
+            raise too_large(rel, len(data), max_bytes)
         parent = os.path.dirname(path)
         try:
             os.makedirs(parent, exist_ok=True)
@@ -236,7 +247,38 @@ class SandboxRoot:
             os.close(fd)
 
 
-_GIT_MESSAGE = "The .git directory is out of reach of sandbox tools; use the git_* tools instead."
+GIT_MESSAGE = "The .git directory is out of reach of sandbox tools; use the git_* tools instead."
+
+
+def lexical_names(rel: str) -> list[str]:
+    """The names of a non-empty tool path, or the jail's refusal of its spelling alone: absolute or
+    NUL (BEM-300), a `..` (BEM-301), a `.git` at any depth (BEM-337). Every view of a tree (a
+    directory here, a commit's objects in commit_tree.py) starts from these same rules."""
+    if rel.startswith(("/", "\\")) or "\0" in rel:
+        raise BeamError("BEM-300", rel)
+    names = [part for part in rel.split("/") if part not in ("", ".")]
+    if ".." in names:
+        raise BeamError("BEM-301", rel)
+    if any(is_git_name(name) for name in names):
+        raise BeamError("BEM-337", rel, message=GIT_MESSAGE)
+    return names
+
+
+def decode_text(rel: str, data: bytes) -> str:
+    """A file's bytes as text for `read_file`: UTF-8 or BEM-307."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise BeamError("BEM-307", f"{rel}: not valid UTF-8 text") from None
+
+
+def _small_file(path: Path) -> bytes | None:
+    try:
+        if path.stat().st_size > MAX_SEARCH_FILE_BYTES:
+            return None
+        return path.read_bytes()
+    except OSError:
+        return None
 
 
 def _points_to_dir(path: str) -> bool:
@@ -246,7 +288,15 @@ def _points_to_dir(path: str) -> bool:
         return False  # dangling or looping: not a directory we could enter
 
 
-def _too_large(rel: str, size: int, limit: int) -> BeamError:
+def too_many_files(rel: str, limit: int) -> BeamError:
+    return BeamError(
+        "BEM-319",
+        f"{rel or '.'}: more than {limit} files; list a subdirectory instead",
+        message="The listing is larger than the sandbox allows.",
+    )
+
+
+def too_large(rel: str, size: int, limit: int) -> BeamError:
     return BeamError(
         "BEM-319",
         f"{rel}: {size} bytes is over the sandbox limit of {limit} bytes",

@@ -1,8 +1,9 @@
-"""`sandbox_tools(tree)`: the nine file and git tools of the seed, over a `WorkingTree`.
+"""`sandbox_tools(tree)`: the nine file and git tools of the seed, over a `WorkingTree` or a `CommitTree`.
 
 Names, descriptions, parameter schemas, argument checks (BEM-108) and return shapes are
 Riverbeam's (riverbeam-reference.md 5.2, 5.3). The rules (jail, caps, `.git`, blocked paths,
-protected refs) live in the tree, so every way in is held to them. Each call runs the blocking
+protected refs) live in the tree, so every way in is held to them; a review's read-only
+`CommitTree` (commit_tree.py) refuses the writes (BEM-342). Each call runs the blocking
 tree method in a worker thread.
 """
 
@@ -16,6 +17,7 @@ import anyio.to_thread
 from bot.beam.errors import BeamError
 from bot.beam.jail import SandboxRoot
 from bot.beam.tools import FunctionTool, Tool, ToolSpec, json_params, string_arg
+from bot.beam.tree_view import ToolTree
 from bot.beam.types import AgentInput
 from bot.beam.worktree import WorkingTree
 
@@ -24,10 +26,10 @@ DEFAULT_LOG_LIMIT = 20
 
 _STRING = {"type": "string"}
 
-Action = Callable[[WorkingTree, Any], Any]
+Action = Callable[[ToolTree, Any], Any]
 
 
-def sandbox_tools(tree: WorkingTree | None) -> list[Tool]:
+def sandbox_tools(tree: ToolTree | None) -> list[Tool]:
     """The nine sandbox tools, in the original's order.
 
     WARNING: with `tree=None` each call builds its tree from the request's metadata, as the seed
@@ -49,7 +51,7 @@ def tree_from_metadata(input: AgentInput) -> WorkingTree:
 
 
 def _tool(
-    tree: WorkingTree | None,
+    tree: ToolTree | None,
     name: str,
     description: str,
     properties: dict[str, Any],
@@ -60,7 +62,9 @@ def _tool(
     spec = ToolSpec(name, description, confirm_required, json_params(properties, required))
 
     async def invoke(args: Any, input: AgentInput) -> Any:
-        bound = tree if tree is not None else await anyio.to_thread.run_sync(tree_from_metadata, input)
+        bound: ToolTree = (
+            tree if tree is not None else await anyio.to_thread.run_sync(tree_from_metadata, input)
+        )
         for arg in required:
             string_arg(args, arg)
         return await anyio.to_thread.run_sync(action, bound, args)
@@ -73,30 +77,30 @@ def _optional_string(args: Any, name: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _list_tree(tree: WorkingTree, args: Any) -> Any:
+def _list_tree(tree: ToolTree, args: Any) -> Any:
     return {"paths": tree.list_files(_optional_string(args, "path") or "")}
 
 
-def _read_file(tree: WorkingTree, args: Any) -> Any:
+def _read_file(tree: ToolTree, args: Any) -> Any:
     path = string_arg(args, "path")
     return {"path": path, "body": tree.read_file(path)}
 
 
-def _write_file(tree: WorkingTree, args: Any) -> Any:
+def _write_file(tree: ToolTree, args: Any) -> Any:
     path = string_arg(args, "path")
     tree.write_file(path, string_arg(args, "body"))
     return {"path": path, "written": True}
 
 
-def _git_status(tree: WorkingTree, args: Any) -> Any:
+def _git_status(tree: ToolTree, args: Any) -> Any:
     return {"paths": tree.status()}
 
 
-def _git_diff(tree: WorkingTree, args: Any) -> Any:
+def _git_diff(tree: ToolTree, args: Any) -> Any:
     return {"diff": tree.diff()}
 
 
-def _git_log(tree: WorkingTree, args: Any) -> Any:
+def _git_log(tree: ToolTree, args: Any) -> Any:
     value = args.get("limit") if isinstance(args, dict) else None
     # As the original reads it: an unsigned integer, anything else (bool, float, negative) is 20.
     limit = DEFAULT_LOG_LIMIT
@@ -105,16 +109,16 @@ def _git_log(tree: WorkingTree, args: Any) -> Any:
     return {"commits": tree.log(limit)}
 
 
-def _git_add(tree: WorkingTree, args: Any) -> Any:
+def _git_add(tree: ToolTree, args: Any) -> Any:
     return {"staged": tree.add(string_arg(args, "path"))}
 
 
-def _git_commit(tree: WorkingTree, args: Any) -> Any:
+def _git_commit(tree: ToolTree, args: Any) -> Any:
     message = string_arg(args, "message")
     return {"oid": tree.commit(message), "message": message}
 
 
-def _git_push(tree: WorkingTree, args: Any) -> Any:
+def _git_push(tree: ToolTree, args: Any) -> Any:
     ref = _optional_string(args, "ref")
     tree.push(ref)
     return {"pushed": ref if ref is not None else "HEAD"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import pygit2
 from pygit2.enums import CheckoutStrategy, RepositoryOpenFlag
@@ -67,6 +68,12 @@ class WorkingTree:
 
     def read_file(self, rel: str) -> str:
         return self.sandbox.read_text(rel, max_bytes=self.max_file_bytes)
+
+    def read_bytes(self, rel: str, max_bytes: int | None) -> bytes:
+        return self.sandbox.read_bytes(rel, max_bytes=max_bytes)
+
+    def search(self, rel: str, needle: str) -> dict[str, Any]:
+        return self.sandbox.search(rel, needle)
 
     def write_file(self, rel: str, body: str) -> None:
         """Write inside the jail, unless the path, or where a symlink leads, is blocked (BEM-334) or
@@ -203,12 +210,7 @@ class WorkingTree:
             try:
                 if repo.head_is_unborn:
                     return []
-                out: list[str] = []
-                for commit in repo.walk(repo.head.target):
-                    out.append(_summary(commit.message))
-                    if len(out) >= limit:
-                        break
-                return out
+                return log_summaries(repo.walk(repo.head.target), limit)
             except _GIT_ERRORS as exc:
                 raise BeamError("BEM-324", _text(exc)) from None
 
@@ -338,6 +340,16 @@ def _index_changes(repo: pygit2.Repository, index: pygit2.Index) -> list[str]:
         paths.append(delta.old_file.path)
         paths.append(delta.new_file.path)
     return paths
+
+
+def log_summaries(commits: Iterable[pygit2.Commit], limit: int) -> list[str]:
+    """The first `limit` commits' summaries: `git_log`'s answer for a checkout and a commit alike."""
+    out: list[str] = []
+    for commit in commits:
+        out.append(_summary(commit.message))
+        if len(out) >= limit:
+            break
+    return out
 
 
 def _summary(message: str) -> str:

@@ -38,14 +38,15 @@ from bot.app.runs.review_context import ReviewContext
 from bot.app.runs.skill_agent import answered_in_text_note, run_prompts, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
+from bot.beam.commit_tree import CommitTree
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
-from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.sandbox import SandboxRoot
 from bot.beam.skills import Skill
 from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 from bot.local.change import LocalChange
-from bot.local.git import UsageError, change_base, default_branch, head_label, protected_refs, try_git
+from bot.local.git import UsageError, change_base, default_branch, head_label, try_git
 from bot.local.options import RunOptions
 from bot.local.output import FramePrinter, LocalReview, PrintMode, review_report
 
@@ -108,12 +109,12 @@ class ChangeRun:
         """Run the skill and print what it gave; the exit code (EXIT_*) says how a review ended."""
         change, skill, as_json = self.change, self.skill, self.options.as_json
         is_review = skill.name == "review"
-        protected = sorted({*protected_refs(self.repo), change.base.label, change.head_ref})
-        tree = WorkingTree(
-            SandboxRoot(path),
-            protected,
-            blocked_paths=tuple(self.config.blocked_paths),
-            allowed_push_branches=set(),
+        # The commit read from the repository's objects; only the change's files are written to
+        # `path` (a scratch directory), for the linters, as on GitHub (runs/workspace.py).
+        # It cannot write a ref either: the view refuses every write (BEM-342).
+        tree = CommitTree(self.repo, change.head_sha, scratch=SandboxRoot(path))
+        await anyio.to_thread.run_sync(
+            tree.materialise, [*(f.filename for f in change.files[:MAX_PULL_FILES]), ".gitattributes"]
         )
         started = time.monotonic()
         run_id = str(uuid.uuid4())
@@ -239,7 +240,7 @@ class ChangeRun:
 
     async def _one_call(
         self,
-        tree: WorkingTree,
+        tree: CommitTree,
         files: list[PullFile],
         prompts: BuildPrompts,
         report: ToolReport,

@@ -186,3 +186,23 @@ class TemporaryWorktree:
         subprocess.run(
             ["git", "-C", str(self.repo), "worktree", "prune"], capture_output=True, check=False, timeout=120
         )
+
+
+class ScratchDir:
+    """A temporary directory for the few files a reading run writes to disk (the change's files, for
+    the linters), removed again on exit. A review, `summarize`, `commit-notes` and `ask` read the
+    commit from the repository's objects (bot/beam/commit_tree.py): no worktree is added, so a
+    100,000-file checkout costs what the change touches, not the tree."""
+
+    def __init__(self, repo: Path, ref: str) -> None:
+        self.repo = repo
+        self.commit = commit_of(repo, ref, "--ref")
+        self.parent = Path(tempfile.mkdtemp(prefix="beam-run-"))
+        self.path = self.parent / "files"
+
+    def __enter__(self) -> ScratchDir:
+        self.path.mkdir()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        shutil.rmtree(self.parent, ignore_errors=True)

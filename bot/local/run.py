@@ -3,10 +3,12 @@
 It uses the framework exactly as an outside host would (hub, runner, bound sandbox tools), so it is
 also the smallest end-to-end check that the framework works. The run works in a temporary git
 worktree at `HEAD` (or `--ref`, or `--working-tree`: a snapshot commit of the uncommitted changes),
-never in the user's own checkout, which it leaves exactly as it was. `review`, `summarize`,
-`commit-notes` and `ask` go through `change_run.py`, the GitHub path's own builders; `author` and
-`docs` through `author_run.py`, which keeps their commits on a named branch and asks on the
-terminal before a push. Errors and the final line of a failed run go to stderr.
+never in the user's own checkout, which it leaves exactly as it was; a skill that only reads
+(`review`, `summarize`, `commit-notes`, `ask`) adds no worktree at all: it reads the commit from the
+repository's objects and writes only the change's files to a scratch directory, for the linters.
+`review`, `summarize`, `commit-notes` and `ask` go through `change_run.py`, the GitHub path's own
+builders; `author` and `docs` through `author_run.py`, which keeps their commits on a named branch
+and asks on the terminal before a push. Errors and the final line of a failed run go to stderr.
 
 A run stops with a clear message, before any model call, when there is nothing to do (an empty
 change, `ask` or `author` without text). SIGINT, SIGTERM and SIGHUP cancel the run: the temporary
@@ -26,6 +28,7 @@ from bot.beam.openai_client import OpenAiCompatible
 from bot.local.author_run import AuthorRun, run_author, run_branch
 from bot.local.change_run import ChangeRun
 from bot.local.git import (
+    ScratchDir,
     TemporaryWorktree,
     UsageError,
     commit_of,
@@ -93,7 +96,9 @@ async def _run_local(
                     f"the change {change.change.base.label}...{options.ref} is empty: nothing to "
                     f"{options.skill}; pass --base with an older commit, or commit the change first"
                 )
-        worktree = TemporaryWorktree(repo, options.ref)
+        worktree = (
+            ScratchDir(repo, options.ref) if change is not None else TemporaryWorktree(repo, options.ref)
+        )
     except UsageError as error:
         err.write(f"beam-bot run: {error}\n")
         return 2
@@ -110,7 +115,8 @@ async def _run_local(
     try:
         with worktree:
             if not options.as_json:
-                out.write(f"working in a temporary worktree at {options.ref} ({worktree.commit[:12]})\n")
+                where = "reading" if change is not None else "working in a temporary worktree at"
+                out.write(f"{where} {options.ref} ({worktree.commit[:12]})\n")
                 out.flush()
             if change is not None:
                 return await change.run(worktree.path, client, out, err)

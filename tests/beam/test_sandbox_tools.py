@@ -9,10 +9,12 @@ from typing import Any
 import pygit2
 import pytest
 
+from bot.beam.commit_tree import CommitTree
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import Tool
+from bot.beam.tree_view import ToolTree
 from bot.beam.types import AgentInput, ContentPart
 
 S = {"type": "string"}
@@ -135,6 +137,33 @@ async def test_jail_holds_through_the_tools(
     assert (await error_of(tools, name, args)).code == code
     assert (tree.sandbox.path / ".git" / "config").read_text() == config
     assert not (tree.sandbox.path / ".git" / "hooks" / "pre-commit").exists()
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("view", ["disk", "objects"])
+@pytest.mark.parametrize(
+    ("name", "args", "code"),
+    [
+        ("read_file", {"path": "../outside.txt"}, "BEM-301"),
+        ("read_file", {"path": "/etc/hostname"}, "BEM-300"),
+        ("read_file", {"path": ".git/config"}, "BEM-337"),
+        ("read_file", {"path": "sub/.GIT/config"}, "BEM-337"),
+        ("list_tree", {"path": ".git"}, "BEM-337"),
+        ("read_file", {"path": "missing.txt"}, "BEM-307"),
+        ("list_tree", {"path": "README.md"}, "BEM-306"),
+    ],
+)
+async def test_jail_holds_through_the_read_tools_on_both_views(
+    tree: WorkingTree, view: str, name: str, args: Any, code: str
+) -> None:
+    """The same refusals when a review reads the commit's objects instead of a checkout (issue 43)."""
+    bound: ToolTree = tree if view == "disk" else CommitTree(tree.sandbox.path, "HEAD")
+    tools = by_name(sandbox_tools(bound))
+    assert (await error_of(tools, name, args)).code == code
+    if view == "objects":
+        assert (await call(tools, "read_file", {"path": "README.md"}))["body"] == "one\ntwo\n"
+        assert (await error_of(tools, "write_file", {"path": "x.txt", "body": "x"})).code == "BEM-342"
+        assert not (tree.sandbox.path / "x.txt").exists()
 
 
 @pytest.mark.anyio

@@ -19,6 +19,7 @@ from tests.support.bot_process import (
     wait_for,
 )
 from tests.support.fake_github_state import PullFile
+from tests.support.openai_server import chat_response, tool_call, tool_calls_message
 from tests.support.webhooks import delivery, issue_comment_payload
 
 REPO = "octo/demo"
@@ -213,3 +214,63 @@ def test_a_retried_job_of_a_finished_run_changes_nothing(bot: BotProcess) -> Non
         [c.body for c in bot.fake.comments_on(REPO, 7)],
     )
     assert after == before
+
+
+def test_a_review_writes_no_work_tree(bot: BotProcess) -> None:
+    """Issue 43: a review reads the head commit from the mirror's objects; under the runs directory
+    only the change's file is written (for the linters), never `README.md`, which it does not touch.
+    Its tools still read any file of the head commit."""
+    message = tool_calls_message([tool_call("read_file", {"path": "README.md"})])
+    bot.llm.enqueue(chat_response(message), delay=3)  # the run's files, looked at while it waits
+    bot.llm.reply_text("Nothing to add.")
+    sent = delivery("issue_comment", command(bot, "/beam review"), SECRET)
+    assert bot.send(sent).status_code == 202
+    wait_for(lambda: bot.llm.requests or None, what="the first model call")
+    runs = bot.work_dir / "runs"
+    written = sorted(p.name for p in runs.rglob("*") if p.is_file() and ".git" not in p.parts)
+    assert written == ["calc.py"]
+    wait_for(lambda: final_comment(bot), what="the final tracking comment")
+    assert any("Demo" in m.get("content", "") for m in bot.llm.requests[1]["messages"] if m["role"] == "tool")
+    assert not list(runs.rglob("calc.py"))  # the run's files are gone with the run
+
+
+def test_a_file_past_the_fetch_cap_is_named_in_the_review(tmp_path: Path) -> None:
+    """Issue 43: the mirror fetches a file's content when a tool reads it, at most
+    BEAM_MAX_FETCH_BYTES per run; a file past it is refused to the model (BEM-357) and named."""
+    with bot_stack(tmp_path, BEAM_MAX_FETCH_BYTES="1024") as bot:
+        main = bot.git.seed(
+            REPO,
+            {
+                "README.md": "Demo\n",
+                "src/calc.py": "def add(a, b):\n    return a - b\n",
+                "big.txt": "x" * 5000,
+            },
+        )
+        head = bot.git.commit(
+            REPO,
+            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+            branch="feature",
+            message="Fix",
+        )
+        bot.git.create_pull_ref(REPO, 7, head)
+        bot.fake.add_repo(REPO)
+        bot.fake.add_collaborator(REPO, "maintainer", "write")
+        bot.fake.add_pull(
+            REPO,
+            number=7,
+            title="Fix add",
+            head_ref="feature",
+            head_sha=head,
+            base_sha=main,
+            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+        )
+        bot.start()
+        bot.llm.reply_tool_calls(("read_file", {"path": "big.txt"}))
+        bot.llm.reply_text("The fix is right.")
+        sent = delivery("issue_comment", command(bot, "/beam review"), SECRET)
+        assert bot.send(sent).status_code == 202
+        final = wait_for(lambda: final_comment(bot), what="the final tracking comment")
+        told = [m["content"] for m in bot.llm.requests[1]["messages"] if m["role"] == "tool"]
+        assert any("BEM-357" in text or "BEAM_MAX_FETCH_BYTES" in text for text in told), told
+        assert "x" * 100 not in "".join(told)
+        assert "BEAM_MAX_FETCH_BYTES" in final and "big.txt" in final, final

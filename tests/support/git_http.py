@@ -202,6 +202,12 @@ class _Handler(BaseHTTPRequestHandler):
             "GIT_HTTP_EXPORT_ALL": "1",
             "GIT_HTTP_MAX_REQUEST_BUFFER": str(1 << 30),
             "GIT_CONFIG_NOSYSTEM": "1",
+            # As GitHub: partial clones (`--filter=blob:none`) and a blob fetched by its id.
+            "GIT_CONFIG_COUNT": "2",
+            "GIT_CONFIG_KEY_0": "uploadpack.allowFilter",
+            "GIT_CONFIG_VALUE_0": "true",
+            "GIT_CONFIG_KEY_1": "uploadpack.allowAnySHA1InWant",
+            "GIT_CONFIG_VALUE_1": "true",
             "HOME": str(self.server.owner.root),
             "GATEWAY_INTERFACE": "CGI/1.1",
             "SERVER_PROTOCOL": "HTTP/1.1",

@@ -26,7 +26,7 @@ import anyio.to_thread
 import pygit2
 
 from bot.app.git.bundles import Bundles
-from bot.app.git.mirrors import Mirrors
+from bot.app.git.mirrors import DEFAULT_MAX_REPO_BYTES, Mirrors
 from bot.app.git.plumbing import RUNS_PREFIX as RUNS_PREFIX
 from bot.app.git.plumbing import (
     CheckoutError,
@@ -100,8 +100,11 @@ class Checkouts:
         git: str = "git",
         timeout: float = 600.0,
         mirrors: Mirrors | None = None,
+        max_repo_bytes: int = DEFAULT_MAX_REPO_BYTES,
     ) -> None:
-        self.mirrors = mirrors or Mirrors(work_dir, runs_dir, git=git, timeout=timeout)
+        self.mirrors = mirrors or Mirrors(
+            work_dir, runs_dir, git=git, timeout=timeout, max_repo_bytes=max_repo_bytes
+        )
         self.bundles = Bundles(self.mirrors)
         self.work_dir = self.mirrors.work_dir
         self.mirrors_dir = self.mirrors.mirrors_dir
@@ -160,9 +163,13 @@ class Checkouts:
     # -- run trees --------------------------------------------------------------------------------
 
     async def create_run_tree(
-        self, repo_full_name: str, run_id: str, commit_sha: str, branch: str
+        self, repo_full_name: str, run_id: str, commit_sha: str, branch: str, *, checkout: bool = True
     ) -> RunTree:
-        """A fresh working tree at `commit_sha` on the new local branch `branch`, origin set."""
+        """A fresh working tree at `commit_sha` on the new local branch `branch`, origin set.
+
+        `checkout=False`: a run that only reads (a review, `summarize`, `ask`, `commit-notes`) gets the
+        repository and its branch but no file written: its tools read the commit's objects
+        (bot/beam/commit_tree.py), and the few files a linter needs are written by the caller."""
         path = self.run_path(repo_full_name, run_id)
         mirror = self.mirror_path(repo_full_name)
         check_sha(commit_sha)
@@ -178,14 +185,19 @@ class Checkouts:
             origin = await self.mirrors.locked(
                 repo_full_name, lambda: hold_commit(mirror, run_id, commit_sha)
             )
-            await anyio.to_thread.run_sync(self._fill_run_tree, path, mirror, commit_sha, branch, origin)
+            if checkout:  # a whole checkout: every blob of the commit first (the mirror is partial)
+                await self.mirrors.hydrate(repo_full_name, commit_sha)
+            fill = functools.partial(self._fill_run_tree, path, mirror, commit_sha, branch, origin, checkout)
+            await anyio.to_thread.run_sync(fill)
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await tree.remove()
             raise
         return tree
 
-    def _fill_run_tree(self, path: Path, mirror: Path, sha: str, branch: str, origin: str | None) -> None:
+    def _fill_run_tree(
+        self, path: Path, mirror: Path, sha: str, branch: str, origin: str | None, checkout: bool
+    ) -> None:
         repo = pygit2.init_repository(str(path))
         shutil.rmtree(path / ".git" / "hooks", ignore_errors=True)
         info = path / ".git" / "objects" / "info"
@@ -194,6 +206,10 @@ class Checkouts:
         if origin is not None:
             repo.config["remote.origin.url"] = origin
             repo.config["remote.origin.fetch"] = "+refs/heads/*:refs/remotes/origin/*"
+        if not checkout:  # the branch at the commit, and nothing written
+            repo.references.create(f"refs/heads/{branch}", pygit2.Oid(hex=sha))
+            repo.set_head(f"refs/heads/{branch}")
+            return
         # git's checkout writes files faster than libgit2's checkout_tree (section 9).
         result = run_git(
             self.mirrors.git,

@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -57,6 +58,61 @@ def run_git(
         raise CheckoutError(f"git {args[0]} did not finish within {timeout:.0f} s.") from None
     except FileNotFoundError:
         raise CheckoutError("git is not installed on the worker.") from None
+
+
+class TooBig(CheckoutError):
+    """A fetch that would pass the disk budget, stopped before it did (BEM-358)."""
+
+
+def run_git_within(
+    git: str, timeout: float, args: list[str], *, cwd: Path, token: str | None, watch: Path, max_bytes: int
+) -> subprocess.CompletedProcess[str]:
+    """`run_git` for a fetch into `cwd`, stopped the moment what `watch` holds passes `max_bytes`:
+    a repository too big for the disk is refused, never a full disk. git writes a fetch's pack into
+    `watch` (objects/pack) as it arrives, so its size is checked while the fetch runs."""
+    out_path = cwd / f".beam-fetch-{os.getpid()}.out"
+    try:
+        with open(out_path, "w+") as out, open(f"{out_path}.err", "w+") as err:
+            try:
+                process = subprocess.Popen(
+                    [git, *args], cwd=cwd, env=git_env(token), stdout=out, stderr=err, text=True
+                )
+            except FileNotFoundError:
+                raise CheckoutError("git is not installed on the worker.") from None
+            deadline = time.monotonic() + timeout
+            used = 0
+            while True:
+                try:
+                    code = process.wait(timeout=0.1)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                used = dir_bytes(watch)
+                if used > max_bytes or time.monotonic() > deadline:
+                    process.kill()
+                    process.wait(timeout=30)
+                    if used > max_bytes:
+                        raise TooBig(f"over {max_bytes} bytes")
+                    raise CheckoutError(f"git {args[0]} did not finish within {timeout:.0f} s.")
+            if dir_bytes(watch) > max_bytes:
+                raise TooBig(f"over {max_bytes} bytes")
+            out.seek(0)
+            err.seek(0)
+            return subprocess.CompletedProcess([git, *args], code, out.read(), err.read())
+    finally:
+        for path in (out_path, Path(f"{out_path}.err")):
+            with suppress(FileNotFoundError):
+                path.unlink()
+
+
+def dir_bytes(path: Path) -> int:
+    """The bytes of the files under `path` (a mirror's objects: a few packs, or loose objects)."""
+    total = 0
+    for dirpath, _, filenames in os.walk(path):
+        for name in filenames:
+            with suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
 
 
 def git_env(token: str | None) -> dict[str, str]:

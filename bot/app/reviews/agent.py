@@ -22,6 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from bot.app.effects.journal import Journal
+from bot.app.git.blob_budget import BlobBudget
 from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
@@ -40,7 +41,8 @@ from bot.app.runs.linters import lint_skipped
 from bot.app.runs.review_context import UntrustedSection, review_context
 from bot.app.runs.run import RunDeps
 from bot.app.runs.usage import RunUsage, Stop
-from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.commit_tree import CommitTree
+from bot.beam.sandbox import SandboxRoot
 from bot.beam.types import StreamChunk, StreamChunkType
 
 WATCH_INTERVAL = 1.0  # seconds between the watcher's looks at the generation
@@ -139,7 +141,8 @@ class AgentReview:
         await checkouts.update_mirror(self.target.repo, self.target.clone_url, token, refs)
         await checkouts.discard_leftover(self.target.repo, run_id)
         local = f"beam/pr-{self.pull.number}/auto-review-{run_id[:8]}"
-        run_tree = await checkouts.create_run_tree(self.target.repo, run_id, head, local)
+        # A review reads the head from the mirror's objects: its run tree holds no file (issue 43).
+        run_tree = await checkouts.create_run_tree(self.target.repo, run_id, head, local, checkout=False)
         outcome = AgentOutcome("stopped")
         error: Exception | None = None
         try:
@@ -170,8 +173,14 @@ class AgentReview:
 
     async def _agent(self, path: Any, run_id: str, scope: anyio.CancelScope, started: float) -> AgentOutcome:
         head = self.pull.head.sha
-        protected = sorted({"main", "master", self.target.default_branch, self.pull.base.ref})
-        tree = WorkingTree(SandboxRoot(path), protected, allowed_push_branches=set())
+        # The head commit from the mirror's objects; only the changed files go to disk, for the linters.
+        # It writes nothing: every write is refused (BEM-342), so no ref can move.
+        checkouts = self.deps.checkouts
+        budget = BlobBudget(checkouts.mirrors, self.target.repo, self.deps.max_fetch_bytes)
+        mirror = checkouts.mirror_path(self.target.repo)
+        tree = CommitTree(mirror, head, fetch=budget, scratch=SandboxRoot(path))
+        changed = [f.filename for f in self.scope.files]
+        await anyio.to_thread.run_sync(tree.materialise, [*changed, ".gitattributes"])
         existing = await self.gh.list_review_comments(
             self.target.owner, self.target.name, self.pull.number, limit=3000
         )

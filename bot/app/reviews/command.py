@@ -42,6 +42,7 @@ from bot.app.runs.run import SkillRun, list_paths
 from bot.app.runs.skill_agent import answered_in_text_note
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import stopped_outcome
+from bot.beam.commit_tree import CommitTree
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.sandbox import WorkingTree
@@ -132,7 +133,7 @@ async def recover(run: SkillRun) -> Outcome | None:
 
 async def review_step(
     run: SkillRun,
-    tree: WorkingTree,
+    tree: WorkingTree | CommitTree,
     run_tree: RunTree,
     head_sha: str,
     pull: PullRequest,
@@ -227,6 +228,7 @@ async def review_step(
         notes += answered_in_text_note(end.result)
     if end.cut is not None:
         notes.append(end.cut.named())
+    notes += render.fetch_cap_note(tree.refused if isinstance(tree, CommitTree) else [])
     posted = await run.effects.done(run.key("review"))
     answer = render.review_posted(posted.html_url if posted else "", answer)
     notes += await found.after()  # fixed findings answered; the count of them all

@@ -75,6 +75,7 @@ from bot.app.runs.review_context import CallParts, call_session
 from bot.app.runs.skill_agent import prose, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard
 from bot.beam.agent import FrameSink
+from bot.beam.commit_tree import CommitTree
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
@@ -112,7 +113,9 @@ STRUCTURED_NOTE = (
 class ReviewPass:
     """One review of `files` on `tree`, posted through `post` at most once."""
 
-    tree: WorkingTree
+    tree: (
+        WorkingTree | CommitTree
+    )  # a `/beam review` reads the head's objects; the automatic review its checkout
     files: list[PullFile]
     prompts: BuildPrompts
     meter: CompletionClient

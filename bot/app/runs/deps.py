@@ -26,6 +26,10 @@ MAX_PULL_FILES = 300
 MAX_KNOWN_PATHS = 20_000
 # Skills that never change the tree: a retry may continue their conversation on a fresh checkout.
 RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
+# Skills that only read: their tools read the head commit's objects, and no work tree is written for
+# them (issue 43, bot/beam/commit_tree.py). `consume` is `/beam ask`'s skill.
+READING_SKILLS = frozenset({"review", "summarize", "commit-notes", "ask", "consume"})
+DEFAULT_MAX_FETCH_BYTES = 256 * 1024 * 1024
 
 
 def run_id_for(job: Job) -> str:
@@ -59,6 +63,8 @@ class RunDeps:
     outage_wait: float = 1800.0
     # The findings ledger of `/beam review` (runs/findings_hook.py); None: its findings are not kept.
     review_findings: FindingsFor | None = None
+    # The blob bytes one run may fetch into a partial mirror (BEAM_MAX_FETCH_BYTES, git/blob_budget.py).
+    max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""

@@ -1,13 +1,14 @@
 """Tools the host provides under the skills' allowlisted names: `search` and `get_page`.
 
-They read the run's own checkout (never outside its root, never `.git`), so the model gets what the
-framework's sandbox tools cannot give it: a way to search the code and to cite a range of lines at
-the PR head. The review's own tool, `review_change`, is the review pass's (reviews/review_tool.py).
+They read the run's tree (a review's head commit from the object store, `CommitTree`; another run's
+checkout, `WorkingTree`), never outside it and never `.git`, through the tree's own jail, so the
+model gets what the framework's sandbox tools cannot give it: a way to search the code and to cite a
+range of lines at the PR head. The review's own tool, `review_change`, is the review pass's
+(reviews/review_tool.py).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,15 +17,25 @@ from typing import Any
 import anyio
 
 from bot.beam.errors import BeamError
-from bot.beam.sandbox import SandboxRoot
+from bot.beam.text_search import MAX_LINE_CHARS, MAX_SEARCH_FILE_BYTES, MAX_SEARCH_FILES, MAX_SEARCH_MATCHES
 from bot.beam.tools import Tool, ToolSpec, json_params, string_arg
+from bot.beam.tree_view import FileView
 from bot.beam.types import AgentInput
 
-MAX_SEARCH_MATCHES = 50
-MAX_SEARCH_FILES = 20_000
-MAX_SEARCH_FILE_BYTES = 512 * 1024
+__all__ = [
+    "MAX_LINE_CHARS",
+    "MAX_PAGE_LINES",
+    "MAX_SEARCH_FILES",
+    "MAX_SEARCH_FILE_BYTES",
+    "MAX_SEARCH_MATCHES",
+    "GetPageTool",
+    "SearchTool",
+    "ToolReport",
+    "host_tools",
+    "is_git_path",
+]
+
 MAX_PAGE_LINES = 400
-MAX_LINE_CHARS = 500
 
 
 @dataclass
@@ -47,10 +58,10 @@ def is_git_path(rel: str) -> bool:
 
 
 class SearchTool(Tool):
-    """Case-insensitive text search over the checkout, capped so a big repository stays cheap."""
+    """Case-insensitive text search over the run's tree, capped so a big repository stays cheap."""
 
-    def __init__(self, root: SandboxRoot, report: ToolReport) -> None:
-        self.root = root
+    def __init__(self, view: FileView, report: ToolReport) -> None:
+        self.view = view
         self.report = report
 
     def spec(self) -> ToolSpec:
@@ -71,50 +82,14 @@ class SearchTool(Tool):
         sub = args.get("path") if isinstance(args.get("path"), str) else ""
         if is_git_path(sub):
             raise BeamError("BEM-337", sub)
-        base = self.root.resolve(sub)
-        return await anyio.to_thread.run_sync(self._search, base, query.lower())
-
-    def _search(self, base: Path, needle: str) -> dict[str, Any]:
-        matches: list[dict[str, Any]] = []
-        scanned = 0
-        truncated = False
-        root = self.root.path
-        for dirpath, dirnames, filenames in os.walk(base, followlinks=False):
-            dirnames[:] = sorted(d for d in dirnames if d.lower() != ".git")
-            for name in sorted(filenames):
-                path = Path(dirpath) / name
-                if path.is_symlink():
-                    continue
-                scanned += 1
-                if scanned > MAX_SEARCH_FILES or len(matches) >= MAX_SEARCH_MATCHES:
-                    truncated = True
-                    break
-                try:
-                    if path.stat().st_size > MAX_SEARCH_FILE_BYTES:
-                        continue
-                    data = path.read_bytes()
-                except OSError:
-                    continue
-                if b"\0" in data[:8192]:
-                    continue
-                rel = path.relative_to(root).as_posix()
-                for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
-                    if needle in line.lower():
-                        matches.append({"path": rel, "line": number, "text": line[:MAX_LINE_CHARS]})
-                        if len(matches) >= MAX_SEARCH_MATCHES:
-                            break
-            if truncated:
-                break
-        return {"matches": matches, "truncated": truncated}
+        return await anyio.to_thread.run_sync(self.view.search, sub, query.lower())
 
 
 class GetPageTool(Tool):
     """A file or a range of its lines at the PR head, with a link the answer can cite."""
 
-    def __init__(
-        self, root: SandboxRoot, report: ToolReport, blob_url: Callable[[str, int, int], str]
-    ) -> None:
-        self.root = root
+    def __init__(self, view: FileView, report: ToolReport, blob_url: Callable[[str, int, int], str]) -> None:
+        self.view = view
         self.report = report
         self.blob_url = blob_url
 
@@ -137,16 +112,16 @@ class GetPageTool(Tool):
         rel = string_arg(args, "path")
         if is_git_path(rel):
             raise BeamError("BEM-337", rel)
-        path = self.root.resolve(rel)
         start = max(1, _int_arg(args, "start", 1))
         end = _int_arg(args, "end", start + MAX_PAGE_LINES - 1)
-        return await anyio.to_thread.run_sync(self._page, rel, path, start, end)
+        return await anyio.to_thread.run_sync(self._page, rel, start, end)
 
-    def _page(self, rel: str, path: Path, start: int, end: int) -> dict[str, Any]:
+    def _page(self, rel: str, start: int, end: int) -> dict[str, Any]:
+        data = self.view.read_bytes(rel, None)  # the jail's refusals, and BEM-307 for what is no file
         try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise BeamError("BEM-307", f"{rel}: {error.__class__.__name__}") from None
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BeamError("BEM-307", f"{rel}: UnicodeDecodeError") from None
         lines = text.splitlines()
         end = min(end, len(lines), start + MAX_PAGE_LINES - 1)
         truncated = end < len(lines) and end - start + 1 >= MAX_PAGE_LINES
@@ -164,7 +139,5 @@ class GetPageTool(Tool):
         }
 
 
-def host_tools(
-    root: SandboxRoot, report: ToolReport, *, blob_url: Callable[[str, int, int], str]
-) -> list[Tool]:
-    return [SearchTool(root, report), GetPageTool(root, report, blob_url)]
+def host_tools(view: FileView, report: ToolReport, *, blob_url: Callable[[str, int, int], str]) -> list[Tool]:
+    return [SearchTool(view, report), GetPageTool(view, report, blob_url)]

@@ -401,6 +401,18 @@ def not_read_note(
     return notes
 
 
+def fetch_cap_note(paths: Sequence[str]) -> list[str]:
+    """The files a review could not read because the run fetched as much as the server allows
+    (BEAM_MAX_FETCH_BYTES, BEM-357): said, never hidden."""
+    if not paths:
+        return []
+    shown = ", ".join(f"`{_inline(p)}`" for p in list(dict.fromkeys(paths))[:20])
+    return [
+        "Not read: the server's limit on file contents one run may download (BEAM_MAX_FETCH_BYTES, "
+        f"BEM-357) was reached before {shown}."
+    ]
+
+
 def link_citations(text: str, known_paths: set[str], blob_base: str) -> str:
     """Turn `path` and `path:12-20` mentions of files in the checkout into links at the head commit."""
 

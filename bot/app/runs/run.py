@@ -48,6 +48,7 @@ from bot.app.runs.tracker import Tracker
 from bot.app.runs.tracking_comment import TrackingComment
 from bot.app.runs.usage import RunUsage, stopped_outcome
 from bot.app.runs.workspace import RunWorkspace
+from bot.beam.commit_tree import CommitTree
 from bot.beam.errors import BeamError
 from bot.beam.hub import RiverBeam
 from bot.beam.sandbox import WorkingTree
@@ -63,7 +64,7 @@ OnInterrupt = Callable[
 # A review on a pull request: the model's calls and what follows them (reviews/command.py), which
 # `runs` may not import; a run without it (`/beam summarize`, a bare test) runs `SkillRun._agent`.
 ReviewStep = Callable[
-    ["SkillRun", WorkingTree, RunTree, str, PullRequest, list[PullFile], int], Awaitable[Outcome]
+    ["SkillRun", WorkingTree | CommitTree, RunTree, str, PullRequest, list[PullFile], int], Awaitable[Outcome]
 ]
 # What an earlier attempt of this run already achieved, if it got past its point of no return.
 Recover = Callable[["SkillRun"], Awaitable["Outcome | None"]]
@@ -255,7 +256,7 @@ class SkillRun:
             files = files[:MAX_PULL_FILES]
             if self.plan.follow_up is not None:
                 self.workspace.follow_up = await self.plan.follow_up(pull)
-        tree, run_tree, head_sha = await self.workspace.checkout(pull)
+        tree, run_tree, head_sha = await self.workspace.checkout(pull, [f.filename for f in files])
         try:
             if self.review is not None and self.skill == "review" and pull is not None:
                 return await self.review(self, tree, run_tree, head_sha, pull, files, total)
@@ -266,7 +267,7 @@ class SkillRun:
 
     async def _agent(
         self,
-        tree: WorkingTree,
+        tree: WorkingTree | CommitTree,
         run_tree: RunTree,
         head_sha: str,
         pull: PullRequest | None,
@@ -342,17 +343,18 @@ class SkillRun:
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))
         if result.interrupted:
-            if self.on_interrupt is None:
+            if self.on_interrupt is None or not isinstance(tree, WorkingTree):
                 raise BeamError("BEM-335", {"detail": render.CANNOT_PUSH})
             return await self.on_interrupt(self, result, tree, run_tree, pull)
         known = set(await anyio.to_thread.run_sync(list_paths, tree))
         answer = render.link_citations(result.text, known, blob_base)
         notes += render.not_read_note(coverage.skipped, coverage.cut + report.truncated, total, len(files))
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
+        notes += render.fetch_cap_note(tree.refused if isinstance(tree, CommitTree) else [])
         return Outcome(answer=answer, notes=notes, result=result)
 
 
-def list_paths(tree: WorkingTree) -> list[str]:
+def list_paths(tree: WorkingTree | CommitTree) -> list[str]:
     """The checkout's paths, for linking the citations of an answer (a bounded list)."""
     try:
         return tree.list_files("")[:MAX_KNOWN_PATHS]

@@ -25,6 +25,7 @@ from bot.app.runs.host_tools import ToolReport, host_tools
 from bot.app.runs.plan import ReviewNote
 from bot.app.runs.prompt import Coverage, build_prompt
 from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
+from bot.beam.commit_tree import CommitTree
 from bot.beam.completion import CompletionClient
 from bot.beam.runner import ANSWER_IN_TEXT, Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
@@ -51,13 +52,15 @@ RECOVERABLE_TOOL_ERRORS = frozenset(
         "BEM-307",
         "BEM-308",
         "BEM-319",
+        "BEM-342",  # a write asked of a run that only reads: the model is told, the run goes on
+        "BEM-357",  # a file past the server's fetch cap: the model is told, the review says so
         "BEM-346",  # a file name with a control or bidi character: the model picks another (issue 28)
     }
 )
 
 
 def run_tools(
-    tree: WorkingTree,
+    tree: WorkingTree | CommitTree,
     report: ToolReport,
     *,
     blob_url: Callable[[str, int, int], str],
@@ -65,7 +68,7 @@ def run_tools(
 ) -> list[Tool]:
     """Every tool a run may offer; the skill's allowlist keeps its own (`skill_runner`). A review
     adds its own, `review_change` (reviews/review_tool.py), in `extra`."""
-    return [*sandbox_tools(tree), *host_tools(tree.sandbox, report, blob_url=blob_url), *extra]
+    return [*sandbox_tools(tree), *host_tools(tree, report, blob_url=blob_url), *extra]
 
 
 async def run_prompts(

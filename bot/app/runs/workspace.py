@@ -13,14 +13,16 @@ from collections.abc import Sequence
 import anyio
 import pygit2
 
+from bot.app.git.blob_budget import BlobBudget
 from bot.app.git.checkout import RunTree
 from bot.app.github.client import PullFile, PullRequest
 from bot.app.runs.context import JobContext
-from bot.app.runs.deps import RunDeps
+from bot.app.runs.deps import READING_SKILLS, RunDeps
 from bot.app.runs.plan import FollowUp, RunPlan
 from bot.app.runs.prompt import Coverage
 from bot.app.runs.review_context import ReviewContext, UntrustedSection
 from bot.app.runs.skill_agent import run_prompts
+from bot.beam.commit_tree import CommitTree
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 
 log = logging.getLogger("beam.runs")
@@ -40,7 +42,7 @@ class RunWorkspace:
 
     async def prompt(
         self,
-        tree: WorkingTree,
+        tree: WorkingTree | CommitTree,
         pull: PullRequest | None,
         files: list[PullFile],
         total: int,
@@ -70,7 +72,13 @@ class RunWorkspace:
             remembered=remembered,
         )
 
-    async def checkout(self, pull: PullRequest | None) -> tuple[WorkingTree, RunTree, str]:
+    async def checkout(
+        self, pull: PullRequest | None, files: Sequence[str] = ()
+    ) -> tuple[WorkingTree | CommitTree, RunTree, str]:
+        """The run's tree at the head. A run that only reads (`READING_SKILLS`) gets the head commit
+        read from the mirror's objects (`CommitTree`) and, on disk, only `files` (the change's, for
+        the linters) and `.gitattributes`: never the whole tree (issue 43). A run that writes gets a
+        whole checkout on its own branch."""
         repo = self.ctx.event.repository
         token = await self.deps.installation_token(self.ctx.installation_id)
         refs = [f"refs/heads/{repo.default_branch}:refs/heads/{repo.default_branch}"]
@@ -93,7 +101,21 @@ class RunWorkspace:
         # A retried run (the worker died mid-run) starts again from a clean tree.
         if await self.deps.checkouts.discard_leftover(repo.full_name, self.run_id):
             log.info("run %s: removed the tree of an earlier attempt", self.run_id)
-        run_tree = await self.deps.checkouts.create_run_tree(repo.full_name, self.run_id, head_sha, branch)
+        reading = self.skill in READING_SKILLS
+        checkouts = self.deps.checkouts
+        run_tree = await checkouts.create_run_tree(
+            repo.full_name, self.run_id, head_sha, branch, checkout=not reading
+        )
+        if reading:
+            budget = BlobBudget(checkouts.mirrors, repo.full_name, self.deps.max_fetch_bytes)
+            view = CommitTree(
+                checkouts.mirror_path(repo.full_name),
+                head_sha,
+                fetch=budget,
+                scratch=SandboxRoot(run_tree.path),
+            )
+            await anyio.to_thread.run_sync(view.materialise, [*files, ".gitattributes"])
+            return view, run_tree, head_sha
         requester = self.ctx.event.comment.user
         login = self.deps.identity.known or "beam-bot"
         identity = (login, f"{login}@users.noreply.github.com")

@@ -165,6 +165,11 @@ class Settings(BaseSettings):
     # Issue 23: the largest held commit (its git bundle, kept in the database until the push row goes);
     # a bigger one is refused when it would be held (BEM-370).
     max_held_push_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    # Issue 43: mirrors are partial clones (`--filter=blob:none`); the blob bytes one run may fetch
+    # on demand (a file a tool reads past it is refused with BEM-357, said in the review), and the
+    # largest mirror kept on this disk (a repository past it is refused with BEM-358).
+    max_fetch_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    max_repo_bytes: int = Field(default=20 * 1024 * 1024 * 1024, ge=1024 * 1024)
 
     # -- The secret key (`secret_keys` is its keyring, None when unset), and setup mode's look for
     # credentials another host registered.

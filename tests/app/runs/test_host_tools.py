@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -12,8 +14,10 @@ import pytest
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.review_tool import ReviewChangeTool
 from bot.app.runs.host_tools import MAX_PAGE_LINES, MAX_SEARCH_MATCHES, ToolReport, host_tools
+from bot.beam.commit_tree import CommitTree
 from bot.beam.errors import BeamError
-from bot.beam.sandbox import SandboxRoot
+from bot.beam.sandbox import SandboxRoot, WorkingTree
+from bot.beam.tree_view import FileView
 from bot.beam.types import AgentInput
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +39,25 @@ def tree(tmp_path: Path) -> Path:
     return root
 
 
-def tools(root: Path, posted: list[tuple[str, list[dict[str, Any]]]] | None = None) -> dict[str, Any]:
+@pytest.fixture(params=["disk", "objects"])
+def view(request: pytest.FixtureRequest, tree: Path, tmp_path: Path) -> FileView:
+    """The tree as a checkout, or as its commit read from the objects of a repository (issue 43)."""
+    if request.param == "disk":
+        return WorkingTree(SandboxRoot(tree), [])
+    repo = tmp_path / "repo"
+    shutil.copytree(tree, repo, symlinks=True, ignore=shutil.ignore_patterns(".git"))
+    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    ident = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q"], ["add", "-A"], [*ident, "commit", "-qm", "tree"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, timeout=60)
+    return CommitTree(repo, "HEAD")
+
+
+def tools(
+    view: FileView | Path, posted: list[tuple[str, list[dict[str, Any]]]] | None = None
+) -> dict[str, Any]:
+    root = view if isinstance(view, Path) else Path("/nonexistent")
+
     async def post(body: str, comments: list[dict[str, Any]]) -> int:
         assert posted is not None
         posted.append((body, comments))
@@ -45,15 +67,15 @@ def tools(root: Path, posted: list[tuple[str, list[dict[str, Any]]]] | None = No
         [("src/app.py", "@@ -1,2 +1,3 @@\n def handler():\n-    pass\n+    return TODO\n+# x\n")]
     )
     report = ToolReport()
-    found = host_tools(
-        SandboxRoot(root), report, blob_url=lambda p, a, b: f"https://gh/o/r/blob/sha/{p}#L{a}-L{b}"
-    )
-    found.append(ReviewChangeTool(diff, report, post, SandboxRoot(root)))  # the review pass adds it
+    files = WorkingTree(SandboxRoot(root), []) if isinstance(view, Path) else view
+    found = host_tools(files, report, blob_url=lambda p, a, b: f"https://gh/o/r/blob/sha/{p}#L{a}-L{b}")
+    if isinstance(view, Path):
+        found.append(ReviewChangeTool(diff, report, post, SandboxRoot(root)))  # the review pass adds it
     return {t.spec().name: t for t in found}
 
 
-async def test_search_finds_text_case_insensitively_and_skips_git_binaries_and_links(tree: Path) -> None:
-    result = await tools(tree)["search"].invoke({"query": "todo"}, INPUT)
+async def test_search_finds_text_case_insensitively_and_skips_git_binaries_and_links(view: FileView) -> None:
+    result = await tools(view)["search"].invoke({"query": "todo"}, INPUT)
     assert result == {
         "matches": [
             {"path": "src/app.py", "line": 2, "text": "    return TODO"},
@@ -63,8 +85,8 @@ async def test_search_finds_text_case_insensitively_and_skips_git_binaries_and_l
     }
 
 
-async def test_search_is_capped_and_jailed(tree: Path) -> None:
-    result = await tools(tree)["search"].invoke({"query": "line"}, INPUT)
+async def test_search_is_capped_and_jailed(view: FileView) -> None:
+    result = await tools(view)["search"].invoke({"query": "line"}, INPUT)
     assert len(result["matches"]) == MAX_SEARCH_MATCHES
     for bad, code in (
         ({"query": "x", "path": "../"}, "BEM-301"),
@@ -73,16 +95,16 @@ async def test_search_is_capped_and_jailed(tree: Path) -> None:
         ({}, "BEM-108"),
     ):
         with pytest.raises(BeamError) as error:
-            await tools(tree)["search"].invoke(bad, INPUT)
+            await tools(view)["search"].invoke(bad, INPUT)
         assert error.value.code == code
 
 
-async def test_get_page_returns_numbered_lines_and_a_link(tree: Path) -> None:
-    page = await tools(tree)["get_page"].invoke({"path": "big.txt", "start": 10, "end": 12}, INPUT)
+async def test_get_page_returns_numbered_lines_and_a_link(view: FileView) -> None:
+    page = await tools(view)["get_page"].invoke({"path": "big.txt", "start": 10, "end": 12}, INPUT)
     assert page["text"] == "10: line 10\n11: line 11\n12: line 12"
     assert page["url"] == "https://gh/o/r/blob/sha/big.txt#L10-L12"
     assert page["total_lines"] == 1000 and page["truncated"] is False
-    whole = await tools(tree)["get_page"].invoke({"path": "big.txt"}, INPUT)
+    whole = await tools(view)["get_page"].invoke({"path": "big.txt"}, INPUT)
     assert whole["end"] == MAX_PAGE_LINES and whole["truncated"] is True
 
 
@@ -95,9 +117,9 @@ async def test_get_page_returns_numbered_lines_and_a_link(tree: Path) -> None:
         ("logo.png", "BEM-307"),
     ],
 )
-async def test_get_page_refuses_what_it_may_not_read(tree: Path, path: str, code: str) -> None:
+async def test_get_page_refuses_what_it_may_not_read(view: FileView, path: str, code: str) -> None:
     with pytest.raises(BeamError) as error:
-        await tools(tree)["get_page"].invoke({"path": path}, INPUT)
+        await tools(view)["get_page"].invoke({"path": path}, INPUT)
     assert error.value.code == code
 
 
