@@ -101,6 +101,7 @@ async def landing_range(
             raise CheckoutError(f"The pull request's head shares no history with {base_ref}.")
         diff_base = found
         mirror = str(checkouts.mirror_path(repo.full_name))
+        await checkouts.mirrors.fetch_diff_blobs(repo.full_name, diff_base, commit)  # a partial copy
         summary = await anyio.to_thread.run_sync(summarize_commit, mirror, diff_base, commit)
         check_paths(summary, ctx.config.blocked, AllowedPaths(None))
     compare = f"{repo.html_url}/compare/{diff_base}...{commit}" if repo.html_url else None

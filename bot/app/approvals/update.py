@@ -156,6 +156,11 @@ class Updates:
         refresh = self.deps.refresher(ctx.installation_id)
         await checkouts.update_mirror(repo.full_name, repo.clone_url, token, refs, refresh=refresh)
         tip, base_sha = await self._tips(repo.full_name, branch, base)
+        # A partial copy of the repository: a merge reads what changed on both sides since they parted.
+        ancestor = await checkouts.merge_base(repo.full_name, tip, base_sha)
+        if ancestor is not None:
+            for side in (tip, base_sha):
+                await checkouts.mirrors.fetch_diff_blobs(repo.full_name, ancestor, side)
         await checkouts.discard_leftover(repo.full_name, run_id)
         run_tree = await checkouts.create_run_tree(repo.full_name, run_id, tip, branch)
         try:

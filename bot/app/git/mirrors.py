@@ -219,6 +219,33 @@ class Mirrors:
             raise CheckoutError(f"The copy of {repo_full_name} lacks file contents; fetch it first.")
         await self.fetch_blobs(repo_full_name, source[0], source[1], oids)
 
+    async def fetch_diff_blobs(self, repo_full_name: str, old: str, new: str) -> int:
+        """Fetch the blobs that differ between two commits and that the mirror lacks: what a line
+        map from a finding's old head to the new one reads (reviews/matching.py). Finding them reads
+        only trees, which a partial mirror holds; returns how many were fetched."""
+        mirror = self.mirror_path(repo_full_name)
+        check_sha(old)
+        check_sha(new)
+
+        def missing() -> list[str]:
+            repo = pygit2.Repository(str(mirror))
+            try:
+                diff = repo.diff(repo[old].peel(pygit2.Commit), repo[new].peel(pygit2.Commit))
+            except (KeyError, ValueError, pygit2.GitError):
+                return []
+            wanted = {
+                str(side.id)
+                for delta in diff.deltas
+                for side in (delta.old_file, delta.new_file)
+                if str(side.id).strip("0")
+            }
+            return sorted(oid for oid in wanted if oid not in repo)
+
+        wanted = await anyio.to_thread.run_sync(missing)
+        for start in range(0, len(wanted), HYDRATE_BATCH):
+            await self.fetch_known(repo_full_name, wanted[start : start + HYDRATE_BATCH])
+        return len(wanted)
+
     async def hydrate(self, repo_full_name: str, sha: str) -> int:
         """Fetch every blob of `sha`'s tree the mirror lacks, before a whole checkout of it (a run
         that writes: `author`, `docs`, `update`, a check); returns how many it fetched."""

@@ -16,6 +16,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,8 @@ async def ledger_of(run: SkillRun) -> tuple[ReviewFindings, str] | None:
     if make is None or not login:
         return None
     repo, permission = run.ctx.event.repository.full_name, run.ctx.config.trigger_permission
-    return make(run.deps.store, run.ctx.gh, run.effects, repo, run.number, permission), login
+    fetch_diff = partial(run.deps.checkouts.mirrors.fetch_diff_blobs, repo)
+    return make(run.deps.store, run.ctx.gh, run.effects, repo, run.number, permission, fetch_diff), login
 
 
 async def post_draft(run: SkillRun, draft: ReviewDraft) -> Written:

@@ -25,6 +25,7 @@ from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import finding_key, marker
 from bot.app.reviews.publish import publish_summary
 from bot.app.reviews.state import ReviewStates
+from bot.app.runs.findings_hook import FetchDiff
 from bot.app.runs.review_context import UntrustedSection
 
 
@@ -67,6 +68,7 @@ def command_findings(
     repo: str,
     number: int,
     trigger_permission: Permission,
+    fetch_diff: FetchDiff | None = None,
 ) -> CommandFindings:
     """The `FindingsFor` the app's assembly gives `RunDeps`."""
-    return CommandFindings(FindingFlow(store, gh, effects, repo, number, trigger_permission))
+    return CommandFindings(FindingFlow(store, gh, effects, repo, number, trigger_permission, fetch_diff))

@@ -12,7 +12,7 @@ each time a review of the pull request starts. Replies and resolved threads arri
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import anyio
 
 from bot.app.effects.writer import GitHubEffects, Written
+from bot.app.git.plumbing import CheckoutError
 from bot.app.github.api import GitHubError
 from bot.app.github.client import InstallationClient
 from bot.app.github.models import is_bot_login
@@ -61,6 +62,8 @@ class FindingFlow:
     repo: str
     number: int
     trigger_permission: Permission = "write"
+    # Fetches what a line map between two heads reads, where the repository's copy is partial.
+    fetch_diff: Callable[[str, str], Awaitable[object]] | None = None
 
     @property
     def ledger(self) -> FindingsLedger:
@@ -123,7 +126,17 @@ class FindingFlow:
     # -- while it posts ------------------------------------------------------------------------
 
     async def _maps(self, tree: Path, heads: set[str], head: str) -> dict[str, LineMaps]:
-        return {old: await anyio.to_thread.run_sync(line_maps, tree, old, head) for old in heads}
+        maps: dict[str, LineMaps] = {}
+        for old in heads:
+            if self.fetch_diff is not None:
+                try:  # a partial copy of the repository: the files that changed since come first
+                    await self.fetch_diff(old, head)
+                except CheckoutError as error:
+                    log.warning(
+                        "the files changed since %s could not be fetched: %s", old[:12], error.message
+                    )
+            maps[old] = await anyio.to_thread.run_sync(line_maps, tree, old, head)
+        return maps
 
     async def screen(self, comments: list[dict[str, Any]], tree: Path, head: str) -> list[dict[str, Any]]:
         """The comments that do not repeat a dismissed finding (mapped from its head to `head`)."""

@@ -95,16 +95,19 @@ def line_maps(tree: Path, old: str, new: str) -> LineMaps:
         new_commit = repo[new].peel(pygit2.Commit)
     except (KeyError, ValueError, pygit2.GitError):
         return LineMaps(None)
-    diff = repo.diff(old_commit, new_commit, context_lines=0)
-    diff.find_similar()
     files: dict[str, FileMap] = {}
-    for patch in diff:
-        if patch is None:
-            continue
-        delta = patch.delta
-        gone = delta.status_char() == "D"
-        hunks = [Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in patch.hunks]
-        files[delta.old_file.path] = FileMap(None if gone else delta.new_file.path, hunks)
+    try:
+        diff = repo.diff(old_commit, new_commit, context_lines=0)
+        diff.find_similar()
+        for patch in diff:
+            if patch is None:
+                continue
+            delta = patch.delta
+            gone = delta.status_char() == "D"
+            hunks = [Hunk(h.old_start, h.old_lines, h.new_start, h.new_lines) for h in patch.hunks]
+            files[delta.old_file.path] = FileMap(None if gone else delta.new_file.path, hunks)
+    except (KeyError, pygit2.GitError):  # a file's content is not here (a partial copy): no map
+        return LineMaps(None)
     return LineMaps(files)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from functools import partial
 
 from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects
@@ -277,7 +278,8 @@ class _Range:
         base = Entry("no_findings", head, since=since, full=changed is None, skipped_files=skipped)
         # The findings ledger (issue 21): the 👎s since the last review, then what the model is told.
         repo, number, deps = self.target.repo, self.target.number, self.job.deps
-        flow = FindingFlow(deps.store, self.gh, deps.effects(self.gh), repo, number, who)
+        fetch_diff = partial(deps.checkouts.mirrors.fetch_diff_blobs, repo)
+        flow = FindingFlow(deps.store, self.gh, deps.effects(self.gh), repo, number, who, fetch_diff)
         await flow.read_reactions()
         sections = await flow.sections(rules, [f.filename for f in scope.files])
         agent = AgentReview(

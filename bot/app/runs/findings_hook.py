@@ -8,7 +8,7 @@ run without it (a test's bare `RunDeps`) keeps no ledger, as `/beam review` did 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -44,4 +44,8 @@ class ReviewFindings(Protocol):
 
 
 # (store, client, effects, "owner/name", number, trigger_permission) -> the ledger of that pull request
-FindingsFor = Callable[[Store, InstallationClient, GitHubEffects, str, int, Permission], ReviewFindings]
+# The last argument fetches what a line map between two heads reads (git/mirrors.py `fetch_diff_blobs`).
+FetchDiff = Callable[[str, str], Awaitable[object]]
+FindingsFor = Callable[
+    [Store, InstallationClient, GitHubEffects, str, int, Permission, FetchDiff | None], ReviewFindings
+]
