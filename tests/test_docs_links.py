@@ -1,4 +1,4 @@
-"""Every relative link and `#anchor` in README.md and docs/*.md lands on a real file and heading.
+"""Every relative link and `#anchor` in README.md, docs/*.md and bench/*.md lands on a real file and heading.
 
 The reference moved out of the README into docs/ pages that link to each other; a renamed heading or
 page would otherwise leave a newcomer at a dead link. Anchors follow GitHub's rule for heading ids.
@@ -24,7 +24,7 @@ SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted(DOCS.glob("*.md"))]
+    return [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((ROOT / "bench").glob("*.md"))]
 
 
 def prose(text: str) -> str:
