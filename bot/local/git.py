@@ -194,13 +194,18 @@ class ScratchDir:
     commit from the repository's objects (bot/beam/commit_tree.py): no worktree is added, so a
     100,000-file checkout costs what the change touches, not the tree."""
 
+    parent: Path
+    path: Path
+
     def __init__(self, repo: Path, ref: str) -> None:
         self.repo = repo
         self.commit = commit_of(repo, ref, "--ref")
-        self.parent = Path(tempfile.mkdtemp(prefix="beam-run-"))
-        self.path = self.parent / "files"
 
     def __enter__(self) -> ScratchDir:
+        # Made only inside `with`, as a worktree is: a run stopped before (a wrong model setting, a
+        # signal) leaves nothing in the temporary directory.
+        self.parent = Path(tempfile.mkdtemp(prefix="beam-run-"))
+        self.path = self.parent / "files"
         self.path.mkdir()
         return self
 

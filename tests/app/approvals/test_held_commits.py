@@ -247,6 +247,11 @@ async def test_a_merge_is_bundled_over_both_of_its_parents(world: World, store: 
     """`/beam update` holds a merge of the base branch into the bot's branch: two prerequisites."""
     main = world.server.commit(REPO, {"docs/new.md": "from main\n"}, branch="main")
     tree = await run_tree(world, "run-merge")
+    # As `/beam update` does on a partial mirror: what changed on both sides is fetched first.
+    ancestor = await world.holder.merge_base(REPO, world.head, main)
+    assert ancestor is not None
+    for side in (world.head, main):
+        await world.holder.mirrors.fetch_diff_blobs(REPO, ancestor, side)
     repo = pygit2.Repository(str(tree.path))
     index = repo.merge_commits(world.head, main)
     sig = pygit2.Signature("beam-bot", "bot@example.com")

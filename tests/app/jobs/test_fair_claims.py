@@ -11,6 +11,7 @@ from sqlalchemy import func, select, text
 
 from bot.app.jobs import pg_claims
 from bot.app.jobs.fairness import fair_statements
+from bot.app.jobs.migrations import DASHBOARD_INDEXES
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.schema import installation_turns, jobs, schema_version
 from bot.app.jobs.store import Store
@@ -119,7 +120,8 @@ async def test_older_databases_get_the_installation_column_and_turns(db_url: str
         async with store.write() as conn:
             await conn.execute(text("DROP TABLE installation_turns"))
             await conn.execute(text("DROP TABLE usage_counters"))
-            for index in ("jobs_installation_state", "runs_created_at"):
+            # v4 had none of these (the last three are v11's, and cover columns v5 added).
+            for index in ("jobs_installation_state", "runs_created_at", *DASHBOARD_INDEXES):
                 await conn.execute(text(f"DROP INDEX {index}"))
             for table, column in [
                 ("jobs", "installation_id"),
