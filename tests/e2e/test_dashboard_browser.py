@@ -11,8 +11,6 @@ from __future__ import annotations
 import concurrent.futures
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-import httpx
 import pytest
 
 from bot.app.jobs.store import Store, build_url
 from tests.e2e.test_setup_browser import CHROMIUM, CHROMIUM_ARGS
 from tests.support import dashboard_data
-from tests.support.bot_process import free_port, wait_for
+from tests.support.bot_process import free_port, serve_process
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.fake_github_web import FakeGitHubWeb, serve_fake_github_web
 from tests.support.openai_server import without_model_env
@@ -119,30 +116,9 @@ def dashboard_bot(tmp_path: Path) -> Iterator[Served]:
                 "BEAM_REDELIVERY_INTERVAL": "0",
             }
             log_path = tmp_path / "bot.log"
-            with log_path.open("wb") as log:
-                proc = subprocess.Popen(
-                    [sys.executable, "-m", "bot.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
-                )
-            served = Served(f"http://127.0.0.1:{port}", fake, log_path)
-            try:
-
-                def healthy() -> bool:
-                    if proc.poll() is not None:
-                        raise AssertionError(f"beam-bot serve exited early:\n{served.log()}")
-                    try:
-                        return httpx.get(f"{served.url}/healthz", timeout=1).status_code == 200
-                    except httpx.HTTPError:
-                        return False
-
-                wait_for(healthy, timeout=30, what="beam-bot serve to answer /healthz")
-                yield served
-            finally:
-                proc.terminate()
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+            url = f"http://127.0.0.1:{port}"
+            with serve_process(env, log_path, url):
+                yield Served(url, fake, log_path)
         assert fake.violations == []
 
 

@@ -11,7 +11,6 @@ import os
 import re
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import httpx
 import pytest
 
 from bot.app.web.setup import DEFAULT_MANIFEST
-from tests.support.bot_process import free_port, wait_for
+from tests.support.bot_process import free_port, serve_process, wait_for
 from tests.support.fake_github import FakeGitHub, checked_fake_github
 from tests.support.fake_github_web import FakeGitHubWeb, serve_fake_github_web
 from tests.support.openai_server import without_model_env
@@ -107,30 +106,9 @@ def setup_bot(tmp_path: Path, api_url: str, **env: str) -> Iterator[SetupBot]:
         **env,
     }
     log_path = tmp_path / "bot.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "serve"], env=full_env, stdout=log, stderr=subprocess.STDOUT
-        )
-    bot = SetupBot(f"http://127.0.0.1:{port}", work_dir, log_path, proc)
-    try:
-
-        def healthy() -> bool:
-            if proc.poll() is not None:
-                raise AssertionError(f"beam-bot serve exited early:\n{bot.log()}")
-            try:
-                return httpx.get(f"{bot.url}/healthz", timeout=1).status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        wait_for(healthy, timeout=30, what="beam-bot serve to answer /healthz")
-        yield bot
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+    url = f"http://127.0.0.1:{port}"
+    with serve_process(full_env, log_path, url) as proc:
+        yield SetupBot(url, work_dir, log_path, proc)
 
 
 @pytest.fixture

@@ -163,6 +163,35 @@ def bot_stack(tmp_path: Path, **extra_env: str) -> Iterator[BotProcess]:
         yield bot
 
 
+@contextmanager
+def serve_process(env: dict[str, str], log_path: Path, url: str) -> Iterator[subprocess.Popen[bytes]]:
+    """`beam-bot serve` as a process with `env`, its output in `log_path`, until `url` answers
+    /healthz; stopped (terminated, then killed) on exit."""
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli", "serve"], env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"beam-bot serve exited early:\n{log_path.read_text(errors='replace')}")
+            try:
+                return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        wait_for(healthy, timeout=30, what="beam-bot serve to answer /healthz")
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 def comment_payload(bot: BotProcess, payload: dict[str, Any], repo: str) -> dict[str, Any]:
     """Point a payload's clone URL at the test git server, as GitHub points it at github.com."""
     payload["repository"]["clone_url"] = bot.git.repo_url(repo)
