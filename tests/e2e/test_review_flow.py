@@ -27,31 +27,36 @@ PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\
 BOT_LOGIN = "beam-bot[bot]"
 
 
+def seed_pull(bot: BotProcess, extra: dict[str, str] | None = None) -> None:
+    """The pull request every test here reviews: `add` fixed on `feature` (and `extra` on main)."""
+    main = bot.git.seed(
+        REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n", **(extra or {})}
+    )
+    head = bot.git.commit(
+        REPO,
+        {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+        branch="feature",
+        message="Fix add",
+    )
+    bot.git.create_pull_ref(REPO, 7, head)
+    bot.fake.add_repo(REPO)
+    bot.fake.add_collaborator(REPO, "maintainer", "write")
+    bot.fake.add_collaborator(REPO, "reader", "read")
+    bot.fake.add_pull(
+        REPO,
+        number=7,
+        title="Fix add",
+        head_ref="feature",
+        head_sha=head,
+        base_sha=main,
+        files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+    )
+
+
 @pytest.fixture
 def bot(tmp_path: Path) -> Iterator[BotProcess]:
     with bot_stack(tmp_path) as bot:
-        main = bot.git.seed(
-            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
-        )
-        head = bot.git.commit(
-            REPO,
-            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
-            branch="feature",
-            message="Fix add",
-        )
-        bot.git.create_pull_ref(REPO, 7, head)
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        bot.fake.add_collaborator(REPO, "reader", "read")
-        bot.fake.add_pull(
-            REPO,
-            number=7,
-            title="Fix add",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
+        seed_pull(bot)
         bot.start()
         yield bot
 
@@ -238,32 +243,7 @@ def test_a_file_past_the_fetch_cap_is_named_in_the_review(tmp_path: Path) -> Non
     """Issue 43: the mirror fetches a file's content when a tool reads it, at most
     BEAM_MAX_FETCH_BYTES per run; a file past it is refused to the model (BEM-357) and named."""
     with bot_stack(tmp_path, BEAM_MAX_FETCH_BYTES="1024") as bot:
-        main = bot.git.seed(
-            REPO,
-            {
-                "README.md": "Demo\n",
-                "src/calc.py": "def add(a, b):\n    return a - b\n",
-                "big.txt": "x" * 5000,
-            },
-        )
-        head = bot.git.commit(
-            REPO,
-            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
-            branch="feature",
-            message="Fix",
-        )
-        bot.git.create_pull_ref(REPO, 7, head)
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        bot.fake.add_pull(
-            REPO,
-            number=7,
-            title="Fix add",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
+        seed_pull(bot, {"big.txt": "x" * 5000})
         bot.start()
         bot.llm.reply_tool_calls(("read_file", {"path": "big.txt"}))
         bot.llm.reply_text("The fix is right.")
