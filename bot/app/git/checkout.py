@@ -334,42 +334,6 @@ class Checkouts:
             raise CheckoutError(f"There is no mirror of {repo_full_name}.")
         await self.mirrors.with_fresh_token(repo_full_name, work, token, refresh)
 
-    async def publish_pin(
-        self, repo_full_name: str, clone_url: str, token: str, ref_name: str, expected_sha: str
-    ) -> None:
-        """Push a held commit's pin to the same `refs/beam/pending/...` ref on the remote, never
-        forced: the Action keeps a held commit there between workflow runs (action/run.py). A ref
-        outside `refs/heads` is no branch, and a push made with a workflow's token starts no workflow."""
-        check_url(clone_url)
-        check_sha(expected_sha)
-        if not re.fullmatch(r"refs/beam/pending/[0-9a-f]+", ref_name):
-            raise CheckoutError(f"Only held commits' pins are published, not {ref_name!r}.")
-        mirror = self.mirror_path(repo_full_name)
-
-        def work(token: str) -> None:
-            repo = pygit2.Repository(str(mirror))
-            try:
-                sha = str(repo.revparse_single(ref_name).peel(pygit2.Commit).id)
-            except (KeyError, ValueError, pygit2.GitError):
-                raise CheckoutError(f"{ref_name} is not in the mirror of {repo_full_name}.") from None
-            if sha != expected_sha:
-                raise CheckoutError(f"{ref_name} holds {sha[:12]}, not the held {expected_sha[:12]}.")
-            spec = f"{sha}:{ref_name}"
-            result = run_git(
-                self.mirrors.git,
-                self.mirrors.timeout,
-                ["push", "--quiet", "--no-verify", "--", clone_url, spec],
-                cwd=mirror,
-                token=token,
-            )
-            if result.returncode != 0:
-                what = f"{sha[:12]} to {ref_name}"
-                raise CheckoutError(explain("push", what, result, token), auth=auth_refused(result))
-
-        if not mirror.exists():
-            raise CheckoutError(f"There is no mirror of {repo_full_name}.")
-        await self.mirrors.with_fresh_token(repo_full_name, work, token, None)
-
     async def remote_tip(self, repo_full_name: str, clone_url: str, token: str, branch: str) -> str | None:
         """The commit `refs/heads/<branch>` holds on the remote now, or None (how a retried push
         finds out whether an earlier attempt's push landed)."""

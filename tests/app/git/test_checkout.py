@@ -202,28 +202,6 @@ async def test_pin_is_idempotent_and_refuses_a_different_commit_under_the_same_i
 
 
 @pytest.mark.anyio
-async def test_publish_pin_sends_the_held_commit_to_its_pending_ref_only(world: World) -> None:
-    tree = await fresh_tree(world)
-    sha = commit_in_tree(tree.path, {"a.txt": "1\n"})
-    ref = await world.checkouts.pin(REPO, tree, sha, "abc123")
-    await tree.remove()
-    await world.checkouts.publish_pin(REPO, world.url, TOKEN, ref, sha)
-    assert world.server.ref_sha(REPO, ref) == sha
-    assert world.server.ref_sha(REPO, "refs/heads/main") == world.base
-    with pytest.raises(CheckoutError, match="not the held"):
-        await world.checkouts.publish_pin(REPO, world.url, TOKEN, ref, world.base)
-    for other in ("refs/heads/main", "refs/heads/beam/x", "refs/beam/pending/../heads/main", "refs/tags/v1"):
-        with pytest.raises(CheckoutError, match="Only held commits"):
-            await world.checkouts.publish_pin(REPO, world.url, TOKEN, other, sha)
-    # Someone moved the remote ref: no force, a clear rejection without the token.
-    world.server.set_ref(REPO, ref, world.other)
-    with pytest.raises(CheckoutError) as caught:
-        await world.checkouts.publish_pin(REPO, world.url, TOKEN, ref, sha)
-    assert TOKEN not in caught.value.message
-    assert world.server.ref_sha(REPO, ref) == world.other
-
-
-@pytest.mark.anyio
 async def test_push_refuses_wrong_commit_or_branch_and_reports_rejection(world: World) -> None:
     tree = await fresh_tree(world)
     sha = commit_in_tree(tree.path, {"a.txt": "1\n"})
