@@ -70,6 +70,8 @@ from review_eval_cases import (
 )
 from review_judge import praises, states_bug
 
+from bot.app.context.prompt import MAX_BODY_CHARS
+from bot.app.context.review_context import review_context
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
@@ -78,8 +80,6 @@ from bot.app.reviews.pass_end import PassPrompts
 from bot.app.reviews.prompt import TASK, build_review_prompts
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
-from bot.app.runs.prompt import MAX_BODY_CHARS
-from bot.app.runs.review_context import review_context
 from bot.app.runs.usage import Meter, RunGuard
 from bot.beam.completion import Completion
 from bot.beam.openai_client import OpenAiCompatible

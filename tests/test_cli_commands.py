@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.test_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 from tests.support.openai_server import FakeOpenAI, chat_response, text_message, without_model_env
 from tests.support.terminal import Terminal, screen_lines
-from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 ROOT = Path(__file__).resolve().parent.parent
 

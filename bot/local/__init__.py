@@ -3,7 +3,7 @@
 `review`, `summarize`, `commit-notes` and `ask` work on a change (`--base`..`--ref`) exactly as the
 GitHub commands work on a pull request with that diff: the change becomes the pull request's typed
 objects (`change.py`), and the prompt, the tools and the limits come from the same builders
-(`bot.app.runs.prompt`, `bot.app.runs.skill_agent`). `author` and the framework's other skills run on
+(`bot.app.context.prompt`, `bot.app.runs.skill_agent`). `author` and the framework's other skills run on
 the checkout with the sandbox tools alone.
 
 The package sits above both layers: it may import `bot.beam` and `bot.app`; neither imports it.

@@ -1,5 +1,5 @@
 """A local change as the GitHub path sees a pull request: its files as the pulls/files API lists them,
-the pull request, and the command's event, so the one prompt builder (`bot.app.runs.prompt`) and the
+the pull request, and the command's event, so the one prompt builder (`bot.app.context.prompt`) and the
 one tool builder (`bot.app.runs.skill_agent`) serve `beam-bot run` and `/beam` alike.
 
 A patch is written as GitHub writes one: hunks only (no file header), three lines of context, and

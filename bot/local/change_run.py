@@ -1,7 +1,7 @@
 """`review`, `summarize`, `commit-notes` and `ask` on a local change, built as `/beam` builds them.
 
 The change becomes the pull request's objects (`change.py`); the prompt comes from
-`bot.app.runs.prompt.build_prompt`, the tools and the runner from `bot.app.runs.skill_agent`, the
+`bot.app.context.prompt.build_prompt`, the tools and the runner from `bot.app.runs.skill_agent`, the
 limits from the server's settings (`BEAM_MAX_TOKENS_PER_RUN`, `BEAM_MAX_MINUTES_PER_RUN`,
 `BEAM_JOB_TIMEOUT`) lowered by the repository's `.github/beam.yml` on its default branch, as on
 GitHub. What differs is only what a checkout cannot have: the review is printed instead of posted, a
@@ -22,6 +22,10 @@ from typing import Any, TextIO
 import anyio
 
 from bot.app.assembly import FINAL_COMMENT_MARGIN
+from bot.app.context.diff_context import cut_diff
+from bot.app.context.linters import lint_skipped
+from bot.app.context.prompt import Coverage
+from bot.app.context.review_context import ReviewContext
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Policy
 from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
@@ -30,11 +34,7 @@ from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES
-from bot.app.runs.diff_context import cut_diff
 from bot.app.runs.host_tools import ToolReport
-from bot.app.runs.linters import lint_skipped
-from bot.app.runs.prompt import Coverage
-from bot.app.runs.review_context import ReviewContext
 from bot.app.runs.skill_agent import answered_in_text_note, run_prompts, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings

@@ -24,6 +24,7 @@ RANK = {
     "approvals": 3,
     "reviews": 3,
     "runs": 2,
+    "context": 1.9,  # what the model reads: the diff, its budget, focus, grammars, linters, the prompt
     "checks": 1.75,  # issue 22: the repositories' checks in a jail, over git, effects and repo_config
     "effects": 1.5,  # issue 8: the journal of GitHub writes, over github and jobs
     "github": 1,

@@ -32,7 +32,7 @@ from typing import Any
 import pygit2
 import pytest
 
-from bot.app.runs.prompt import REMEMBERED_TITLE
+from bot.app.context.prompt import REMEMBERED_TITLE
 from tests.e2e.author_support import add_symlink, receive_packs, stays, tracking_final
 from tests.e2e.injection_cases import CASES, FIRST_NUMBER, KEPT, PLANTED, PROBE_NUMBER, REPO, Case
 from tests.support.bot_process import (

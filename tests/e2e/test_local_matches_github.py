@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.local.test_run import git, run_cli
 from tests.support.bot_process import SECRET, BotProcess, bot_stack, comment_payload, wait_for
 from tests.support.fake_github_state import PullFile
 from tests.support.webhooks import delivery, issue_comment_payload
-from tests.test_cli_run import git, run_cli
 
 REPO = "octo/demo"
 BOT_LOGIN = "beam-bot[bot]"

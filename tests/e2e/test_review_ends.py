@@ -2,7 +2,7 @@
 
 One table over (path x misbehaviour). The paths are `/beam review` and the automatic review (both on
 `beam-bot serve`, the pull request of tests/e2e/review_support.py) and `beam-bot run review` (the CLI
-on a local checkout, tests/test_cli_run.py's harness), all against the scripted model server. The pull
+on a local checkout, tests/local/test_run.py's harness), all against the scripted model server. The pull
 request has two files and a small token budget per call, so each review is two calls.
 
 A model that never gives a review (every answer cut by `finish_reason: length`, malformed calls every
@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.review_support import BOT, NUMBER, REPO, review_stack
+from tests.local.test_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 from tests.support.bot_process import SECRET, comment_payload, wait_for
 from tests.support.openai_server import (
     FakeOpenAI,
@@ -33,7 +34,6 @@ from tests.support.openai_server import (
     usage,
 )
 from tests.support.webhooks import delivery, issue_comment_payload
-from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 pytestmark = pytest.mark.timeout(180)
 

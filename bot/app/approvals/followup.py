@@ -18,10 +18,11 @@ from collections.abc import Iterable
 from bot.app.approvals import render as render_push
 from bot.app.approvals.held_push import CommitSummary
 from bot.app.approvals.pushes import Pushes
+from bot.app.context.prompt import ReviewNote
 from bot.app.github.models import PullRequest
 from bot.app.github.payloads import Repository
 from bot.app.runs.context import JobContext
-from bot.app.runs.plan import FindFollowUp, FollowUp, ReviewNote
+from bot.app.runs.plan import FindFollowUp, FollowUp
 
 MAX_NOTES = 100
 _ADDRESSES = re.compile(r"^\s*addresse[sd]\s*:?\s*(?P<ids>.+)$", re.IGNORECASE | re.MULTILINE)

@@ -18,7 +18,7 @@ from bot.app import markdown as md
 from bot.app.approvals.pushes import HeldPush
 from bot.app.checks import render as render_checks
 from bot.app.checks.flow import CheckReport, report_of
-from bot.app.runs.plan import ReviewNote
+from bot.app.context.prompt import ReviewNote
 
 MARKER = "<!-- beam-push:{id} shows:{digest} -->"
 _SHOWN = re.compile(r"<!-- beam-push:([A-Za-z0-9-]+) shows:([0-9a-f]{64}) -->")

@@ -21,6 +21,8 @@ from typing import Any, Literal
 import anyio
 import anyio.lowlevel
 
+from bot.app.context.linters import lint_skipped
+from bot.app.context.review_context import UntrustedSection, review_context
 from bot.app.effects.journal import Journal
 from bot.app.git.blob_budget import BlobBudget
 from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
@@ -37,8 +39,6 @@ from bot.app.reviews.scope import Scope
 from bot.app.reviews.selection import select_findings
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
-from bot.app.runs.linters import lint_skipped
-from bot.app.runs.review_context import UntrustedSection, review_context
 from bot.app.runs.run import RunDeps
 from bot.app.runs.usage import RunUsage, Stop
 from bot.beam.commit_tree import CommitTree
@@ -246,7 +246,7 @@ class AgentReview:
             context = await review_context(
                 tree.sandbox, shown, self.rules, limits, self.sections, order=order
             )
-            # In a worker thread: a focused plan parses the changed files with tree-sitter (runs/focus.py).
+            # In a worker thread: a focused plan parses the changed files with tree-sitter (context/focus.py).
             built = await anyio.to_thread.run_sync(
                 build_review_prompts,
                 self.target.repo,

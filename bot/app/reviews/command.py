@@ -23,6 +23,9 @@ from typing import Any
 import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS
+from bot.app.context.linters import lint_skipped
+from bot.app.context.prompt import Coverage
+from bot.app.context.review_context import ReviewContext, UntrustedSection
 from bot.app.effects.conversation import RunConversation
 from bot.app.effects.writer import Written
 from bot.app.git.checkout import RunTree
@@ -35,10 +38,7 @@ from bot.app.reviews.selection import rules_sections, select_findings
 from bot.app.runs import render
 from bot.app.runs.deps import RUN_NAMESPACE, Outcome
 from bot.app.runs.findings_hook import ReviewFindings
-from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
-from bot.app.runs.prompt import Coverage
-from bot.app.runs.review_context import ReviewContext, UntrustedSection
 from bot.app.runs.run import SkillRun, list_paths
 from bot.app.runs.skill_agent import answered_in_text_note
 from bot.app.runs.tracker import Tracker

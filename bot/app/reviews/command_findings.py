@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bot.app.context.review_context import UntrustedSection
 from bot.app.effects.writer import GitHubEffects
 from bot.app.github.client import InstallationClient
 from bot.app.jobs.store import Store
@@ -26,7 +27,6 @@ from bot.app.reviews.findings import finding_key, marker
 from bot.app.reviews.publish import publish_summary
 from bot.app.reviews.state import ReviewStates
 from bot.app.runs.findings_hook import FetchDiff
-from bot.app.runs.review_context import UntrustedSection
 
 
 @dataclass

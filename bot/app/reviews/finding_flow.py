@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 
+from bot.app.context.review_context import UntrustedSection
 from bot.app.effects.writer import GitHubEffects, Written
 from bot.app.git.plumbing import CheckoutError
 from bot.app.github.api import GitHubError
@@ -33,7 +34,6 @@ from bot.app.reviews.findings import marker_key
 from bot.app.reviews.ledger import Finding, FindingsLedger, Posted
 from bot.app.reviews.matching import Anchor, LineMaps, find_line, line_maps, same_finding
 from bot.app.reviews.selection import rules_sections
-from bot.app.runs.review_context import UntrustedSection
 
 log = logging.getLogger("beam.reviews")
 

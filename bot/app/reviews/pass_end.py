@@ -11,9 +11,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.app.context.diff_context import DiffCut
 from bot.app.github.models import PullFile
 from bot.app.runs import render
-from bot.app.runs.diff_context import DiffCut
 from bot.app.runs.usage import Stop
 from bot.beam.errors import CATALOG
 from bot.beam.types import AgentResult
@@ -83,7 +83,7 @@ def cap_words(stop: Stop) -> str:
 
 def files_read(call_files: list[list[str]], answered: set[int]) -> int:
     """The files every call of which answered: a file whose hunks were split across calls
-    (runs/review_context.py, "per hunk") is not read while one of its calls is not."""
+    (context/review_context.py, "per hunk") is not read while one of its calls is not."""
     unread = {name for i, names in enumerate(call_files) if i not in answered for name in names}
     return len({name for names in call_files for name in names} - unread)
 

@@ -1,18 +1,18 @@
 """The text an automatic review's model receives: the task, the range to comment on, and the pull
 request as untrusted data (security invariant 7), with its diff as numbered context, split into calls
-when it is over one call's token budget (runs/review_context.py)."""
+when it is over one call's token budget (context/review_context.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bot.app.context.budget import estimate_tokens
+from bot.app.context.diff_context import HOW_TO_READ
+from bot.app.context.focus import HOW_TO_READ_FOCUSED
+from bot.app.context.prompt import MAX_BODY_CHARS
+from bot.app.context.review_context import DiffPlan, ReviewContext, left_out_lines, plan_diff
 from bot.app.github.models import PullRequest
 from bot.app.reviews.scope import Scope
-from bot.app.runs.budget import estimate_tokens
-from bot.app.runs.diff_context import HOW_TO_READ
-from bot.app.runs.focus import HOW_TO_READ_FOCUSED
-from bot.app.runs.prompt import MAX_BODY_CHARS
-from bot.app.runs.review_context import DiffPlan, ReviewContext, left_out_lines, plan_diff
 from bot.beam.untrusted import fenced
 
 TASK = (

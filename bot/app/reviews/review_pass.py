@@ -16,13 +16,13 @@ A pass ends in exactly one of three ways (`PassEnd.kind`, pass_end.py), the same
   retry). Nothing is posted; `code` and `reason` say why, in the catalogue's words.
 
 A context overflow (BEM-092) before any tool ran is retried once, in one call, with the diff of the
-files the first call read cut to at most half, by whole hunks (runs/diff_context.py `cut_diff`), and
+files the first call read cut to at most half, by whole hunks (context/diff_context.py `cut_diff`), and
 the cut named in the prompt and in the review.
 
 Issue 30 adds four steps, each the same on every path:
 
 - **Structured output.** Each call first asks the server for the review as JSON matching
-  `review_change`'s arguments (runs/answer_checks.py `review_schema`), where it can constrain its
+  `review_change`'s arguments (reviews/answer_checks.py `review_schema`), where it can constrain its
   decoding to a schema; the answer goes through `review_change`'s own checks. A server that cannot
   (refused once per base URL and model), or an answer cut short, falls back to the tool loop.
 - **Votes** (`passes` > 1, the repository's `review.passes` under the server's cap): the whole pass
@@ -46,7 +46,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app import markdown as md
+from bot.app.context.diff_context import DiffCut, cut_diff
+from bot.app.context.review_context import CallParts, call_session
 from bot.app.github.models import PullFile
+from bot.app.reviews.answer_checks import prose, review_schema, structured_review_args
 from bot.app.reviews.claims import problem_claims
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.pass_end import (
@@ -68,11 +71,8 @@ from bot.app.reviews.pass_end import (
 from bot.app.reviews.review_tool import CheckedSuggestions, PostReview, ReviewChangeTool, review_in_text
 from bot.app.reviews.verification import Checked, Verifier
 from bot.app.reviews.votes import distinct, majority
-from bot.app.runs.answer_checks import review_schema, structured_review_args
-from bot.app.runs.diff_context import DiffCut, cut_diff
 from bot.app.runs.host_tools import ToolReport
-from bot.app.runs.review_context import CallParts, call_session
-from bot.app.runs.skill_agent import prose, run_tools, skill_runner
+from bot.app.runs.skill_agent import run_tools, skill_runner
 from bot.app.runs.usage import RunGuard
 from bot.beam.agent import FrameSink
 from bot.beam.commit_tree import CommitTree

@@ -17,15 +17,15 @@ from typing import Any
 import anyio
 
 from bot.app import markdown as md
+from bot.app.context.linters import ruff_syntax_errors
 from bot.app.repo_config.review_rules import SEVERITIES
+from bot.app.reviews.answer_checks import change_path, not_a_review, usable_suggestion
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.suggestion_check import breaks_parse
 from bot.app.reviews.suggestions import SuggestionCheck, apply_suggestion, check_suggestion
 from bot.app.reviews.text_review import review_args_from_text
 from bot.app.runs import render
-from bot.app.runs.answer_checks import change_path, not_a_review, usable_suggestion
 from bot.app.runs.host_tools import ToolReport, is_git_path
-from bot.app.runs.linters import ruff_syntax_errors
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.tools import Tool, ToolSpec, json_params, string_arg

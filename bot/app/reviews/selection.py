@@ -9,10 +9,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.app.context.review_context import UntrustedSection
 from bot.app.repo_config import matches_any
 from bot.app.repo_config.review_rules import ReviewRules, severity_rank
 from bot.app.runs import render
-from bot.app.runs.review_context import UntrustedSection
 
 
 @dataclass

@@ -2,7 +2,7 @@
 file's syntax is worse than none, since one click commits it.
 
 Python is parsed with `ast`; JavaScript, TypeScript (and TSX) and Go with tree-sitter's maintained
-grammar packages (loaded by runs/grammars.py). Any other language has no parser here, so its
+grammar packages (loaded by context/grammars.py). Any other language has no parser here, so its
 suggestions are not checked (and still offered). What counts is a change: a file that did not parse
 before the suggestion does not make the suggestion wrong.
 """
@@ -14,7 +14,7 @@ import posixpath
 import warnings
 from collections.abc import Callable
 
-from bot.app.runs.grammars import GRAMMAR_BY_EXTENSION, parse_tree
+from bot.app.context.grammars import GRAMMAR_BY_EXTENSION, parse_tree
 
 Check = Callable[[str], bool]
 
@@ -37,7 +37,7 @@ def _tree_sitter(grammar: str) -> Check:
 
 
 # Python is left to `ast` (what the interpreter accepts, not a grammar's approximation of it). Rust's
-# grammar came for focused passes (runs/focus.py); its suggestions stay unchecked until tests cover them.
+# grammar came for focused passes (context/focus.py); its suggestions stay unchecked until tests cover them.
 _TREE_SITTER = ("javascript", "typescript", "tsx", "go")
 _BY_EXTENSION: dict[str, Check] = {
     ext: _python if grammar == "python" else _tree_sitter(grammar)

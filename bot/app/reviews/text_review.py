@@ -20,7 +20,7 @@ import re
 from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
-from bot.app.runs.answer_checks import every_finding
+from bot.app.reviews.answer_checks import every_finding
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_-]*)[ \t]*\n(.*?)(?:```|\Z)", re.DOTALL)
 _PATH_KEYS = ("path", "file", "filename", "file_path", "filepath")

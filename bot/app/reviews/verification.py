@@ -22,10 +22,10 @@ from typing import Any
 
 import anyio
 
+from bot.app.context.diff_context import Hunk, numbered_rows, parse_hunks, removed_by_line
 from bot.app.github.models import PullFile
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.votes import claim_of
-from bot.app.runs.diff_context import Hunk, numbered_rows, parse_hunks, removed_by_line
 from bot.app.runs.host_tools import is_git_path
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot

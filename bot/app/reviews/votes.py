@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.app.runs.diff_context import normalised_claim
+from bot.app.context.diff_context import normalised_claim
 
 NEAR = 3  # lines apart that still count as the same place
 SAME_WORDS = 0.5  # share of the two claims' words in common (Jaccard) that counts as the same claim

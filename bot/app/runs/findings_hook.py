@@ -12,12 +12,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from bot.app.context.review_context import UntrustedSection
 from bot.app.effects.writer import GitHubEffects
 from bot.app.github.client import InstallationClient
 from bot.app.jobs.store import Store
 from bot.app.permissions import Permission
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs.review_context import UntrustedSection
 
 
 class ReviewFindings(Protocol):

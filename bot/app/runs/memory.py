@@ -5,7 +5,7 @@ always have (each run is its own conversation). Facts go to the `memory` table u
 server chooses: `thread:<owner>/<repo>#<number>`, the pull request or issue the run works on. The model
 never chooses it (issue 28, security invariant 13): `remember` is bound to that key, any scope the model
 names is ignored, and a fact is loaded only by later runs on the same pull request or issue, which
-read it as fenced data in their prompt (`facts`, runs/prompt.py), never as a system message.
+read it as fenced data in their prompt (`facts`, context/prompt.py), never as a system message.
 
 Nobody makes a fact visible to every pull request of a repository through the bot: guidance for the
 whole repository belongs in `.github/beam.yml` on the default branch (`review.path_instructions`),

@@ -12,19 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+from bot.app.context.prompt import ReviewNote
 from bot.app.github.models import PullRequest
-
-
-@dataclass(frozen=True, slots=True)
-class ReviewNote:
-    """One review comment on the pull request, as the model and the answer see it."""
-
-    id: int
-    path: str
-    line: int
-    body: str
-    author: str
-    url: str
 
 
 @dataclass(frozen=True, slots=True)

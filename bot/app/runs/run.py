@@ -20,6 +20,8 @@ from typing import Any
 import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
+from bot.app.context.diff_context import cut_diff
+from bot.app.context.linters import lint_skipped
 from bot.app.effects.conversation import RunConversation
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
@@ -37,9 +39,7 @@ from bot.app.runs.deps import (
     RunDeps,
     run_id_for,
 )
-from bot.app.runs.diff_context import cut_diff
 from bot.app.runs.host_tools import ToolReport
-from bot.app.runs.linters import lint_skipped
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.outage import GitHubWaits
 from bot.app.runs.plan import FollowUp, RunPlan

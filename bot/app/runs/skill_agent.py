@@ -9,25 +9,21 @@ request, its files), so trying the bot on a local checkout is trying what it wil
 from __future__ import annotations
 
 import functools
-import json
-import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import replace
 
 import anyio
 
+from bot.app.context.prompt import Coverage, ReviewNote, build_prompt
+from bot.app.context.review_context import ReviewContext, UntrustedSection, review_context
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs.answer_checks import not_a_review, review_instructions
 from bot.app.runs.host_tools import ToolReport, host_tools
-from bot.app.runs.plan import ReviewNote
-from bot.app.runs.prompt import Coverage, build_prompt
-from bot.app.runs.review_context import ReviewContext, UntrustedSection, review_context
 from bot.beam.commit_tree import CommitTree
 from bot.beam.completion import CompletionClient
-from bot.beam.runner import ANSWER_IN_TEXT, Checkpoint, RigAgentRunner, StopCheck
+from bot.beam.runner import Checkpoint, RigAgentRunner, StopCheck
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 from bot.beam.sandbox_tools import sandbox_tools
 from bot.beam.tools import Tool
@@ -95,7 +91,7 @@ async def run_prompts(
     `sections`: a review's extra data (the path instructions and the findings already dismissed,
     reviews/selection.py `rules_sections` and the findings ledger).
     `one_call`: the retry after the model's context overflowed (BEM-092), whose files were already
-    cut to half the diff (runs/diff_context.py `cut_diff`): all of it in one call.
+    cut to half the diff (context/diff_context.py `cut_diff`): all of it in one call.
     `remembered`: this thread's facts (runs/memory.py), fenced with the pull request as data.
     `order`: a vote's order of the hunks (reviews/votes.py); 0 is the plan's own."""
     if one_call:
@@ -108,7 +104,7 @@ async def run_prompts(
     context = await review_context(
         sandbox, files, rules, limits, sections, lint=review, focus=focus, order=order if review else 0
     )
-    # In a worker thread: a focused plan parses the changed files with tree-sitter (runs/focus.py).
+    # In a worker thread: a focused plan parses the changed files with tree-sitter (context/focus.py).
     _, coverage = await anyio.to_thread.run_sync(
         functools.partial(
             build_prompt,
@@ -159,25 +155,3 @@ def answered_in_text_note(result: AgentResult) -> list[str]:
     if not isinstance(why, str):
         return []
     return [f"Its tool calls could not be used ({why}), so it was asked for its review in plain text."]
-
-
-def prose(answer: str) -> str:
-    """The answer as a review body; nothing when it is only JSON, or only words of what it was told:
-    then the model gave no review, and none is posted (reviews/review_pass.py).
-    The real 0.5B model ended runs by echoing its last tool result (`{"paths": ["stats.py"]}`) and
-    by repeating the runner's request for prose ("no tool call, no JSON and no tags"): neither is a
-    review to post."""
-    text = answer.strip()
-    if not_a_review(text, review_instructions()):  # cut JSON, a refusal, a thank-you, the instructions
-        return ""
-    if _words(text) and f" {_words(text)} " in f" {_words(ANSWER_IN_TEXT)} ":
-        return ""
-    try:
-        value = json.loads(text)
-    except ValueError:
-        return text
-    return "" if isinstance(value, dict | list) else text
-
-
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"[a-z0-9]+", text.lower()))

@@ -13,14 +13,14 @@ from collections.abc import Sequence
 import anyio
 import pygit2
 
+from bot.app.context.prompt import Coverage
+from bot.app.context.review_context import ReviewContext, UntrustedSection
 from bot.app.git.blob_budget import BlobBudget
 from bot.app.git.checkout import RunTree
 from bot.app.github.client import PullFile, PullRequest
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import READING_SKILLS, RunDeps
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.prompt import Coverage
-from bot.app.runs.review_context import ReviewContext, UntrustedSection
 from bot.app.runs.skill_agent import run_prompts
 from bot.beam.commit_tree import CommitTree
 from bot.beam.sandbox import SandboxRoot, WorkingTree

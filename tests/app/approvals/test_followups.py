@@ -9,10 +9,9 @@ import pytest
 
 from bot.app.approvals.followup import addressed
 from bot.app.approvals.update import Conflicts, Merged, UpToDate, merge_base
+from bot.app.context.prompt import ReviewNote, build_prompt
 from bot.app.github.payloads import CommentEvent
 from bot.app.repo_config import RepoConfig
-from bot.app.runs.plan import ReviewNote
-from bot.app.runs.prompt import build_prompt
 from bot.beam.errors import BeamError
 from tests.support.webhooks import issue_comment_payload
 

@@ -15,10 +15,10 @@ import pytest
 
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Limits
+from bot.app.reviews.answer_checks import review_schema
 from bot.app.reviews.pass_end import PassPrompts, files_read
 from bot.app.reviews.review_pass import STRUCTURED_NOTE, ReviewPass
 from bot.app.reviews.verification import verdict_schema
-from bot.app.runs.answer_checks import review_schema
 from bot.app.runs.usage import Meter, RunGuard
 from bot.beam import structured_output
 from bot.beam.completion import Completion, CompletionClient, PendingToolCall, ScriptedClient
@@ -443,7 +443,7 @@ async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path:
 
 
 def test_a_file_split_across_calls_is_read_only_when_each_of_its_calls_answered() -> None:
-    # Focused passes split a large file's hunks across calls ("per hunk", runs/review_context.py).
+    # Focused passes split a large file's hunks across calls ("per hunk", context/review_context.py).
     calls = [["a.py", "big.py"], ["big.py"], ["c.py"]]
     assert files_read(calls, {0, 1, 2}) == 3
     assert files_read(calls, {0, 2}) == 2  # big.py's second part was not read

@@ -109,7 +109,7 @@ async def test_json_findings_off_the_diff_are_folded_and_prose_is_left_to_the_bo
 def test_an_answer_that_is_only_json_or_an_echo_is_no_review() -> None:
     """Recorded from the real 0.5B (`beam-bot run review`): its last answer echoed its tool result.
     Such an answer is no review: the pass ends "not reviewed" (issue 29), never "No comments."."""
-    from bot.app.runs.skill_agent import prose
+    from bot.app.reviews.answer_checks import prose
 
     assert prose('{"paths":["stats.py"]}\n') == ""
     assert prose("The loop skips the first item.") == "The loop skips the first item."

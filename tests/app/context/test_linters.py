@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.runs import linters
-from bot.app.runs.linters import lint_skipped, run_linters
+from bot.app.context import linters
+from bot.app.context.linters import lint_skipped, run_linters
 from bot.beam.sandbox import SandboxRoot
 
 pytestmark = pytest.mark.anyio

@@ -24,8 +24,8 @@ import pytest
 
 from bot.app.checks import bwrap
 from bot.app.checks.jail import CheckSpec, JailLimits
-from tests.checks.test_archive import chain_archive
-from tests.checks.test_jail_support import (
+from tests.app.checks.test_archive import chain_archive
+from tests.app.checks.test_jail_support import (
     SMALL,
     describe,
     jail_uid_processes,

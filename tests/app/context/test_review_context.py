@@ -11,12 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.github.models import PullFile
-from bot.app.limits.policy import Limits
-from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs.budget import estimate_tokens
-from bot.app.runs.linters import LintFinding, LintReport
-from bot.app.runs.review_context import (
+from bot.app.context.budget import estimate_tokens
+from bot.app.context.linters import LintFinding, LintReport
+from bot.app.context.review_context import (
     FOCUS_TOKENS,
     MAX_SOURCE_BYTES,
     DiffPlan,
@@ -25,6 +22,9 @@ from bot.app.runs.review_context import (
     plan_diff,
     review_context,
 )
+from bot.app.github.models import PullFile
+from bot.app.limits.policy import Limits
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.beam.jail import SandboxRoot
 
 

@@ -1,4 +1,4 @@
-"""The diff part of a prompt, shared by `/beam review` (runs/prompt.py), automatic reviews
+"""The diff part of a prompt, shared by `/beam review` (context/prompt.py), automatic reviews
 (reviews/prompt.py) and `beam-bot run`: numbered hunks (diff_context.py) of the files that matter,
 each widened to its enclosing function or class when focused (focus.py), packed into calls within
 the token budget (budget.py), each call with the linters' findings on its files and the extra
@@ -20,10 +20,7 @@ from typing import Any
 
 import anyio
 
-from bot.app.github.models import PullFile
-from bot.app.limits.policy import Limits
-from bot.app.repo_config.review_rules import ReviewRules
-from bot.app.runs.budget import (
+from bot.app.context.budget import (
     CHARS_PER_TOKEN,
     AttrRule,
     BudgetPlan,
@@ -34,10 +31,13 @@ from bot.app.runs.budget import (
     plan_budget,
     skip_reason,
 )
-from bot.app.runs.diff_context import added_lines, file_heading, format_file
-from bot.app.runs.focus import Block, focused_hunks, hunk_blocks
-from bot.app.runs.grammars import grammar_for
-from bot.app.runs.linters import LintFinding, LintReport, run_linters
+from bot.app.context.diff_context import added_lines, file_heading, format_file
+from bot.app.context.focus import Block, focused_hunks, hunk_blocks
+from bot.app.context.grammars import grammar_for
+from bot.app.context.linters import LintFinding, LintReport, run_linters
+from bot.app.github.models import PullFile
+from bot.app.limits.policy import Limits
+from bot.app.repo_config.review_rules import ReviewRules
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 

@@ -1,4 +1,4 @@
-"""The grammars of runs/grammars.py: each extension's grammar parses real code of its language, and
+"""The grammars of context/grammars.py: each extension's grammar parses real code of its language, and
 each thread gets parsers of its own (one tree-sitter parser must not run two parses at once)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from bot.app.runs.grammars import GRAMMAR_BY_EXTENSION, GRAMMARS, grammar_for, parse_tree, parser
+from bot.app.context.grammars import GRAMMAR_BY_EXTENSION, GRAMMARS, grammar_for, parse_tree, parser
 
 SNIPPETS = {
     "python": "def f(x):\n    return x + 1\n",

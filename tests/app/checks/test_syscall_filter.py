@@ -13,7 +13,7 @@ import pytest
 
 from bot.app.checks import syscall_filter
 from bot.app.checks.syscall_filter import REFUSED
-from tests.checks.test_jail_support import SMALL, make_tree, run_one
+from tests.app.checks.test_jail_support import SMALL, make_tree, run_one
 
 pytestmark = [pytest.mark.anyio]
 

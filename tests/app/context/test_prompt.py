@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from bot.app.context.budget import estimate_tokens
+from bot.app.context.focus import HOW_TO_READ_FOCUSED
+from bot.app.context.prompt import REMEMBERED_TITLE, build_prompt
+from bot.app.context.review_context import RESERVED_TOKENS, ReviewContext
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
-from bot.app.runs.budget import estimate_tokens
-from bot.app.runs.focus import HOW_TO_READ_FOCUSED
-from bot.app.runs.prompt import REMEMBERED_TITLE, build_prompt
-from bot.app.runs.review_context import RESERVED_TOKENS, ReviewContext
 from tests.support.webhooks import issue_comment_payload, review_comment_payload
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from bot.app.checks.jail import CheckSpec, JailLimits, run_checks
 from bot.app.checks.proxy import AllowlistProxy, allowed
-from tests.checks.test_jail_support import MODE, make_tree, need_jail, run_checks_as
+from tests.app.checks.test_jail_support import MODE, make_tree, need_jail, run_checks_as
 
 pytestmark = pytest.mark.anyio
 

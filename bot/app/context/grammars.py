@@ -2,7 +2,7 @@
 
 Two readers of source code share it: a suggestion is checked to still parse
 (reviews/suggestion_check.py), and a changed hunk is widened to its enclosing function or class
-(runs/focus.py). Each grammar is a maintained package that ships its compiled parser (no build step);
+(context/focus.py). Each grammar is a maintained package that ships its compiled parser (no build step);
 a grammar is imported the first time a file of its language is read, so a review of Go files never
 loads the Rust grammar.
 """

@@ -6,7 +6,7 @@ Reading real 1.5B reviews showed text that is not a review posted as one: review
 pull request. I will review it…"), the instructions said back; and `"suggestion": ""` offered as a
 committable suggestion, which deletes the line it is on. Each check is a pure function of the text,
 kept apart from the review pass so that pass can move without them (issue 29), and called from one
-line where the answer is turned into a review (`skill_agent.prose`, `ReviewChangeTool.post_args`).
+line where the answer is turned into a review (`prose`, `ReviewChangeTool.post_args`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
+from bot.beam.runner import ANSWER_IN_TEXT
 
 # A review tag or call: in a body, it is a call that did not parse.
 _REVIEW_CALL = re.compile(
@@ -248,9 +249,27 @@ def change_path(path: str, changed: Collection[str]) -> str | None:
 def review_instructions() -> list[str]:
     """What a review run is told, for `restates`: the review skill's prompt, the review task and
     the runner's request for plain text. (The automatic review's own task can be added by its pass.)"""
-    from bot.app.runs.prompt import DEFAULT_TASKS  # here, not at the top: prompt imports much of runs
-    from bot.beam.runner import ANSWER_IN_TEXT
+    from bot.app.context.prompt import DEFAULT_TASKS  # here, not at the top: prompt imports much of runs
     from bot.beam.skills import skill_by_name
 
     skill = skill_by_name("review")
     return [ANSWER_IN_TEXT, DEFAULT_TASKS["review"], *([skill.system_prompt] if skill else [])]
+
+
+def prose(answer: str) -> str:
+    """The answer as a review body; nothing when it is only JSON, or only words of what it was told:
+    then the model gave no review, and none is posted (reviews/review_pass.py).
+    The real 0.5B model ended runs by echoing its last tool result (`{"paths": ["stats.py"]}`) and
+    by repeating the runner's request for prose ("no tool call, no JSON and no tags"): neither is a
+    review to post."""
+    text = answer.strip()
+    if not_a_review(text, review_instructions()):  # cut JSON, a refusal, a thank-you, the instructions
+        return ""
+    said = " ".join(re.findall(r"[a-z0-9]+", text.lower()))
+    if said and f" {said} " in " " + " ".join(re.findall(r"[a-z0-9]+", ANSWER_IN_TEXT.lower())) + " ":
+        return ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return "" if isinstance(value, dict | list) else text

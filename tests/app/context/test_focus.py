@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from bot.app.context.diff_context import file_heading, format_file, format_hunk, parse_hunks
+from bot.app.context.focus import MAX_BLOCK_LINES, enclosing_definition, focused_blocks, focused_hunks
 from bot.app.github.models import PullFile
-from bot.app.runs.diff_context import file_heading, format_file, format_hunk, parse_hunks
-from bot.app.runs.focus import MAX_BLOCK_LINES, enclosing_definition, focused_blocks, focused_hunks
 
 PYTHON = '''import os
 

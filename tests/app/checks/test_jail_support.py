@@ -4,7 +4,7 @@ one-check runs, in either mode the bot runs in.
 The two modes (docs/checks.md, "The jail"): "root", the bot as uid 0 (checks drop to a dedicated
 uid), and "user", the bot as an ordinary user in an unprivileged user namespace, which is what the
 Docker image does (`USER 10001`). CI runs as root, so in "user" mode the bot's side runs as a process
-of its own (tests/checks/jail_driver.py) started as uid 10001 with `setpriv`; a test run by an
+of its own (tests/app/checks/jail_driver.py) started as uid 10001 with `setpriv`; a test run by an
 ordinary user runs "user" mode in-process and skips "root".
 """
 
@@ -227,7 +227,7 @@ def _drive(request: dict[str, object], owned: list[Path], memory_cgroup: bool) -
     directory belongs to its user."""
     give(*owned)
     done = subprocess.run(
-        as_user(["-m", "tests.checks.jail_driver"], memory_cgroup=memory_cgroup),
+        as_user(["-m", "tests.app.checks.jail_driver"], memory_cgroup=memory_cgroup),
         input=json.dumps(request).encode(),
         capture_output=True,
         cwd=ROOT,

@@ -13,7 +13,7 @@ import pytest
 from bot.app.checks import bwrap
 from bot.app.checks.jail import CheckSpec, JailLimits, jail_status, run_checks
 from bot.beam.errors import BeamError
-from tests.checks.test_jail_support import SMALL, make_tree, need_jail, run_one
+from tests.app.checks.test_jail_support import SMALL, make_tree, need_jail, run_one
 
 pytestmark = pytest.mark.anyio
 

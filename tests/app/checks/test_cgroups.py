@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bot.app.checks.cgroups import Cgroups
-from tests.checks.test_jail_support import (
+from tests.app.checks.test_jail_support import (
     MODE,
     SMALL,
     USER_UID,

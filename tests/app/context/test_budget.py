@@ -7,9 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.app.github.models import PullFile
-from bot.app.reviews.votes import distinct
-from bot.app.runs.budget import (
+from bot.app.context.budget import (
     CHARS_PER_TOKEN,
     Section,
     estimate_tokens,
@@ -20,7 +18,9 @@ from bot.app.runs.budget import (
     rank_of,
     skip_reason,
 )
-from bot.app.runs.review_context import ReviewContext, UntrustedSection, merge_parts, plan_diff
+from bot.app.context.review_context import ReviewContext, UntrustedSection, merge_parts, plan_diff
+from bot.app.github.models import PullFile
+from bot.app.reviews.votes import distinct
 
 CALIBRATION = Path(__file__).parents[2] / "data" / "token_calibration.json"
 

@@ -2,7 +2,7 @@
 
 Everything a contributor wrote (title, body, file names, patches, the commented line) sits inside one
 fenced block that the model is told to treat as data (security invariant 7). The diff is numbered and
-packed within the token budget (runs/review_context.py): a review over one call's budget gets one
+packed within the token budget (context/review_context.py): a review over one call's budget gets one
 prompt per call (`Coverage.calls`). What did not fit (binary files, patches GitHub did not send, lock,
 generated and vendored files, files past the budget) is listed so that the final comment can say it
 was not read.
@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from bot.app.context.budget import estimate_tokens
+from bot.app.context.diff_context import HOW_TO_READ
+from bot.app.context.focus import HOW_TO_READ_FOCUSED
+from bot.app.context.review_context import ReviewContext, left_out_lines, plan_diff
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
-from bot.app.runs.budget import estimate_tokens
-from bot.app.runs.diff_context import HOW_TO_READ
-from bot.app.runs.focus import HOW_TO_READ_FOCUSED
-from bot.app.runs.plan import ReviewNote
-from bot.app.runs.review_context import ReviewContext, left_out_lines, plan_diff
 from bot.beam.untrusted import fenced
 
 MAX_BODY_CHARS = 8_000
@@ -33,6 +32,18 @@ DEFAULT_TASKS = {
     "consume": "Answer the question, citing files as path:line.",
     "author": "Make the requested change.",
 }
+
+
+@dataclass(frozen=True, slots=True)
+class ReviewNote:
+    """One review comment on the pull request, as the model and the answer see it."""
+
+    id: int
+    path: str
+    line: int
+    body: str
+    author: str
+    url: str
 
 
 REMEMBERED_TITLE = "notes earlier runs on this thread remembered (written by a model that read this data):"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checks.test_jail_support import MODE, MODES, enter_mode
+from tests.app.checks.test_jail_support import MODE, MODES, enter_mode
 
 
 @pytest.fixture

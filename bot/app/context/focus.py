@@ -4,7 +4,7 @@
 A bare hunk shows three lines of context: too little to judge a change to a function whose start
 is thirty lines up. A whole file is too much: on SWE-PRBench a ~2k-token structured diff beat full
 context for every model tried, and the more context was pasted, the worse models did. So each hunk
-is shown inside its innermost enclosing definition, found with tree-sitter (runs/grammars.py), and
+is shown inside its innermost enclosing definition, found with tree-sitter (context/grammars.py), and
 numbered as diff_context.py numbers a hunk:
 
     @@ -12 +12 @@ in method `Loader.load` (lines 10-14; the diff: 9-15)
@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 
 from tree_sitter import Node
 
-from bot.app.github.models import PullFile
-from bot.app.runs.diff_context import (
+from bot.app.context.diff_context import (
     Hunk,
     file_heading,
     format_file,
@@ -38,7 +37,8 @@ from bot.app.runs.diff_context import (
     parse_hunks,
     removed_by_line,
 )
-from bot.app.runs.grammars import grammar_for, parse_tree
+from bot.app.context.grammars import grammar_for, parse_tree
+from bot.app.github.models import PullFile
 
 # Told to the model with diff_context.py's HOW_TO_READ when the hunks are focused: the definition's
 # other lines carry numbers too, and a comment on one would land outside the diff (folded into the

@@ -13,20 +13,20 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from bot.app.reviews.diffmap import DiffMap
-from bot.app.reviews.review_tool import ReviewChangeTool
-from bot.app.reviews.text_review import review_args_from_text
-from bot.app.runs.answer_checks import (
+from bot.app.reviews.answer_checks import (
     MAX_LINE_ENUM,
     change_path,
     not_a_review,
+    prose,
     review_instructions,
     review_schema,
     structured_review_args,
     usable_suggestion,
 )
+from bot.app.reviews.diffmap import DiffMap
+from bot.app.reviews.review_tool import ReviewChangeTool
+from bot.app.reviews.text_review import review_args_from_text
 from bot.app.runs.host_tools import ToolReport
-from bot.app.runs.skill_agent import prose
 from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.sandbox import SandboxRoot
 from tests.support.openai_server import FakeOpenAI

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bot.app.context.diff_context import MAX_REMOVED_SHOWN, added_lines, format_file, parse_hunks
 from bot.app.github.models import PullFile
 from bot.app.reviews.diffmap import commentable_lines
-from bot.app.runs.diff_context import MAX_REMOVED_SHOWN, added_lines, format_file, parse_hunks
 
 CALC = "".join(f"def f{n}(x):\n    return x + {n}\n\n" for n in range(1, 7))
 

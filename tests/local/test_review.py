@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.local.test_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 from tests.support.openai_server import FakeOpenAI, usage
 from tests.support.provider_servers import stand_in
-from tests.test_cli_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
 
