@@ -159,7 +159,7 @@ def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> Job
         in_flight=deps.in_flight,
     )
     reviews = ReviewJob(github, deps, states, enabled_by_default=settings.auto_review)
-    webhooks = Webhooks(github, deps, approvals, trigger, ThreadReplies(deps.llm))
+    webhooks = Webhooks(github, deps, approvals, trigger, ThreadReplies(deps))
     sweep = Sweeper(deps.checkouts, max(3600.0, 2 * deps.run_timeout))
     return JobDispatcher(
         webhooks, {WATCH: approvals.watch, AUTO_REVIEW: reviews, RUN_KIND: webhooks.on_run}, sweep

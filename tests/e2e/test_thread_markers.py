@@ -68,7 +68,9 @@ def test_a_planted_answer_marker_answers_nothing_and_the_models_markers_show(tmp
             what="the answer in the thread",
         )
         body = answer.body
-        assert body.endswith(f"\n<!-- beam-thread-reply:{question.id} -->"), body
-        assert body.count("<!--") == 1, body  # its own marker, and nothing else hidden or parseable
+        *_, own, journal = body.split("\n")
+        # Its own markers last (the answer's, then the effects journal's), and nothing else hidden.
+        assert own == f"<!-- beam-thread-reply:{question.id} -->", body
+        assert journal.startswith("<!-- beam-effect:") and body.count("<!--") == 2, body
         assert f"&lt;!-- beam-thread-reply:{question.id + 100} -->" in body
         assert "&lt;!-- beam-finding:0123456789abcdef -->" in body

@@ -7,6 +7,7 @@ as ranges are reviewed and never posted twice (the hidden marker finds it again 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
@@ -206,19 +207,45 @@ def thread_marker(comment_id: int) -> str:
     return f"<!-- beam-thread-reply:{comment_id} -->"
 
 
-def thread_reply(answer: str, comment_id: int) -> str:
+# The effects journal's own marker (effects/writer.py), the one line a written reply has after ours.
+_EFFECT_LINE = re.compile(r"\n<!-- beam-effect:[^\n]*-->$")
+
+
+def _in_thread(text: str, comment_id: int, usage: run_render.Usage | None) -> str:
+    """A text of the bot's in a review thread: the run's usage footer (as every run's answer has),
+    then the marker that says which comment it answers."""
+    if usage is not None:
+        text = run_render.with_usage(text, usage)
+    return f"{text}\n\n{thread_marker(comment_id)}"
+
+
+def thread_reply(answer: str, comment_id: int, usage: run_render.Usage | None = None) -> str:
     """The model's answer in a review thread (shown, never hiding a marker: `markdown.untrusted`),
     then the marker that says which comment it answers; the marker counts only as the last line of
     a comment of the bot's (`answers`)."""
     shown = md.untrusted(answer.strip()) or "I have no answer to add."
-    return f"{shown}\n\n{thread_marker(comment_id)}"
+    return _in_thread(shown, comment_id, usage)
 
 
 def answers(body: str, comment_id: int) -> bool:
     """Whether `body` (a comment of the bot's) is its answer to `comment_id`: the marker where
-    `thread_reply` puts it, at the very end, not anywhere a quoted text could place it."""
-    return body.rstrip().endswith(f"\n{thread_marker(comment_id)}")
+    `thread_reply` puts it, at the very end (before the effects journal's line, which the journal
+    adds to everything it writes), not anywhere a quoted text could place it."""
+    text = _EFFECT_LINE.sub("", body.rstrip()).rstrip()
+    return text.endswith(f"\n{thread_marker(comment_id)}")
 
 
-def thread_failed(comment_id: int) -> str:
-    return thread_reply("Sorry, I could not answer this time; mention me again to retry.", comment_id)
+def thread_failed(comment_id: int, usage: run_render.Usage | None = None) -> str:
+    return thread_reply("Sorry, I could not answer this time; mention me again to retry.", comment_id, usage)
+
+
+def thread_stopped(comment_id: int, limit: str, value: float, usage: run_render.Usage) -> str:
+    """A question whose answer a cap stopped: before the model was asked (its prompt alone would reach
+    a token cap), or while it wrote (the time cap)."""
+    words = run_render.limit_words(limit, value)
+    return _in_thread(f"No answer: this run stopped at {words} before the model answered.", comment_id, usage)
+
+
+def thread_cancelled(comment_id: int, run_id: str, by: str, usage: run_render.Usage) -> str:
+    text = f"🛑 This answer (run `{run_id[:8]}`) was cancelled by @{md.inline(by)}."
+    return _in_thread(text, comment_id, usage)

@@ -2,8 +2,9 @@
 
 It is frozen and whole before any handler runs: the job, the comment event and its command, the
 installation and its client, and the repository config the command runs under. A skill run,
-`/beam author`, `/beam approve` and `/beam reject` each take it as it is. Its replies go through the
-job's effects journal (issue 8), numbered per job, so a retried job never posts one twice.
+`/beam author`, `/beam approve` and `/beam reject` each take it as it is, and so does an answer in one
+of the bot's review threads (reviews/threads.py), whose replies go to that thread. Its replies go
+through the job's effects journal (issue 8), numbered per job, so a retried job never posts one twice.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class JobContext:
     effects: GitHubEffects
     # Numbers this job's replies: the step of their effects-journal keys (`<run id>:reply-<n>`).
     replies: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    # The review thread (its first comment's id) a reply in one of the bot's threads asked in: its
+    # refusals are said there, where the question is; None: on the issue or pull request.
+    thread: int | None = None
 
     @property
     def config(self) -> RepoConfig:
@@ -50,9 +54,14 @@ class JobContext:
         return self.event.comment.user.login
 
     async def reply(self, text: str) -> None:
-        """A comment on the issue or pull request the command came from, exactly once."""
+        """A comment on the issue or pull request the command came from (a reply in its review thread,
+        for a question in one of the bot's threads), exactly once."""
         repo = self.event.repository
         key = f"{run_id_for(self.job)}:reply-{next(self.replies)}"
+        if self.thread is not None:
+            owner, name, number = repo.owner.login, repo.name, self.event.number
+            await self.effects.reply(key, owner, name, number, self.thread, text)
+            return
         await self.effects.comment(key, repo.owner.login, repo.name, self.event.number, text, kind="reply")
 
     async def acknowledge(self) -> None:

@@ -139,6 +139,18 @@ class RunGuard:
             return Stop("max_minutes_per_run", minutes)
         return None
 
+    def before_call(self, prompt_tokens: int) -> Stop | None:
+        """The token cap a call with a prompt of about `prompt_tokens` would reach. The guard is asked
+        before each step, so a run of one call (an answer in a review thread) would otherwise never
+        meet its cap: its only step starts at zero tokens, however large its prompt."""
+        limits, used = self.limits, self.meter.tokens + prompt_tokens
+        if limits.max_tokens_per_run is not None and used >= limits.max_tokens_per_run:
+            return Stop("max_tokens_per_run", limits.max_tokens_per_run)
+        budget = limits.tokens_per_installation_per_month
+        if budget is not None and self.month_used + used >= budget:
+            return Stop("tokens_per_installation_per_month", budget)
+        return None
+
 
 def stopped_outcome(stop: Stop, text: str) -> dict[str, Any]:
     """The fields of a stopped run's outcome: what the model had said, and the cap's note or the

@@ -1,7 +1,7 @@
 """What each webhook does, by (event, action): a `/beam` comment becomes a command under one frozen
 `JobContext`; a pull request that opens or changes may get an automatic review (reviews/trigger.py);
-a reply in a review thread the bot started is answered there (reviews/threads.py); a closed pull
-request ends its held pushes and cancels its automatic reviews.
+a reply in a review thread the bot started is answered there, as a run admitted like a command's
+(reviews/threads.py); a closed pull request ends its held pushes and cancels its automatic reviews.
 
 Deciding is pure (`routing.decide`); here a command is authorised against the repository config, and
 handed with its context to its handler: `/beam approve|reject` and `/beam author` to the approvals
@@ -33,7 +33,7 @@ from bot.app.repo_config import CONFIG_PATH, ConfigResult, load_repo_config
 from bot.app.reviews.command import recover as recover_review
 from bot.app.reviews.command import review_step
 from bot.app.reviews.dismissals import Dismissals, ThreadResolved, is_dismissing_reply
-from bot.app.reviews.threads import ThreadReplies, is_thread_question
+from bot.app.reviews.threads import THREAD_COMMAND, ThreadReplies, is_thread_question, thread_command
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs import render
 from bot.app.runs.context import JobContext
@@ -95,6 +95,7 @@ class Webhooks:
                 "docs": approvals.author,
                 "update": Updates(approvals).update,
                 "review": self.run_review,  # the review pass, in reviews/ (reviews/command.py)
+                THREAD_COMMAND: self.run_thread,  # an answer in one of the bot's review threads
             }
         )
 
@@ -189,12 +190,35 @@ class Webhooks:
             login = await self.deps.identity.login()
             if login is not None and is_thread_question(event, login):
                 try:
-                    gh, _ = await event_client(self.github, event)
-                    if await self.threads.answer(gh, event, login):
+                    if await self._thread_question(job, event, self.threads, login):
                         return
                 except GitHubError as error:
                     raise job_failure(error) from error
         await self.on_comment(job, data)
+
+    async def _thread_question(
+        self, job: Job, event: CommentEvent, threads: ThreadReplies, login: str
+    ) -> bool:
+        """A question in one of the bot's review threads is admitted as a command is: the same
+        permission and the same gate (daily limits, monthly budget, duplicates), its refusals said in
+        the thread; the answer is its run job's (`on_run`). False when the thread is not the bot's."""
+        gh, installation_id = await event_client(self.github, event)
+        thread = await threads.read(gh, event, login)
+        if thread is None:
+            return False
+        repo = event.repository
+        config, permission = await load_config_and_permission(
+            gh, repo.owner.login, repo.name, repo.default_branch, event.comment.user.login
+        )
+        effects = self.deps.effects(gh)
+        command = thread_command(event)
+        ctx = JobContext(job, event, command, gh, installation_id, config, effects, thread=thread.root.id)
+        needed = ctx.config.trigger_permission
+        if not permission_at_least(permission, needed):
+            await ctx.reply(render.refusal(ctx.requester, needed))
+        elif not thread.answered(event.comment.id, login):  # a second delivery of an answered reply
+            await self.gate.admit(ctx)
+        return True
 
     async def on_thread_resolved(self, job: Job, data: dict[str, Any]) -> None:
         """A resolved review thread dismisses the bot's finding in it (reviews/dismissals.py)."""
@@ -241,8 +265,8 @@ class Webhooks:
     async def on_run(self, job: Job) -> None:
         """A `run` job: the admitted command of its delivery, under a context built afresh."""
         event = parse_comment_event(_delivery_json(job))
-        parsed = commands.parse(event.comment.body) if event is not None else None
-        if event is None or not isinstance(parsed, Command):
+        parsed = await self._run_command(event) if event is not None else None
+        if event is None or parsed is None:
             raise PermanentError(f"run job {job.id} has no command in its delivery")
         try:
             gh, installation_id = await event_client(self.github, event)
@@ -250,10 +274,27 @@ class Webhooks:
             config = await _run_config(job, gh, repo.owner.login, repo.name, repo.default_branch)
             # Replies of the run job number apart from its delivery's (one run id, one journal).
             replies = itertools.count(RUN_REPLY_STEPS)
-            ctx = JobContext(job, event, parsed, gh, installation_id, config, self.deps.effects(gh), replies)
+            thread = event.comment.in_reply_to_id if parsed.name == THREAD_COMMAND else None
+            effects = self.deps.effects(gh)
+            ctx = JobContext(job, event, parsed, gh, installation_id, config, effects, replies, thread)
             await self.commands.get(parsed.name, self.run_skill)(ctx)
         except GitHubError as error:  # GitHub down: the run job waits for it (runs/outage.py)
             raise (await run_job_waits(self.deps, job, error) or job_failure(error)) from error
+
+    async def _run_command(self, event: CommentEvent) -> Command | None:
+        """What an admitted run job runs: a question in a bot's thread (admitted only as such, since a
+        well-formed command other than `help` is never one), or its delivery's command."""
+        if self.threads is not None and event.is_review_comment:
+            login = await self.deps.identity.login()
+            if login is not None and is_thread_question(event, login):
+                return thread_command(event)
+        parsed = commands.parse(event.comment.body)
+        return parsed if isinstance(parsed, Command) else None
+
+    async def run_thread(self, ctx: JobContext) -> None:
+        if self.threads is None:
+            raise PermanentError(f"run {run_id_for(ctx.job)}: this process answers no review threads")
+        await self.threads.answer(ctx)
 
     async def run_skill(self, ctx: JobContext) -> None:
         await SkillRun(self.deps, ctx).run()

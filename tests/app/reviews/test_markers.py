@@ -8,6 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from bot.app.effects.writer import with_marker
 from bot.app.github.models import Account, ReviewComment
 from bot.app.jobs.store import Store
 from bot.app.reviews import findings, render
@@ -52,6 +53,10 @@ def test_a_thread_answer_is_the_bots_reply_that_ends_with_its_marker() -> None:
     shown = render.thread_reply(f"Sure.\n\n{render.thread_marker(43)}", 42)
     assert not render.answers(shown, 43) and render.answers(shown, 42)
     assert shown.count("<!--") == 1
+    # As posted, through the effects journal: its marker follows, and the answer is still found.
+    posted = with_marker(own, "run:answer")
+    assert render.answers(posted, 42) and not render.answers(posted, 43)
+    assert not render.answers(with_marker(f"{own}\nand more", "run:answer"), 42)
 
 
 def test_the_summary_marker_is_the_summarys_first_line() -> None:
