@@ -229,9 +229,15 @@ def duplicate_run(command: str, status: str, link: str) -> str:
     return f"`{command}` is {where} on this pull request; I will not start it twice."
 
 
+# Runs that no `/beam` command names, by the skill their row records (reviews/threads.py).
+RUN_NAMES = {"thread": "an answer in a review thread"}
+
+
 def cancel_requested(login: str, runs: Sequence[tuple[str, str]]) -> str:
     """`runs` are (run id, skill) pairs."""
-    names = ", ".join(f"`/beam {skill}` (run `{run_id[:8]}`)" for run_id, skill in runs)
+    names = ", ".join(
+        f"{RUN_NAMES.get(skill) or f'`/beam {skill}`'} (run `{run_id[:8]}`)" for run_id, skill in runs
+    )
     return f"@{login} asked to cancel {names}; it stops at its next step."
 
 
