@@ -3,11 +3,16 @@ limits and ignored paths, forks, redelivered pushes, and answers in the bot's re
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from tests.e2e.review_support import BOT, CALC, CONFIG, REPO, Story, review_stack
-from tests.support.bot_process import wait_for
+from tests.e2e.review_support import BOT, CALC, CONFIG, NUMBER, REPO, Story, review_stack
+from tests.support.bot_process import SECRET, wait_for
+from tests.support.openai_server import chat_response, text_message, usage
+from tests.support.webhooks import delivery, issue_comment_payload
 
 LINE_F2 = 5
 
@@ -147,6 +152,55 @@ def test_a_reply_in_the_bots_thread_is_answered_there(tmp_path: Path) -> None:
         assert len(story.bot.llm.requests) == asked
         answers = [c for c in story.bot.fake.comments.values() if c.in_reply_to and c.user == BOT]
         assert len(answers) == 2
+
+
+def test_a_thread_answer_is_a_run_that_cancel_stops_and_usage_reports(tmp_path: Path) -> None:
+    """Issue 41: each answer in a thread is a run: its footer says what it used, `beam-bot usage`
+    counts it for whoever asked, and `/beam cancel` stops it while the model is still writing."""
+    with review_stack(tmp_path) as story:
+        story.script_review([{"path": "src/calc.py", "line": LINE_F2, "body": "f2 subtracts."}])
+        story.send("opened")
+        story.wait_summary("1 finding")
+        [finding] = story.review_comments(story.reviews()[0])
+        bot = story.bot
+
+        def in_thread(text: str) -> Callable[[], str | None]:
+            def found() -> str | None:
+                replies = (c for c in bot.fake.comments.values() if c.in_reply_to == finding.id)
+                return next((c.body for c in replies if c.user == BOT and text in c.body), None)
+
+            return found
+
+        asked = len(bot.llm.received)
+        bot.llm.enqueue(chat_response(text_message("never posted"), usage=usage(500, 50)), delay=6.0)
+        story.reply_in_thread(finding, "@beam-bot is this really wrong?")
+        wait_for(lambda: len(bot.llm.received) > asked or None, what="the answer's model call")
+        cancel = bot.fake.add_comment(REPO, NUMBER, "/beam cancel", user="maintainer")
+        payload = issue_comment_payload(
+            "/beam cancel", repo=REPO, number=NUMBER, commenter="maintainer", comment_id=cancel.id
+        )
+        payload["repository"]["default_branch"] = "main"
+        assert bot.send(delivery("issue_comment", payload, SECRET)).status_code == 202
+        cancelled = wait_for(
+            in_thread("was cancelled by @maintainer"), timeout=30, what="the cancelled answer"
+        )
+        assert "never posted" not in cancelled
+        assert any("asked to cancel an answer in a review thread" in c.body for c in story.bot_comments())
+
+        bot.llm.reply_text("Yes: f2 should add 2.", usage=usage(1200, 80))
+        story.reply_in_thread(finding, "@beam-bot and now?")
+        answer = wait_for(in_thread("f2 should add 2"), timeout=30, what="the answer")
+        assert "1,200 input / 80 output tokens · 1 model call" in answer
+        report = subprocess.run(
+            [sys.executable, "-m", "bot.cli", "usage", "--since", "1d", "--repo", REPO],
+            env=bot.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        row = next(line for line in report.splitlines() if line.split()[:2] == [REPO, "maintainer"])
+        assert row.split()[2:5] == ["2", "1,200", "80"]  # both answers are runs; the cancelled used none
 
 
 def test_the_summary_names_the_files_it_did_not_review(tmp_path: Path) -> None:
