@@ -6,6 +6,7 @@ for `beam-bot usage`, shows them in its footer, stops at the token cap before as
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import AsyncIterator, Iterator
@@ -26,6 +27,7 @@ from bot.app.github.client import GitHubApp
 from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job, JobQueue
 from bot.app.jobs.schema import jobs, runs
+from bot.app.jobs.signals import Reschedule
 from bot.app.jobs.store import Store
 from bot.app.limits.policy import Limits, Policy, Prices
 from bot.app.limits.report import format_usage, usage_by
@@ -72,6 +74,7 @@ class Rig:
     webhooks: Webhooks
     llm: ScriptedClient
     finding: Comment
+    clock: FakeClock
     ids: Iterator[int] = field(default_factory=lambda: count(1))
 
     async def deliver(self, event: str, payload: dict[str, Any]) -> None:
@@ -188,7 +191,7 @@ async def rig(
             )
             approvals = Approvals(github, deps, JobQueue(store))
             webhooks = Webhooks(github, deps, approvals, threads=ThreadReplies(deps))
-            yield Rig(fake, store, webhooks, llm, finding)
+            yield Rig(fake, store, webhooks, llm, finding, fake_clock)
 
 
 async def test_a_thread_answer_is_a_run_with_its_usage_in_the_footer_and_the_report(rig: Rig) -> None:
@@ -239,6 +242,24 @@ async def test_a_reply_past_the_daily_limit_gets_the_limits_answer_in_the_thread
     assert rig.llm.requests == []
     await rig.ask("@beam-bot why?", user="reader")  # the permission comes first, in the thread too
     assert "need write permission" in rig.in_thread()[-1] and await rig.run_jobs() == 2
+
+
+async def test_a_retry_after_github_failed_the_reply_writes_it_without_asking_the_model_again(
+    rig: Rig,
+) -> None:
+    await rig.ask("@beam-bot is this really wrong?")
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None and job.kind == "run"
+    rig.fake.inject("POST", r"/comments/\d+/replies$", status=502)
+    with pytest.raises(Reschedule):  # GitHub down: the run job waits for it (runs/outage.py)
+        await rig.webhooks.on_run(job)
+    assert rig.in_thread() == [] and len(rig.llm.requests) == 1
+    rig.clock.advance(60)  # past the time a write begun by the first attempt could still land
+    await rig.webhooks.on_run(dataclasses.replace(job, attempts=2))
+    (answer,) = rig.in_thread()
+    assert answer.startswith("f2 should add, as f1 does.") and len(rig.llm.requests) == 1
+    (row,) = await rig.run_rows()
+    assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("succeeded", 1200, 80)
 
 
 @pytest.mark.parametrize(

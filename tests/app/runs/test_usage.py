@@ -1,4 +1,5 @@
-"""The run's meter (runs/usage.py): what a review answered only as structured output is signed with."""
+"""The run's meter and guard (runs/usage.py): what a review answered only as structured output is
+signed with, and the token caps a call's prompt would reach before it is sent."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app.runs.usage import Meter
+from bot.app.limits.policy import Limits
+from bot.app.runs.usage import Meter, RunGuard, Stop
 from bot.beam import structured_output
+from bot.beam.completion import ScriptedClient
 from bot.beam.openai_client import OpenAiCompatible
 from tests.support.openai_server import FakeOpenAI, usage
 
@@ -45,3 +48,23 @@ async def test_a_structured_answer_is_counted_and_signed_with_the_model_asked_fo
         "completion_tokens": 42,
         "total_tokens": 752,
     }
+
+
+async def test_before_a_call_its_prompt_counts_against_the_run_cap_and_the_monthly_budget() -> None:
+    """A run of one call (an answer in a review thread) meets its caps only here: the guard's check
+    before each step sees zero tokens, however large the prompt."""
+
+    async def nobody() -> str | None:
+        return None
+
+    meter = Meter(ScriptedClient([]))
+    limits = Limits(max_tokens_per_run=1000, tokens_per_installation_per_month=5000)
+    guard = RunGuard(meter, limits, month_used=4200, cancelled_by=nobody)
+    assert await guard() is None
+    assert guard.before_call(799) is None
+    assert guard.before_call(800) == Stop("tokens_per_installation_per_month", 5000)
+    guard.month_used = 0
+    meter.input_tokens = 600  # what the run used so far counts too
+    assert guard.before_call(399) is None
+    assert guard.before_call(400) == Stop("max_tokens_per_run", 1000)
+    assert RunGuard(meter, Limits(), month_used=0, cancelled_by=nobody).before_call(10**9) is None
