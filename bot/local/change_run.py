@@ -125,7 +125,9 @@ class ChangeRun:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
         mode: PrintMode = "quiet" if as_json and is_review else "json" if as_json else "human"
-        printer = FramePrinter(out, mode, self.activity(), show_answer=not is_review, meter=usage.meter)
+        printer = FramePrinter(
+            out, mode, self.activity(), show_answer=not is_review, meter=usage.meter, streams_from=client
+        )
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             # `review.severity` and `max_comments` apply as on GitHub (reviews/command.py).
