@@ -36,7 +36,8 @@ class FramePrinter:
     count of tool steps (`quiet`, for `run review --json`, which prints the review object alone).
 
     The placeholder frame keeps the framework's text on the wire (`--json`); the human view says what
-    the command is doing instead (`activity`). `show_answer=False` leaves the final text to the
+    the command is doing instead (`activity`), and shows the model's text (a summary, an answer) with
+    its GitHub markup rendered as text (`terminal_text`), as a review's is; `--json` keeps it as is. `show_answer=False` leaves the final text to the
     caller (a review prints it with its body).
 
     While a model call is in flight (`alive()`), one line says how long the run has worked, which
@@ -185,8 +186,8 @@ class FramePrinter:
         if kind is StreamChunkType.TOOL and frame.data is not None:
             args = json.dumps(frame.data.tool_args, ensure_ascii=False, separators=(",", ":"))
             return f"  · {frame.data.tool_name} {args}"
-        if kind is StreamChunkType.CHUNK:
-            return frame.text if self.show_answer else None
+        if kind is StreamChunkType.CHUNK:  # the model's text, written for GitHub: shown as text
+            return as_text(frame.text) if self.show_answer else None
         if kind is StreamChunkType.DONE and frame.result is not None:
             result = frame.result
             self.rounds += 1

@@ -156,14 +156,17 @@ def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
 
 
 def test_ask_answers_and_posts_the_answer_as_a_comment(stack: Stack) -> None:
-    stack.llm.reply_text("It makes add add.")
+    answer = "## Answer\n\nIt makes **add** add; see [calc](src/calc.py) and `add(a, b)`."
+    stack.llm.reply_text(answer)
 
     done = stack.cli("ask", URL, "what does this change do?", "--post")
 
     assert done.returncode == 0, done.stderr
-    assert "It makes add add." in done.stdout
+    # The terminal shows the markup as text; GitHub gets it as written, to render it itself.
+    assert "\nAnswer\n------\n\nIt makes add add; see calc (src/calc.py) and add(a, b).\n" in done.stdout
+    assert "**" not in done.stdout and "##" not in done.stdout
     assert "what does this change do?" in stack.llm.requests[0]["messages"][-1]["content"]
-    assert [c.body for c in stack.fake.comments_on(REPO, NUMBER)] == ["It makes add add."]
+    assert [c.body for c in stack.fake.comments_on(REPO, NUMBER)] == [answer]
 
 
 def test_a_bad_url_and_a_missing_token_are_clear_errors_with_exit_2(stack: Stack, tmp_path: Path) -> None:

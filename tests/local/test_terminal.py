@@ -7,6 +7,7 @@ a fresh one), whatever the run was doing.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -91,9 +92,7 @@ def test_the_live_line_counts_the_tokens_a_streaming_model_writes(work: Path, tm
     assert int(later.group(1)) > int(first.group(1))
     assert llm.requests[0]["stream"] is True
     shown = screen_lines(term.text)
-    assert answer in shown and any(
-        line.startswith("✓ done (0 tool calls, 161 tokens") for line in shown
-    )
+    assert answer in shown and any(line.startswith("✓ done (0 tool calls, 161 tokens") for line in shown)
     assert list(tmpdir_env.iterdir()) == []
 
 
@@ -120,6 +119,29 @@ def test_the_live_line_is_plain_text_when_stdout_is_not_a_terminal(work: Path, t
     ]
     assert len(plain) == 1, lines
     assert plain[0] < lines.index(answer)
+
+
+def test_a_summary_is_shown_as_text_and_json_keeps_its_markup(work: Path, tmpdir_env: Path) -> None:
+    summary = "# Summary\n\nFixes the **greeting** in `README.md`.<!-- beam:x -->\n\n```\nHello world\n```"
+    with FakeOpenAI() as llm:
+        llm.reply_text(summary)
+        llm.reply_text(summary)
+        human, as_json = (
+            subprocess.run(
+                beam_bot("run", "summarize", "--repo", str(work), *extra),
+                env=cli_env(llm, tmpdir_env),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            for extra in ([], ["--json"])
+        )
+    assert human.returncode == 0 and as_json.returncode == 0, human.stderr + as_json.stderr
+    assert "\nSummary\n=======\n\nFixes the greeting in README.md.\n\n    Hello world\n" in human.stdout
+    frames = [json.loads(line) for line in as_json.stdout.splitlines()]
+    chunks = [frame["data"]["content"][0]["text"] for frame in frames if frame["type"] == "chunk"]
+    assert chunks == [summary]
 
 
 def test_json_frames_carry_no_live_line(work: Path, tmpdir_env: Path) -> None:
