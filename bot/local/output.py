@@ -37,8 +37,8 @@ class FramePrinter:
 
     The placeholder frame keeps the framework's text on the wire (`--json`); the human view says what
     the command is doing instead (`activity`), and shows the model's text (a summary, an answer) with
-    its GitHub markup rendered as text (`terminal_text`), as a review's is; `--json` keeps it as is. `show_answer=False` leaves the final text to the
-    caller (a review prints it with its body).
+    its GitHub markup rendered as text (`terminal_text`), as a review's is; `--json` keeps it as is.
+    `show_answer=False` leaves the final text to the caller (a review prints it with its body).
 
     While a model call is in flight (`alive()`), one line says how long the run has worked, which
     call it is on, the tokens the call has streamed so far and the tokens the finished calls used.

@@ -3,6 +3,7 @@ Server-Sent Events on loopback, read back into the same `Completion` a plain req
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -93,7 +94,7 @@ async def test_a_stream_cut_in_the_middle_is_tried_again() -> None:
         llm.enqueue(body)
         done, told = await call(llm, [], listen=True)
     assert done.text == ANSWER and len(llm.requests) == 2
-    restarts = [later for earlier, later in zip(told, told[1:], strict=False) if later < earlier]
+    restarts = [later for earlier, later in itertools.pairwise(told) if later < earlier]
     assert restarts[0] == 0  # the second attempt starts its count again
     assert told[-1] == 5  # and ends at the server's own count
 
