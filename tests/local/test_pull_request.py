@@ -5,104 +5,23 @@ the pull request read through the API with a token, the review printed as `run r
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bot.beam.errors import BeamError
 from bot.local.pull_target import find_token, parse_pull_url
-from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
-from tests.support.fake_github_state import PullFile
-from tests.support.git_http import GitHttpServer
-from tests.support.openai_server import FakeOpenAI, chat_response, text_message
+from tests.support.openai_server import chat_response, text_message
+from tests.support.pull_request_stack import NUMBER, REPO, URL, Stack, pull_request_stack
 from tests.support.terminal import Terminal, screen_lines
-
-REPO = "octo/demo"
-NUMBER = 7
-PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
-URL = f"https://github.com/{REPO}/pull/{NUMBER}"
-
-
-@dataclass
-class Stack:
-    fake: FakeGitHub
-    api_url: str
-    git: GitHttpServer
-    llm: FakeOpenAI
-    token: str
-
-    def env(self, **extra: str) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GITHUB_", "GH_"))}
-        return {
-            **keep,
-            "GITHUB_TOKEN": self.token,
-            "GITHUB_API_URL": self.api_url,
-            "BEAM_API_KEY": "cli-llm-key",
-            "BEAM_API_BASE_URL": self.llm.url,
-            "BEAM_MODEL": "fake-model",
-            **extra,
-        }
-
-    def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
-            env=env or self.env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    def script_review(self) -> None:
-        self.llm.reply_tool_calls(
-            (
-                "review_change",
-                {
-                    "body": "The fix is right.",
-                    "comments": [
-                        {"path": "src/calc.py", "line": 2, "body": "Consider a test for negative numbers."}
-                    ],
-                },
-            )
-        )
-        self.llm.reply_text("Reviewed.")
 
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    with ExitStack() as exits:
-        git = exits.enter_context(GitHttpServer(tmp_path / "git", token=None))
-        fake = exits.enter_context(checked_fake_github(git_base_url=git.url))
-        api_url = exits.enter_context(serve_fake_github(fake))
-        llm = exits.enter_context(FakeOpenAI())
-        token, _ = fake.mint_token(1)
-        git.set_token(lambda password: password == token)
-        main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
-        head = git.commit(
-            REPO,
-            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
-            branch="feature",
-            message="Fix add",
-        )
-        git.create_pull_ref(REPO, NUMBER, head)
-        fake.add_repo(REPO)
-        fake.add_pull(
-            REPO,
-            number=NUMBER,
-            title="Fix add so that it adds",
-            body="Closes #3.",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
-        yield Stack(fake, api_url, git, llm, token)
+    with pull_request_stack(tmp_path) as made:
+        yield made
 
 
 def test_review_of_a_url_prints_the_review_and_posts_nothing(stack: Stack) -> None:
