@@ -167,3 +167,18 @@ def test_assembly_reads_reasoning_events_and_refuses_a_line_that_is_not_json() -
     assert message == {"role": "assistant", "content": "yes", "reasoning_content": "think"}
     with pytest.raises(streaming.StreamError):
         assembly.add("{cut")
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "refused"),
+    [
+        (400, "Unsupported value: 'stream' does not support true with this model.", True),
+        (400, "Streaming is not supported for this model", True),
+        (422, "stream: unsupported", True),
+        (400, "Unrecognized request argument supplied: stream_options", False),  # request_fields' case
+        (400, "The model `m` does not exist", False),
+        (500, "Streaming is not supported for this model", False),
+    ],
+)
+def test_refusals_of_the_stream_are_told_from_other_errors(status: int, text: str, refused: bool) -> None:
+    assert streaming.refuses_stream(status, text) is refused
