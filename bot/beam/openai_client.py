@@ -34,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -431,7 +431,8 @@ class OpenAiCompatible(CompletionClientBase):
     ) -> Completion:
         """One streamed request: the events added up as they come (the sink told the count), then
         read as a plain answer is. An error status, or a server that answered with plain JSON (it
-        ignores `stream`), is read as a plain answer too."""
+        ignores `stream`), is read as a plain answer too; events sent under another content type
+        (some proxies relabel them) are read once they are all there."""
         sink = self.stream_to
         if sink is not None:
             sink(0)
@@ -442,14 +443,17 @@ class OpenAiCompatible(CompletionClientBase):
             json=body,
             headers={"Authorization": f"Bearer {self._api_key}"},
         ) as response:
-            kind = response.headers.get("content-type", "")
-            if not 200 <= response.status_code < 300 or not kind.startswith("text/event-stream"):
+            ok = 200 <= response.status_code < 300
+            lines: AsyncIterator[str] = response.aiter_lines()
+            if not ok or not response.headers.get("content-type", "").startswith("text/event-stream"):
                 await response.aread()
-                if 200 <= response.status_code < 300:
-                    self._plain_from_now("ignored")
-                return self._parse(response, offered, sent_tools)
+                if not ok or not response.content.lstrip().startswith(b"data:"):
+                    if ok:
+                        self._plain_from_now("ignored")
+                    return self._parse(response, offered, sent_tools)
+                lines = _each(response.text.splitlines())
             try:
-                async for line in response.aiter_lines():
+                async for line in lines:
                     payload = streaming.event_data(line)
                     if payload is None:
                         continue
@@ -537,6 +541,11 @@ class OpenAiCompatible(CompletionClientBase):
         if self._api_key:
             detail = detail.replace(self._api_key, "[redacted]")
         return BeamError(code, detail)
+
+
+async def _each(lines: list[str]) -> AsyncIterator[str]:
+    for line in lines:
+        yield line
 
 
 def status_of(detail: str) -> int:

@@ -122,6 +122,22 @@ async def test_an_error_sent_inside_the_stream_is_084_and_retried() -> None:
     assert done.text == ANSWER and len(llm.requests) == 2
 
 
+async def test_events_under_another_content_type_are_read_as_events() -> None:
+    events = [
+        {
+            "model": "relabelled",
+            "choices": [{"index": 0, "delta": {"content": "Hello"}, "finish_reason": None}],
+        },
+        {"choices": [{"index": 0, "delta": {"content": " there"}, "finish_reason": "stop"}]},
+    ]
+    sse = "".join(f"data: {json.dumps(event)}\n\n" for event in events) + "data: [DONE]\n\n"
+    with FakeOpenAI() as llm:
+        llm.enqueue(sse, headers={"Content-Type": "application/json"})
+        done, told = await call(llm, [], listen=True)
+    assert (done.text, done.model, done.finish_reason) == ("Hello there", "relabelled", "stop")
+    assert told == [0, 1, 2, 2] and not streaming.plain(llm.url, "m")
+
+
 async def test_a_server_that_ignores_stream_is_read_plain_and_asked_plain_from_then_on() -> None:
     with FakeOpenAI(streams=False) as llm:
         llm.reply_text(ANSWER, usage=usage(5, 5))
