@@ -26,14 +26,19 @@ from tests.support.openai_server import chat_response, text_message
 from tests.support.pull_request_stack import NUMBER, REPO, URL, Stack, pull_request_stack
 from tests.support.terminal import Terminal, screen_lines
 
-COMMANDS = ("run", "review", "summarize", "ask")
+COMMANDS = ("run", "review", "summarize", "ask", "check-model")
 STAGES = ("imports", "checkout", "model", "posting")
-# `run` posts nothing; its push is asked first, and Ctrl-C at that question is tests/local/test_terminal.py's.
-CASES = [
-    (command, stage) for command in COMMANDS for stage in STAGES if (command, stage) != ("run", "posting")
-]
-SLOW_MODULE = "bot.local.change_run"  # loaded by `run` and by `review <URL>` after the arguments are read
+# `run` posts nothing (its push is asked first, and Ctrl-C at that question is
+# tests/local/test_terminal.py's); `check-model` only loads and asks.
+NOT_THERE = {("run", "posting"), ("check-model", "checkout"), ("check-model", "posting")}
+CASES = [(command, stage) for command in COMMANDS for stage in STAGES if (command, stage) not in NOT_THERE]
 HOLD = 30.0  # how long a held stage waits at most: far past every Ctrl-C, short of a hung test
+
+
+def slow_module(command: str) -> str:
+    """A module the command loads after it read its arguments: the imports Ctrl-C can land in."""
+    return "bot.local.check_model" if command == "check-model" else "bot.local.change_run"
+
 
 SITECUSTOMIZE = f"""
 import os, sys, time
@@ -81,6 +86,8 @@ def wait_for(what: str, done: Callable[[], bool], term: Terminal) -> None:
 
 
 def argv(command: str, stage: str, work: Path) -> list[str]:
+    if command == "check-model":
+        return [command]
     if command == "run":
         skill = (
             ["author", "--branch", "beam/t", "add a line"] if stage == "checkout" else ["commit-notes", "n"]
@@ -123,15 +130,15 @@ def test_ctrl_c_at_each_stage_of_each_command_is_one_line_and_130(
         script(stack, command, stage)
         env = stack.env(TMPDIR=str(fresh), TERM="xterm")
         if stage == "imports":
-            env.update(PYTHONPATH=str(hooks), TEST_SLOW_IMPORT=SLOW_MODULE)
+            env.update(PYTHONPATH=str(hooks), TEST_SLOW_IMPORT=slow_module(command))
         try:
             with Terminal([sys.executable, "-m", "bot.cli", *argv(command, stage, work)], env) as term:
                 if stage == "imports":
-                    term.expect(f"loading {re.escape(SLOW_MODULE)}")
+                    term.expect(f"loading {re.escape(slow_module(command))}")
                 elif stage == "checkout":
                     wait_for("reached the checkout", held.exists, term)
                 elif stage == "model":
-                    term.expect(r"⋯ 1 s · model call 1")
+                    wait_for("asked the model", lambda: bool(stack.llm.requests), term)
                 else:
                     wait_for("posted", lambda: any(c.method == "POST" for c in stack.fake.calls), term)
                 term.ctrl_c()
@@ -148,7 +155,7 @@ def test_ctrl_c_at_each_stage_of_each_command_is_one_line_and_130(
     if stage == "posting":
         what = "review" if command == "review" else "comment"
         assert f"while posting: the {what} may be on the pull request" in said[0], said
-    elif stage != "imports" and command != "run":
+    elif stage != "imports" and command in ("review", "summarize", "ask"):
         assert "nothing was posted" in said[0] and posted == [], said
     assert list(fresh.iterdir()) == [], "the command left a temporary directory behind"
     assert git(work, "worktree", "list", "--porcelain").count("worktree ") == 1
