@@ -99,6 +99,7 @@ class FramePrinter:
 
     async def __call__(self, frame: StreamChunk) -> None:
         self.tool_steps += frame.type is StreamChunkType.TOOL
+        self.streamed = 0  # a frame comes after a call answered: its tokens are no longer in flight
         if self.mode == "quiet":
             return
         if self.mode == "json":
