@@ -49,6 +49,7 @@ from bot.local.change import LocalChange
 from bot.local.git import UsageError, change_base, default_branch, head_label, try_git
 from bot.local.options import RunOptions
 from bot.local.output import FramePrinter, LocalReview, PrintMode, review_report
+from bot.local.terminal_text import as_text
 
 OVERFLOW_RETRY = "the prompt overflowed the model's context; trying once more with half the diff"
 # How `beam-bot run review` ended (docs/commands.md): 0 reviewed, 1 failed, 2 bad usage, and these.
@@ -232,7 +233,7 @@ class ChangeRun:
             out.write(json.dumps(printed, ensure_ascii=False) + "\n")
         elif is_review:
             if review.posted_with == "review_change" and text.strip():
-                out.write(text.strip() + "\n")
+                out.write(as_text(text) + "\n")
             out.write("\n" + review.human() + "\n")
         if not as_json:
             for note in notes:
