@@ -19,6 +19,12 @@ seed's `chat_template_kwargs`; its reasoning models `max_tokens`, `top_p` and a 
 makes the client drop or rename that field and send again, remembered per base URL and model
 (`request_fields`). `from_env` sends the extra body `BEAM_MODEL_EXTRA_BODY` names, else the seed's
 default where the endpoint is not a known provider that refuses it (`providers`).
+
+Issue 42: a client given a `stream_to` sink (a terminal's live line) asks for a streamed answer
+(`"stream": true`) and tells the sink how many tokens the call has written so far; `streaming` reads
+the events back into the body a plain request gets, so the `Completion` is the same. A stream cut
+before its end is BEM-082 and retried like a dropped connection; a server that refuses or ignores
+`stream` gets plain requests from then on.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import UTC
 from email.utils import parsedate_to_datetime
 from types import TracebackType
@@ -37,7 +43,7 @@ from typing import Any
 import anyio
 import httpx
 
-from bot.beam import providers, request_fields, structured_output, text_protocol
+from bot.beam import providers, request_fields, streaming, structured_output, text_protocol
 from bot.beam.completion import Completion, CompletionClientBase, UsageSink
 from bot.beam.errors import BeamError
 from bot.beam.model_env import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, read_model_env
@@ -56,6 +62,8 @@ REVIEW_TEMPERATURE = 0.2
 REVIEW_AGENTS = frozenset({"review"})
 
 Sleep = Callable[[float], Awaitable[None]]
+# Told the tokens a streamed call has written so far (0 when a call starts).
+StreamSink = Callable[[int], None]
 
 
 def default_extra_body() -> dict[str, Any]:
@@ -130,6 +138,8 @@ class OpenAiCompatible(CompletionClientBase):
         self._transport = transport
         self._sleep: Sleep = sleep or anyio.sleep
         self._client: httpx.AsyncClient | None = None
+        # Set by a caller that shows progress (the terminal): then answers are streamed.
+        self.stream_to: StreamSink | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAiCompatible | None:
@@ -314,7 +324,29 @@ class OpenAiCompatible(CompletionClientBase):
         """The fields this server and model refused, and what is sent instead (`request_fields`)."""
         return request_fields.adapted(self.base_url, self.model)
 
+    def streams(self) -> bool:
+        """Whether calls are streamed: someone listens, and this server did not refuse or ignore it."""
+        return self.stream_to is not None and not streaming.plain(self.base_url, self.model)
+
     async def _send(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
+        """As `_send_adapted`, streamed where the client `streams()`; a server that refuses the
+        stream is remembered and the call sent again plain."""
+        if not self.streams():
+            return await self._send_adapted(body, offered)
+        try:
+            return await self._send_adapted(streaming.streamed(body), offered)
+        except BeamError as error:
+            detail = error.detail or ""
+            if error.code != "BEM-084" or not streaming.refuses_stream(status_of(detail), detail):
+                raise
+        self._plain_from_now("refused")
+        return await self._send_adapted(body, offered)
+
+    def _plain_from_now(self, how: str) -> None:
+        if streaming.remember_plain(self.base_url, self.model):
+            log.info("%s at %s %s stream; sending plain requests from now on", self.model, self.base_url, how)
+
+    async def _send_adapted(self, body: dict[str, Any], offered: frozenset[str]) -> Completion:
         """One request as this server takes it: each field it refused before is left out or renamed,
         and a field it refuses now is too, before one more try. Every try takes a field out of the
         body, so there are at most as many as it has fields; all of them share one timeout."""
@@ -376,8 +408,11 @@ class OpenAiCompatible(CompletionClientBase):
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s")
+        sent_tools = bool(body.get("tools"))
         try:
             with anyio.fail_after(remaining):
+                if body.get("stream") is True:
+                    return await self._attempt_streamed(body, offered, sent_tools)
                 response = await self._http().post(
                     f"{self.base_url}/chat/completions",
                     json=body,
@@ -389,7 +424,59 @@ class OpenAiCompatible(CompletionClientBase):
             raise _Retryable(self._error("BEM-082", f"llm request failed: {exc}")) from None
         except httpx.HTTPError as exc:
             raise self._error("BEM-082", f"llm request failed: {exc}") from None
-        return self._parse(response, offered, bool(body.get("tools")))
+        return self._parse(response, offered, sent_tools)
+
+    async def _attempt_streamed(
+        self, body: dict[str, Any], offered: frozenset[str], sent_tools: bool
+    ) -> Completion:
+        """One streamed request: the events added up as they come (the sink told the count), then
+        read as a plain answer is. An error status, or a server that answered with plain JSON (it
+        ignores `stream`), is read as a plain answer too; events sent under another content type
+        (some proxies relabel them) are read once they are all there."""
+        sink = self.stream_to
+        if sink is not None:
+            sink(0)
+        assembly = streaming.Assembly()
+        async with self._http().stream(
+            "POST",
+            f"{self.base_url}/chat/completions",
+            json=body,
+            headers={"Authorization": f"Bearer {self._api_key}"},
+        ) as response:
+            ok = 200 <= response.status_code < 300
+            lines: AsyncIterator[str] = response.aiter_lines()
+            if not ok or not response.headers.get("content-type", "").startswith("text/event-stream"):
+                await response.aread()
+                if not ok or not response.content.lstrip().startswith(b"data:"):
+                    if ok:
+                        self._plain_from_now("ignored")
+                    return self._parse(response, offered, sent_tools)
+                lines = _each(response.text.splitlines())
+            try:
+                async for line in lines:
+                    payload = streaming.event_data(line)
+                    if payload is None:
+                        continue
+                    error = assembly.add(payload)
+                    if error is not None:
+                        detail = json.dumps(error, separators=(",", ":"), ensure_ascii=False)
+                        raise _Retryable(
+                            self._error("BEM-084", f"llm stream error: {detail[:ERROR_BODY_LIMIT]}")
+                        )
+                    if sink is not None:
+                        sink(assembly.tokens)
+                    if assembly.done:
+                        break
+            except httpx.TimeoutException:
+                raise  # the whole call's timeout, as for a plain request
+            except (httpx.TransportError, streaming.StreamError) as exc:
+                raise _Retryable(self._cut(assembly, str(exc) or type(exc).__name__)) from None
+        if not assembly.ended:
+            raise _Retryable(self._cut(assembly, "the server closed it"))
+        return self._read(assembly.completion(), offered)
+
+    def _cut(self, assembly: streaming.Assembly, why: str) -> BeamError:
+        return self._error("BEM-082", f"llm stream cut before its end after {assembly.tokens} tokens ({why})")
 
     def _parse(self, response: httpx.Response, offered: frozenset[str], sent_tools: bool) -> Completion:
         status = response.status_code
@@ -407,6 +494,10 @@ class OpenAiCompatible(CompletionClientBase):
             data = json.loads(response.content)
         except (ValueError, UnicodeDecodeError) as exc:
             raise self._error("BEM-083", f"llm response is not JSON: {exc}") from None
+        return self._read(data, offered)
+
+    def _read(self, data: Any, offered: frozenset[str]) -> Completion:
+        """A `chat.completion` object (a plain answer's body, or a stream's added up) as a Completion."""
         message = _first_message(data)
         if message is None:
             raise self._error("BEM-085", "llm response has no choices[0].message")
@@ -450,6 +541,11 @@ class OpenAiCompatible(CompletionClientBase):
         if self._api_key:
             detail = detail.replace(self._api_key, "[redacted]")
         return BeamError(code, detail)
+
+
+async def _each(lines: list[str]) -> AsyncIterator[str]:
+    for line in lines:
+        yield line
 
 
 def status_of(detail: str) -> int:

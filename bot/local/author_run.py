@@ -117,7 +117,7 @@ async def run_author(
     tree = WorkingTree(
         SandboxRoot(path), protected_refs(repo), allowed_paths=allowed, allowed_push_branches={branch}
     )
-    printer = FramePrinter(out, "json" if options.as_json else "human")
+    printer = FramePrinter(out, "json" if options.as_json else "human", streams_from=client)
     try:
         tree.checkout_branch(branch, True)
         hub = RiverBeam()

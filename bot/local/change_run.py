@@ -49,6 +49,7 @@ from bot.local.change import LocalChange
 from bot.local.git import UsageError, change_base, default_branch, head_label, try_git
 from bot.local.options import RunOptions
 from bot.local.output import FramePrinter, LocalReview, PrintMode, review_report
+from bot.local.terminal_text import as_text
 
 OVERFLOW_RETRY = "the prompt overflowed the model's context; trying once more with half the diff"
 # How `beam-bot run review` ended (docs/commands.md): 0 reviewed, 1 failed, 2 bad usage, and these.
@@ -125,7 +126,9 @@ class ChangeRun:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
         mode: PrintMode = "quiet" if as_json and is_review else "json" if as_json else "human"
-        printer = FramePrinter(out, mode, self.activity(), show_answer=not is_review, meter=usage.meter)
+        printer = FramePrinter(
+            out, mode, self.activity(), show_answer=not is_review, meter=usage.meter, streams_from=client
+        )
 
         async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
             # `review.severity` and `max_comments` apply as on GitHub (reviews/command.py).
@@ -230,7 +233,7 @@ class ChangeRun:
             out.write(json.dumps(printed, ensure_ascii=False) + "\n")
         elif is_review:
             if review.posted_with == "review_change" and text.strip():
-                out.write(text.strip() + "\n")
+                out.write(as_text(text) + "\n")
             out.write("\n" + review.human() + "\n")
         if not as_json:
             for note in notes:

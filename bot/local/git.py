@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -19,10 +20,26 @@ class UsageError(Exception):
     """Bad input to `beam-bot run` (exit code 2); the message says what to do."""
 
 
+class Interrupted(Exception):
+    """git was killed by the signal that stops the command (Ctrl-C reaches the whole process group):
+    not git's failure to report, but the stop that `stop.stoppable` reports in its one line."""
+
+    def __init__(self, signum: signal.Signals) -> None:
+        super().__init__(f"git stopped by {signum.name}")
+        self.signal = signum
+
+
+def check_stopped(returncode: int) -> None:
+    """Raises `Interrupted` when git's exit status says a stop signal killed it."""
+    if returncode < 0 and -returncode in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        raise Interrupted(signal.Signals(-returncode))
+
+
 def git(repo: Path, *args: str) -> str:
     done = subprocess.run(
         ["git", "-C", str(repo), *args], capture_output=True, text=True, check=False, timeout=120
     )
+    check_stopped(done.returncode)
     if done.returncode != 0:
         raise UsageError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "git failed")
     return done.stdout.strip()
@@ -171,7 +188,9 @@ class TemporaryWorktree:
         try:
             git(self.repo, "worktree", "add", "--detach", "--quiet", str(self.path), self.commit)
         except BaseException:
-            shutil.rmtree(self.parent, ignore_errors=True)
+            # Stopped in the middle (a signal while a post-checkout hook ran): the worktree may be
+            # registered already, and is removed as after a run.
+            self.__exit__()
             raise
         return self
 

@@ -18,6 +18,8 @@ from bot.app.github.models import InlineComment
 from bot.app.reviews.pass_end import PostedWith
 from bot.app.runs import render
 from bot.app.runs.usage import Meter
+from bot.beam.completion import CompletionClient
+from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
 from bot.local.terminal_text import as_text
 
@@ -34,15 +36,17 @@ class FramePrinter:
     count of tool steps (`quiet`, for `run review --json`, which prints the review object alone).
 
     The placeholder frame keeps the framework's text on the wire (`--json`); the human view says what
-    the command is doing instead (`activity`). `show_answer=False` leaves the final text to the
-    caller (a review prints it with its body).
+    the command is doing instead (`activity`), and shows the model's text (a summary, an answer) with
+    its GitHub markup rendered as text (`terminal_text`), as a review's is; `--json` keeps it as is.
+    `show_answer=False` leaves the final text to the caller (a review prints it with its body).
 
     While a model call is in flight (`alive()`), one line says how long the run has worked, which
-    call it is on and the tokens used so far: the client does not stream (`"stream": false`), so the
-    tokens grow when each call answers, and the elapsed time shows the rest. A local 1.5B model
-    takes minutes per review; without it the terminal sat still on one line. On a terminal the line
-    is redrawn in place and erased before any other output; elsewhere it is a plain line every
-    PLAIN_EVERY seconds, with no carriage return and no escape sequence.
+    call it is on, the tokens the call has streamed so far and the tokens the finished calls used.
+    The model client given as `streams_from` streams its answers while the line is alive (where the
+    server streams; `bot/beam/streaming.py`); elsewhere only the elapsed time moves until a call
+    answers. A local 1.5B model takes minutes per review; without it the terminal sat still on one
+    line. On a terminal the line is redrawn in place and erased before any other output; elsewhere
+    it is a plain line every PLAIN_EVERY seconds, with no carriage return and no escape sequence.
     """
 
     def __init__(
@@ -53,9 +57,13 @@ class FramePrinter:
         *,
         show_answer: bool = True,
         meter: Meter | None = None,
+        streams_from: CompletionClient | None = None,
     ) -> None:
         self.out = out
         self.meter = meter
+        self.streams_from = streams_from
+        self.streamed = 0  # tokens the call in flight has written (a streamed call only)
+        self.streamed_call = 0  # which call that was: the meter's count of finished calls then
         self.tty = _is_tty(out)
         self.started = time.monotonic()
         self.drawn = False  # the live line is on the screen (a terminal only)
@@ -91,6 +99,7 @@ class FramePrinter:
 
     async def __call__(self, frame: StreamChunk) -> None:
         self.tool_steps += frame.type is StreamChunkType.TOOL
+        self.streamed = 0  # a frame comes after a call answered: its tokens are no longer in flight
         if self.mode == "quiet":
             return
         if self.mode == "json":
@@ -104,15 +113,23 @@ class FramePrinter:
         self.out.flush()
 
     def status(self) -> str:
-        """The live line's text: `⋯ 42 s · model call 2 · 1234 tokens so far`."""
+        """The live line's text: `⋯ 42 s · model call 2 · 310 tokens streamed · 1234 tokens so far`."""
         seconds = int(time.monotonic() - self.started)
         elapsed = f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
         parts = [elapsed]
+        calls = self.meter.calls if self.meter is not None else 0
         if self.meter is not None:
-            parts.append(f"model call {self.meter.calls + 1}")
-            if self.meter.tokens:
-                parts.append(f"{self.meter.tokens} tokens so far")
+            parts.append(f"model call {calls + 1}")
+        if self.streamed and self.streamed_call == calls:  # a finished call's tokens are the meter's
+            parts.append(f"{self.streamed} tokens streamed")
+        if self.meter is not None and self.meter.tokens:
+            parts.append(f"{self.meter.tokens} tokens so far")
         return "⋯ " + " · ".join(parts)
+
+    def stream_sink(self, tokens: int) -> None:
+        """The client's count of the tokens its call in flight has streamed (`StreamSink`)."""
+        self.streamed = tokens
+        self.streamed_call = self.meter.calls if self.meter is not None else 0
 
     def draw(self) -> None:
         if self.mode != "human":
@@ -134,6 +151,10 @@ class FramePrinter:
     async def alive(self) -> AsyncIterator[None]:
         """The live line for the body of the `async with`, erased when it ends however it ends."""
         every = TTY_EVERY if self.tty else PLAIN_EVERY
+        # Streamed only where the line shows it: `--json` and a test's client are asked plainly.
+        listened = self.streams_from if self.mode == "human" else None
+        if isinstance(listened, OpenAiCompatible):
+            listened.stream_to = self.stream_sink
 
         async def keep_drawing() -> None:
             while True:
@@ -154,6 +175,8 @@ class FramePrinter:
                 finally:
                     tg.cancel_scope.cancel()
         finally:
+            if isinstance(listened, OpenAiCompatible):
+                listened.stream_to = None
             self.clear()
             self.out.flush()
         if failed is not None:
@@ -164,8 +187,8 @@ class FramePrinter:
         if kind is StreamChunkType.TOOL and frame.data is not None:
             args = json.dumps(frame.data.tool_args, ensure_ascii=False, separators=(",", ":"))
             return f"  · {frame.data.tool_name} {args}"
-        if kind is StreamChunkType.CHUNK:
-            return frame.text if self.show_answer else None
+        if kind is StreamChunkType.CHUNK:  # the model's text, written for GitHub: shown as text
+            return as_text(frame.text) if self.show_answer else None
         if kind is StreamChunkType.DONE and frame.result is not None:
             result = frame.result
             self.rounds += 1

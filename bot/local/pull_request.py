@@ -42,7 +42,7 @@ from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
 from bot.local.change_run import ChangeRun
-from bot.local.git import TemporaryWorktree, UsageError, check_repository
+from bot.local.git import TemporaryWorktree, UsageError, check_repository, check_stopped
 from bot.local.options import RunOptions, resolve_skill
 from bot.local.output import inline_comments
 from bot.local.pull_target import PullOptions, PullTarget, check_pull
@@ -69,11 +69,9 @@ async def _git(repo: Path, *args: str, env: Mapping[str, str] | None = None) -> 
     """git, as a child the run's cancellation stops (a fetch of a large repository takes minutes)."""
     with anyio.fail_after(600):
         done = await anyio.run_process(["git", "-C", str(repo), *args], env=env, check=False)
-    if done.returncode < 0:
-        # Ctrl-C reached git with us (one process group): our own stop is on its way and says it
-        # in one line; git's failure would be a second, misleading one.
-        with anyio.move_on_after(1):
-            await anyio.sleep_forever()
+    # Ctrl-C reached git with us (one process group): our own stop says it in one line; git's
+    # failure would be a second, misleading one.
+    check_stopped(done.returncode)
     if done.returncode != 0:
         last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["git failed"]
         raise UsageError(f"git {args[0]}: {last[0]}")
@@ -110,15 +108,31 @@ async def run_pull(
     setting), 128+N a signal (Ctrl-C: 130), 141 a closed output pipe."""
     env = os.environ if env is None else env
     prog = f"beam-bot {options.skill}"
-    ended = await stoppable(lambda: _run_pull(options, env, client, out, err))
+    posting = Posting()
+    ended = await stoppable(lambda: _run_pull(options, env, client, out, err, posting))
     if ended.code == PIPE_CLOSED:
         err.write(f"{prog}: ✗ stopped: the output pipe was closed, and the temporary repository is removed\n")
     elif ended.signal is not None:
-        what = "nothing was posted, and " if options.post else ""
-        err.write(
-            f"{prog}: ✗ stopped by {signal_name(ended.signal)}: {what}the temporary repository is removed\n"
-        )
+        err.write(f"{prog}: ✗ stopped by {signal_name(ended.signal)}{posting.left(options)}\n")
     return ended.exit_code
+
+
+class Posting:
+    """Whether a post was sent when a signal stopped the command. GitHub carries out a request whose
+    client went away, so once it is sent, "nothing was posted" may be untrue: the stop line says
+    what may have happened instead."""
+
+    def __init__(self) -> None:
+        self.sent: str | None = None  # what was sent: "review" or "comment"
+
+    def left(self, options: PullOptions) -> str:
+        if self.sent is not None:
+            return (
+                f" while posting: the {self.sent} may be on the pull request, "
+                "and the temporary repository is removed"
+            )
+        what = "nothing was posted, and " if options.post else ""
+        return f": {what}the temporary repository is removed"
 
 
 async def _run_pull(
@@ -127,6 +141,7 @@ async def _run_pull(
     client: CompletionClient | None,
     out: TextIO,
     err: TextIO,
+    posting: Posting,
 ) -> int:
     prog = f"beam-bot {options.skill}"
     try:
@@ -148,7 +163,7 @@ async def _run_pull(
                 return 1
             clone_url = repository.clone_url
             repo = await fetch_pull(parent, pull, repository.default_branch, clone_url, token)
-            return await _run(options, target, pull, repo, gh, client, out, err, env)
+            return await _run(options, target, pull, repo, gh, client, out, err, env, posting)
     except UsageError as error:
         err.write(f"{prog}: {error}\n")
         return 2
@@ -169,6 +184,7 @@ async def _run(
     out: TextIO,
     err: TextIO,
     env: Mapping[str, str],
+    posting: Posting,
 ) -> int:
     from bot.local.run import pick_client
 
@@ -211,7 +227,7 @@ async def _run(
     if code != 0 or not options.post:
         return code
     login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN
-    return await _post(options, target, pull, change_run, gh, login, out, err)
+    return await _post(options, target, pull, change_run, gh, login, out, err, posting)
 
 
 async def new_findings(
@@ -234,6 +250,7 @@ async def _post(
     login: str,
     out: TextIO,
     err: TextIO,
+    posting: Posting,
 ) -> int:
     review = change_run.review
     try:
@@ -245,6 +262,7 @@ async def _post(
                 if not fresh:  # as an automatic review: nothing new, nothing posted
                     out.write("posted: nothing, no new findings\n")
                     return 0
+            posting.sent = "review"
             made = await gh.create_review(
                 target.owner,
                 target.repo,
@@ -262,6 +280,7 @@ async def _post(
                 return 1
             # The model's answer, shown as the App shows it: no `<!--` of it hides text (issue 40).
             shown = md.untrusted(text)
+            posting.sent = "comment"
             comment = await gh.create_comment(target.owner, target.repo, target.number, shown)
             where = comment.html_url
     except GitHubError as error:

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import anyio
 import anyio.abc
 
+from bot.local.git import Interrupted
+
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 PIPE_CLOSED = 128 + signal.SIGPIPE.value  # the exit code of a process killed by SIGPIPE, as shells expect
 
@@ -58,5 +60,10 @@ async def stoppable(work: Callable[[], Awaitable[int]]) -> Ended:
         except BrokenPipeError:
             # The reader is gone; the work's `finally` blocks ran on the way out.
             code = PIPE_CLOSED
+        except Interrupted as stop:
+            # The signal killed a git child before our watcher saw it (a blocking git call holds the
+            # event loop): the same stop, said once.
+            if not stopped:
+                stopped.append(stop.signal)
         tg.cancel_scope.cancel()
     return Ended(code, stopped[0] if stopped and code != PIPE_CLOSED else None)

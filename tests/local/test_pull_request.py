@@ -5,104 +5,23 @@ the pull request read through the API with a token, the review printed as `run r
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from bot.beam.errors import BeamError
 from bot.local.pull_target import find_token, parse_pull_url
-from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
-from tests.support.fake_github_state import PullFile
-from tests.support.git_http import GitHttpServer
-from tests.support.openai_server import FakeOpenAI, chat_response, text_message
+from tests.support.openai_server import chat_response, text_message
+from tests.support.pull_request_stack import NUMBER, REPO, URL, Stack, pull_request_stack
 from tests.support.terminal import Terminal, screen_lines
-
-REPO = "octo/demo"
-NUMBER = 7
-PATCH = "@@ -1,2 +1,3 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n+# fixed\n"
-URL = f"https://github.com/{REPO}/pull/{NUMBER}"
-
-
-@dataclass
-class Stack:
-    fake: FakeGitHub
-    api_url: str
-    git: GitHttpServer
-    llm: FakeOpenAI
-    token: str
-
-    def env(self, **extra: str) -> dict[str, str]:
-        keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GITHUB_", "GH_"))}
-        return {
-            **keep,
-            "GITHUB_TOKEN": self.token,
-            "GITHUB_API_URL": self.api_url,
-            "BEAM_API_KEY": "cli-llm-key",
-            "BEAM_API_BASE_URL": self.llm.url,
-            "BEAM_MODEL": "fake-model",
-            **extra,
-        }
-
-    def cli(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "bot.cli", *args],
-            env=env or self.env(),
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-
-    def script_review(self) -> None:
-        self.llm.reply_tool_calls(
-            (
-                "review_change",
-                {
-                    "body": "The fix is right.",
-                    "comments": [
-                        {"path": "src/calc.py", "line": 2, "body": "Consider a test for negative numbers."}
-                    ],
-                },
-            )
-        )
-        self.llm.reply_text("Reviewed.")
 
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    with ExitStack() as exits:
-        git = exits.enter_context(GitHttpServer(tmp_path / "git", token=None))
-        fake = exits.enter_context(checked_fake_github(git_base_url=git.url))
-        api_url = exits.enter_context(serve_fake_github(fake))
-        llm = exits.enter_context(FakeOpenAI())
-        token, _ = fake.mint_token(1)
-        git.set_token(lambda password: password == token)
-        main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
-        head = git.commit(
-            REPO,
-            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
-            branch="feature",
-            message="Fix add",
-        )
-        git.create_pull_ref(REPO, NUMBER, head)
-        fake.add_repo(REPO)
-        fake.add_pull(
-            REPO,
-            number=NUMBER,
-            title="Fix add so that it adds",
-            body="Closes #3.",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
-        yield Stack(fake, api_url, git, llm, token)
+    with pull_request_stack(tmp_path) as made:
+        yield made
 
 
 def test_review_of_a_url_prints_the_review_and_posts_nothing(stack: Stack) -> None:
@@ -156,14 +75,17 @@ def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
 
 
 def test_ask_answers_and_posts_the_answer_as_a_comment(stack: Stack) -> None:
-    stack.llm.reply_text("It makes add add.")
+    answer = "## Answer\n\nIt makes **add** add; see [calc](src/calc.py) and `add(a, b)`."
+    stack.llm.reply_text(answer)
 
     done = stack.cli("ask", URL, "what does this change do?", "--post")
 
     assert done.returncode == 0, done.stderr
-    assert "It makes add add." in done.stdout
+    # The terminal shows the markup as text; GitHub gets it as written, to render it itself.
+    assert "\nAnswer\n------\n\nIt makes add add; see calc (src/calc.py) and add(a, b).\n" in done.stdout
+    assert "**" not in done.stdout and "##" not in done.stdout
     assert "what does this change do?" in stack.llm.requests[0]["messages"][-1]["content"]
-    assert [c.body for c in stack.fake.comments_on(REPO, NUMBER)] == ["It makes add add."]
+    assert [c.body for c in stack.fake.comments_on(REPO, NUMBER)] == [answer]
 
 
 def test_a_bad_url_and_a_missing_token_are_clear_errors_with_exit_2(stack: Stack, tmp_path: Path) -> None:

@@ -116,7 +116,7 @@ def test_a_plain_text_answer_is_the_review_body_and_says_so(feature: Path) -> No
     out = human.stdout
     assert (
         "Review. The model answered in plain text instead of calling `review_change`: its answer is the "
-        "review's body, without inline comments.\n\n`sub` adds instead of subtracting" in out
+        "review's body, without inline comments.\n\nsub adds instead of subtracting" in out
     )
     report = json.loads(as_json.stdout)
     assert report["posted_with"] == "text" and report["review"]["comments"] == []
@@ -157,7 +157,8 @@ def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Pa
         and "sub adds instead of subtracting." in review
     )
     assert "\n1 finding checked against the code, 0 dropped.\n" in review  # GitHub's <sub> dropped
-    assert "model `fake-model` · 1,000 input / 120 output tokens · 2 model calls · 0 tool steps" in review
+    # GitHub's inline code is shown as its text.
+    assert "model fake-model · 1,000 input / 120 output tokens · 2 model calls · 0 tool steps" in review
     report = json.loads(as_json.stdout)
     assert (report["posted_with"], report["tool_calls"], report["answer"]) == ("structured", [], "")
     assert report["usage"] == {"prompt_tokens": 1000, "completion_tokens": 120, "total_tokens": 1120}

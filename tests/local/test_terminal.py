@@ -7,7 +7,9 @@ a fresh one), whatever the run was doing.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -77,9 +79,28 @@ def test_the_live_line_moves_while_a_slow_model_answers(work: Path, tmpdir_env: 
     assert list(tmpdir_env.iterdir()) == []
 
 
-def test_the_live_line_is_plain_text_when_stdout_is_not_a_terminal(work: Path, tmpdir_env: Path) -> None:
+def test_the_live_line_counts_the_tokens_a_streaming_model_writes(work: Path, tmpdir_env: Path) -> None:
+    answer = " ".join(["Fix the greeting: the README said Helo."] * 4)
     with FakeOpenAI() as llm:
-        llm.enqueue(chat_response(text_message("Fix the greeting."), usage=usage(120, 3)), delay=10.8)
+        llm.enqueue(chat_response(text_message(answer), usage=usage(120, 41)), chunk_delay=0.15)
+        argv = beam_bot("run", "commit-notes", "--repo", str(work), "notes please")
+        with Terminal(argv, cli_env(llm, tmpdir_env)) as term:
+            first = term.expect(r"⋯ \d+ s · model call 1 · (\d+) tokens streamed", timeout=30)
+            later = term.expect(rf"⋯ \d+ s · model call 1 · (?!{first.group(1)}\b)(\d+) tokens streamed")
+            code = term.wait(timeout=30)
+    assert code == 0, term.text
+    assert int(later.group(1)) > int(first.group(1))
+    assert llm.requests[0]["stream"] is True
+    shown = screen_lines(term.text)
+    assert answer in shown and any(line.startswith("✓ done (0 tool calls, 161 tokens") for line in shown)
+    assert list(tmpdir_env.iterdir()) == []
+
+
+def test_the_live_line_is_plain_text_when_stdout_is_not_a_terminal(work: Path, tmpdir_env: Path) -> None:
+    # 30 events 0.4 s apart: the answer streams for 12 s, past the plain line's 10 s.
+    answer = " ".join(["Fix the greeting."] * 6)
+    with FakeOpenAI() as llm:
+        llm.enqueue(chat_response(text_message(answer), usage=usage(120, 3)), chunk_delay=0.4)
         done = subprocess.run(
             beam_bot("run", "commit-notes", "--repo", str(work), "notes please"),
             env=cli_env(llm, tmpdir_env),
@@ -91,8 +112,36 @@ def test_the_live_line_is_plain_text_when_stdout_is_not_a_terminal(work: Path, t
     assert done.returncode == 0, done.stderr
     assert "\r" not in done.stdout and "\x1b" not in done.stdout
     lines = done.stdout.splitlines()
-    assert "⋯ 10 s · model call 1" in lines, lines
-    assert lines.index("⋯ 10 s · model call 1") < lines.index("Fix the greeting.")
+    plain = [
+        i
+        for i, line in enumerate(lines)
+        if re.fullmatch(r"⋯ 10 s · model call 1 · \d+ tokens streamed", line)
+    ]
+    assert len(plain) == 1, lines
+    assert plain[0] < lines.index(answer)
+
+
+def test_a_summary_is_shown_as_text_and_json_keeps_its_markup(work: Path, tmpdir_env: Path) -> None:
+    summary = "# Summary\n\nFixes the **greeting** in `README.md`.<!-- beam:x -->\n\n```\nHello world\n```"
+    with FakeOpenAI() as llm:
+        llm.reply_text(summary)
+        llm.reply_text(summary)
+        human, as_json = (
+            subprocess.run(
+                beam_bot("run", "summarize", "--repo", str(work), *extra),
+                env=cli_env(llm, tmpdir_env),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+            for extra in ([], ["--json"])
+        )
+    assert human.returncode == 0 and as_json.returncode == 0, human.stderr + as_json.stderr
+    assert "\nSummary\n=======\n\nFixes the greeting in README.md.\n\n    Hello world\n" in human.stdout
+    frames = [json.loads(line) for line in as_json.stdout.splitlines()]
+    chunks = [frame["data"]["content"][0]["text"] for frame in frames if frame["type"] == "chunk"]
+    assert chunks == [summary]
 
 
 def test_json_frames_carry_no_live_line(work: Path, tmpdir_env: Path) -> None:

@@ -11,6 +11,11 @@ of `CreateChatCompletionRequest` (tests/data/openai/chat_completions.json); an i
         client = OpenAiCompatible(llm.url, "test-key", "fake-model")
         ...
         assert llm.requests[0]["model"] == "fake-model"
+
+A request with `"stream": true` gets its reply as Server-Sent Events (`chat.completion.chunk`s in
+chunked transfer encoding, tool calls in pieces, the usage last when `stream_options` asks), as
+OpenAI streams, unless the server is made with `streams=False` (one that ignores `stream`). A reply
+with `cut_after=N` stops after N events and closes the connection: a stream cut in the middle.
 """
 
 from __future__ import annotations
@@ -141,6 +146,9 @@ class Reply:
     body: Any = None
     headers: Mapping[str, str] = field(default_factory=dict)
     delay: float = 0.0
+    # Streamed only: the pause before each event, and the events sent before the connection is cut.
+    chunk_delay: float = 0.0
+    cut_after: int | None = None
 
     def encode(self) -> tuple[bytes, str]:
         if isinstance(self.body, bytes):
@@ -159,6 +167,56 @@ class Received:
     headers: dict[str, str]
     raw: bytes
     json: Any
+
+
+def _pieces(text: str, size: int = 4) -> list[str]:
+    """`text` in the small pieces a server streams (about a token each)."""
+    return [text[i : i + size] for i in range(0, len(text), size)] or [""]
+
+
+def stream_events(body: dict[str, Any], *, include_usage: bool) -> list[dict[str, Any]]:
+    """A `chat.completion` body as the `chat.completion.chunk`s OpenAI streams for it: the role, the
+    content in pieces, each tool call's id and name then its arguments in pieces, the finish reason,
+    and the usage in a last chunk without choices when asked."""
+    head: dict[str, Any] = {k: body[k] for k in ("id", "created", "model") if k in body}
+    choice = body["choices"][0]
+    message = choice["message"]
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {
+            **head,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}],
+        }
+
+    events = [chunk({"role": "assistant", "content": ""})]
+    for key in ("reasoning_content", "content"):
+        if isinstance(message.get(key), str) and message[key]:
+            events += [chunk({key: piece}) for piece in _pieces(message[key])]
+    for index, call in enumerate(message.get("tool_calls") or []):
+        function = call["function"]
+        events.append(
+            chunk(
+                {
+                    "tool_calls": [
+                        {
+                            "index": index,
+                            "id": call["id"],
+                            "type": "function",
+                            "function": {"name": function["name"], "arguments": ""},
+                        }
+                    ]
+                }
+            )
+        )
+        events += [
+            chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            for piece in _pieces(function["arguments"], 8)
+        ]
+    events.append(chunk({}, choice.get("finish_reason")))
+    if include_usage and "usage" in body:
+        events.append({**head, "object": "chat.completion.chunk", "choices": [], "usage": body["usage"]})
+    return events
 
 
 class _Server(ThreadingHTTPServer):
@@ -208,6 +266,10 @@ class _Handler(BaseHTTPRequestHandler):
         """Silence the default stderr access log."""
 
 
+def _is_completion(body: Any) -> bool:
+    return isinstance(body, dict) and body.get("object") == "chat.completion" and bool(body.get("choices"))
+
+
 class FakeOpenAI:
     """A scripted `POST /v1/chat/completions` server on a random loopback port (or `port`).
 
@@ -230,8 +292,10 @@ class FakeOpenAI:
         structured: bool = False,
         refuse: Callable[[dict[str, Any]], Reply | None] | None = None,
         models_listing: Any = None,
+        streams: bool = True,
     ) -> None:
         self.host = host
+        self.streams = streams  # False: a server that ignores `stream` and answers plain JSON
         self.structured = structured
         # A provider's own refusals (tests/support/provider_servers.py): a request it refuses is
         # answered with its error, uses no scripted reply, and is kept in `refused`, not `requests`.
@@ -279,9 +343,11 @@ class FakeOpenAI:
         status: int = 200,
         headers: Mapping[str, str] | None = None,
         delay: float = 0.0,
+        chunk_delay: float = 0.0,
+        cut_after: int | None = None,
     ) -> None:
         with self._lock:
-            self._replies.append(Reply(status, body, dict(headers or {}), delay))
+            self._replies.append(Reply(status, body, dict(headers or {}), delay, chunk_delay, cut_after))
 
     def reply_text(
         self, text: str, *, model: str = DEFAULT_MODEL, usage: dict[str, Any] | None = None
@@ -387,7 +453,41 @@ class FakeOpenAI:
         if reply.delay and self._stop.wait(reply.delay):
             handler.close_connection = True
             return
+        asked = parsed if isinstance(parsed, dict) else {}
+        if (
+            self.streams
+            and asked.get("stream") is True
+            and reply.status == 200
+            and _is_completion(reply.body)
+        ):
+            options = asked.get("stream_options")
+            include_usage = isinstance(options, dict) and options.get("include_usage") is True
+            self._write_stream(handler, reply, stream_events(reply.body, include_usage=include_usage))
+            return
         self._write(handler, reply)
+
+    def _write_stream(self, handler: _Handler, reply: Reply, events: list[dict[str, Any]]) -> None:
+        """The events as SSE in chunked transfer encoding; cut (no last chunk) after `cut_after`."""
+        handler.send_response(200)
+        handler.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.send_header("Cache-Control", "no-cache")
+        handler.end_headers()
+        lines = [f"data: {json.dumps(event)}\n\n" for event in events] + ["data: [DONE]\n\n"]
+        for sent, line in enumerate(lines):
+            if reply.cut_after is not None and sent >= reply.cut_after:
+                handler.wfile.flush()
+                handler.close_connection = True
+                with contextlib.suppress(OSError):
+                    handler.connection.shutdown(socket.SHUT_RDWR)
+                return
+            if reply.chunk_delay and self._stop.wait(reply.chunk_delay):
+                handler.close_connection = True
+                return
+            data = line.encode("utf-8")
+            handler.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            handler.wfile.flush()
+        handler.wfile.write(b"0\r\n\r\n")
 
     def _write(self, handler: _Handler, reply: Reply) -> None:
         payload, content_type = reply.encode()

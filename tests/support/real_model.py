@@ -111,6 +111,10 @@ class RecordingProxy:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
                 body["max_tokens"] = min(int(body.get("max_tokens") or proxy.max_tokens), proxy.max_tokens)
+                # It records whole answers: a stream the terminal asks for is answered plainly, as a
+                # server that ignores `stream` answers (the client reads that too).
+                body.pop("stream_options", None)
+                body["stream"] = False
                 started = time.perf_counter()
                 answer = httpx.post(
                     f"{proxy.upstream}{self.path.removeprefix('/v1')}",
