@@ -214,7 +214,8 @@ def argv(
     weaken = layout.weaken
     privileged = uid is not None
     # The overlay step (overlay.py) mounts with these, then drops them before anything else runs.
-    overlay = layout.tree is not None and mark_fd is not None and "overlay" not in weaken
+    # ("pid" binds the host's /proc, read-only: no nested user namespace can be mapped in it.)
+    overlay = layout.tree is not None and mark_fd is not None and not {"overlay", "pid"} & weaken
     mounting = list(MOUNT_CAPS) if overlay else []
     cmd = [bwrap]
     if "net" in weaken:

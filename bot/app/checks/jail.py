@@ -169,7 +169,7 @@ def _say_fallback(layout: Layout, marks: bytes) -> None:
     says why in the check's output), so every check costs time in proportion to its tree."""
     global _fallback_said
     mounted = b"overlay" in marks or b"copied" not in marks  # not in place at all: the outcome says so
-    if layout.tree is None or "overlay" in layout.weaken or mounted or _fallback_said:
+    if layout.tree is None or {"overlay", "pid"} & layout.weaken or mounted or _fallback_said:
         return
     _fallback_said = True
     log.warning("checks: the tree's overlay could not be mounted here, so each check copies its tree")
