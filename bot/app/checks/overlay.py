@@ -148,9 +148,11 @@ def _nested_user_namespace() -> None:
     for name, text in (("setgroups", "deny"), ("uid_map", "65534 0 1"), ("gid_map", "65534 0 1")):
         with open(f"/proc/self/{name}", "w") as out:
             out.write(f"{text}\n")
-    # No user namespace below this one, whatever the filter does (bwrap's --disable-userns).
+    # No user namespace below this one, whatever the filter does (bwrap's --disable-userns, which
+    # writes 1 in the namespace above, where the nested one already counts; here it is 0). Raising
+    # it again takes CAP_SYS_RESOURCE, dropped below for good.
     with open("/proc/sys/user/max_user_namespaces", "w") as out:
-        out.write("1\n")
+        out.write("0\n")
 
 
 def _drop_capabilities(keep: tuple[int, ...]) -> None:
