@@ -2,7 +2,7 @@
 
 The interface (stable; the flow codes against it):
 
-    CheckSpec(name, run)            run: a shell command line, run with /bin/sh -c in the tree's copy
+    CheckSpec(name, run)            run: a shell command line, run with /bin/sh -c in the tree
     JailLimits(timeout_s=600, memory_bytes=2 GiB, processes=256, cpu_seconds=1200, file_bytes=1 GiB,
                open_files=1024, tmpfs_bytes=1 GiB, shm_bytes=64 MiB, output_bytes=1 MiB, kill_grace_s=5)
 
@@ -123,7 +123,7 @@ _COPY = (
 _fallback_said = False
 
 
-def _copy_script(mark_fd: int, status_fd: int) -> str:
+def _tree_script(mark_fd: int, status_fd: int) -> str:
     # `copied`: the tree is in place (mounted, or copied where the overlay could not be mounted).
     return (
         f"exec {status_fd}>&-\n"
@@ -157,7 +157,8 @@ def _outcome(name: str, done: spawn.Finished) -> CheckOutcome:
         status, code = "timed_out", None
     elif b"copied" not in done.marks:
         status, code = "error", None
-        text = f"The tree could not be copied into the jail: is it larger than its tmpfs?\n{text}"
+        why = "The tree could not be put in the jail (where it is copied: is it larger than its tmpfs?)"
+        text = f"{why}\n{text}"
     else:
         code = done.exit_code
         status = "passed" if code == 0 else "failed"
@@ -308,7 +309,7 @@ async def _run_checks(
             )
             done = await _jailed(
                 layout,
-                lambda mark, status: _copy_script(mark, status) + 'exec /bin/sh -c "$1"\n',
+                lambda mark, status: _tree_script(mark, status) + 'exec /bin/sh -c "$1"\n',
                 [check.run],
                 limits,
             )
