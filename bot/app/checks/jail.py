@@ -107,18 +107,17 @@ def jail_status() -> JailStatus:
     return JailStatus(probe.ok, probe.reason, probe.cgroups.base is not None)
 
 
-# The fallback copy, in bash (the wrapper's shell), only where SOURCE is still there: overlay.py
-# detaches it once the overlay is mounted. Every top-level entry but `.git`, through a tar pipe, which
-# keeps modes, times and symlinks (owners the jail's uid cannot keep, and need not) and, reading and
-# writing in two processes, is about 25% faster than one `cp` on two cores. `command -p`: the system's
-# tar, never one the setup left first on the checks' PATH (/deps/bin).
+# The fallback copy, in bash (the wrapper's shell). Where overlay.py mounted the tree it detached
+# SOURCE first, leaving its empty mount point: no entry, nothing copied, no `tar` started. Every
+# top-level entry but `.git`, through a tar pipe, which keeps modes, times and symlinks (owners the
+# jail's uid cannot keep, and need not) and, reading and writing in two processes, is about 25% faster
+# than one `cp` on two cores. `command -p`: the system's tar, never one the setup left first on the
+# checks' PATH (/deps/bin).
 _COPY = (
-    "umask 022; shopt -s extglob\n"  # before the block below is parsed: it holds an extglob
-    f"if [[ -e {SOURCE} ]]; then set -o pipefail; shopt -s dotglob nullglob\n"
+    "umask 022; set -o pipefail; shopt -s dotglob nullglob extglob\n"
     f"cd {SOURCE} && entries=(!(.git)) || exit {_COPY_FAILED}\n"
     '(( ${#entries[@]} == 0 )) || command -p tar -cf - -- "${entries[@]}"'
     f" | command -p tar -C {TREE} -xf - --no-same-owner || exit {_COPY_FAILED}\n"
-    "set +o pipefail; shopt -u dotglob nullglob; fi\n"
 )
 _fallback_said = False
 

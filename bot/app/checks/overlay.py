@@ -46,7 +46,7 @@ _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
 _MNT_DETACH = 2
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC = 1, 0o2000000
-_AT_EMPTY_PATH, _AT_RECURSIVE = 0x1000, 0x8000
+_AT_EMPTY_PATH = 0x1000
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 _MOUNT_ATTR_IDMAP = 0x100000
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
@@ -169,7 +169,6 @@ def _drop_capabilities(keep: tuple[int, ...]) -> None:
 
 
 def _load_filter(fd: int) -> None:
-    program = b""
     with os.fdopen(fd, "rb") as source:
         program = source.read()
     buffer = ctypes.create_string_buffer(program, len(program))
@@ -186,6 +185,8 @@ def main(argv: list[str]) -> int:
         _mount_overlay(mode, uid)
         mounted = True
     except (_Failed, OSError) as exc:
+        # The idmapped clone, if it was attached, holds the tree without bwrap's mask over `.git`.
+        _libc.umount2(f"{LAYERS}/lower".encode(), _MNT_DETACH)
         sys.stderr.write(f"beam: the tree's overlay could not be mounted ({exc}); copying it instead\n")
     try:
         if mode != "root":
