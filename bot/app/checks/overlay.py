@@ -37,6 +37,7 @@ import ctypes
 import os
 import struct
 import sys
+from typing import Any
 
 SOURCE = "/src"
 TREE = "/sandbox/tree"
@@ -66,6 +67,14 @@ def _check(result: int, what: str) -> int:
     if result < 0:
         raise _Failed(f"{what}: {os.strerror(ctypes.get_errno())}")
     return result
+
+
+def _function(name: str) -> Any:
+    """A call of the C library's that an older one lacks (open_tree and its kin came in glibc 2.36)."""
+    try:
+        return getattr(_libc, name)
+    except AttributeError:
+        raise _Failed(f"this C library has no {name}") from None
 
 
 def _mount(source: str, target: str, fstype: str, flags: int, data: str) -> None:
@@ -101,12 +110,12 @@ def _idmapped_lower(uid: int, lower: str) -> None:
         os.waitpid(child, 0)
     try:
         fd = _check(
-            _libc.open_tree(-100, SOURCE.encode(), _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC), "open_tree"
+            _function("open_tree")(-100, SOURCE.encode(), _OPEN_TREE_CLONE | _OPEN_TREE_CLOEXEC), "open_tree"
         )
         # struct mount_attr { u64 attr_set, attr_clr, propagation, userns_fd }
         attr = ctypes.create_string_buffer(struct.pack("QQQQ", _MOUNT_ATTR_IDMAP | 1, 0, 0, userns), 32)
-        _check(_libc.mount_setattr(fd, b"", _AT_EMPTY_PATH, attr, 32), "mount_setattr")
-        _check(_libc.move_mount(fd, b"", -100, lower.encode(), _MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
+        _check(_function("mount_setattr")(fd, b"", _AT_EMPTY_PATH, attr, 32), "mount_setattr")
+        _check(_function("move_mount")(fd, b"", -100, lower.encode(), _MOVE_MOUNT_F_EMPTY_PATH), "move_mount")
         os.close(fd)
     finally:
         os.close(userns)
