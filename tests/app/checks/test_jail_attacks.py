@@ -451,3 +451,32 @@ async def test_the_setup_cannot_hand_the_bot_an_archive_of_its_own(tmp_path: Pat
     assert "WROTE" not in outcomes[0].output_tail and "NOT-READABLE 2 " in outcomes[0].output_tail
     assert "LEGIT" in outcomes[1].output_tail  # the bot unpacked what the setup installed, not its tar
     assert list(target.iterdir()) == []
+
+
+_PLANT_TOOLS = (
+    "mkdir -p /deps/bin && for tool in setpriv prlimit; do"
+    ' printf \'#!/bin/sh\\necho PLANTED-%s; while [ "$1" != -- ]; do shift; done; shift; exec "$@"\\n\''
+    ' "$tool" > /deps/bin/$tool && chmod 755 /deps/bin/$tool; done; ls /deps/bin'
+)
+
+
+_SHOW_LIMITS = "id -u; awk '/Max processes/ {print $3}' /proc/self/limits; command -v prlimit"
+
+
+async def test_what_the_setup_puts_first_on_path_never_starts_a_check(tmp_path: Path, jail_mode: str) -> None:
+    """/deps/bin is first on the checks' PATH, and bwrap (or the overlay step) used to start the
+    next check's `setpriv` and `prlimit` by name: a setup's own, which drops no uid and sets no limit,
+    would have run in their place. They are started by their full path now."""
+    outcomes = await run_checks_as(
+        make_tree(tmp_path),
+        [CheckSpec("limits", _SHOW_LIMITS)],
+        limits=SMALL,
+        setup=_PLANT_TOOLS,
+        scratch=tmp_path / "scratch",
+    )
+    assert [(o.name, o.status) for o in outcomes] == [("setup", "passed"), ("limits", "passed")], outcomes
+    assert "prlimit" in outcomes[0].output_tail and "setpriv" in outcomes[0].output_tail
+    said = outcomes[1].output_tail.split()
+    assert "PLANTED-setpriv" not in said and "PLANTED-prlimit" not in said, said
+    assert said[0] != "0" and said[1] == str(SMALL.processes)
+    assert said[2] == "/deps/bin/prlimit"  # the planted one is there, first on PATH, and was not run
