@@ -39,8 +39,9 @@ from pathlib import Path
 from bot.app.checks import syscall_filter
 from bot.app.checks.cgroups import Cgroups, CheckCgroup
 
-# Inside the jail. The tree is copied from SOURCE (read-only) to TREE, on the capped tmpfs SANDBOX,
-# which also holds /tmp: one cap bounds everything a check can write.
+# Inside the jail. The tree, bound read-only at SOURCE, is the lower layer of an overlay at TREE whose
+# upper layer is on the capped tmpfs SANDBOX (or, where no overlay can be mounted, copied there), which
+# also holds /tmp: one cap bounds everything a check can write.
 SANDBOX = "/sandbox"
 TREE = f"{SANDBOX}/tree"
 SANDBOX_TMP = f"{SANDBOX}/tmp"  # noqa: S108 - a path inside the jail
@@ -49,6 +50,13 @@ SOURCE = "/src"
 CACHE = "/cache"
 DEPS = "/deps"
 HELPERS = "/beam"
+OVERLAY_HELPER = "/.beam/overlay.py"  # overlay.py, bound read-only: the jail's first step
+# What overlay.py mounts with, and drops before the check runs. The overlay does what a check asks of
+# its layers with the credentials it was mounted with (once the check's own permission is checked on
+# the merged file): its work directory is mode 0 (CAP_DAC_OVERRIDE), a chmod or chown of a file the
+# check owns is done by uid 0 of the mounting namespace (CAP_FOWNER, CAP_CHOWN, CAP_FSETID), and the
+# nested namespace's map names uid 0 of the one above (CAP_SETFCAP, user-namespace mode).
+MOUNT_CAPS = ("CAP_SYS_ADMIN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_CHOWN", "CAP_FSETID", "CAP_SETFCAP")
 
 # Host uids 65000-65533 are reserved by Debian and allocated to nothing; the jail takes a block of them
 # (one per check running at once in this process, so one check's processes never count against another's).
@@ -59,7 +67,8 @@ USERNS_UID = 65534
 # Weakenings a test may ask for, to show that an attack succeeds without the limit it names:
 # "bwrap-env" starts bwrap with the bot's environment, "readonly" leaves `/` and `/dev` writable and
 # `/dev/shm` uncapped, "seccomp" drops the filter, "cgroup" runs without a memory cgroup (the fallback),
-# "proxy-cap" lets the setup's proxy hold any number of connections.
+# "proxy-cap" lets the setup's proxy hold any number of connections, "overlay" copies the tree as
+# before issue 43 (what a kernel that cannot mount the overlay falls back to).
 WEAKENINGS = frozenset(
     {
         "net",
@@ -76,6 +85,7 @@ WEAKENINGS = frozenset(
         "seccomp",
         "cgroup",
         "proxy-cap",
+        "overlay",
     }
 )
 
@@ -119,7 +129,7 @@ def path_dirs(*, deps: bool, cache: bool) -> str:
 class Layout:
     """What one jailed process sees, besides the read-only toolchains every jail has."""
 
-    tree: Path | None  # copied into TREE before the command runs
+    tree: Path | None  # mounted (or copied) at TREE before the command runs
     scratch: Path  # host directory for the synthetic /etc files
     tmpfs_bytes: int
     cache: Path | None = None
@@ -196,11 +206,17 @@ def argv(
     rlimits: Rlimits,
     status_fd: int,
     seccomp_fd: int | None,
+    mark_fd: int | None = None,
 ) -> tuple[list[str], list[str]]:
     """bwrap and its options, and the command it runs (`bash -c script beam-jail args...`); `uid`:
-    the host uid (root mode); `seccomp_fd`: the compiled filter (None only where a test weakens it)."""
+    the host uid (root mode); `seccomp_fd`: the compiled filter (None only where a test weakens it);
+    `mark_fd`: where the overlay step says it mounted the tree (None: no overlay, the tree is copied)."""
     weaken = layout.weaken
     privileged = uid is not None
+    # The overlay step (overlay.py) mounts with these, then drops them before anything else runs.
+    # ("pid" binds the host's /proc, read-only: no nested user namespace can be mapped in it.)
+    overlay = layout.tree is not None and mark_fd is not None and not {"overlay", "pid"} & weaken
+    mounting = list(MOUNT_CAPS) if overlay else []
     cmd = [bwrap]
     if "net" in weaken:
         cmd += ["--share-net"]
@@ -208,13 +224,27 @@ def argv(
         cmd += ["--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         cmd += [] if "net" in weaken else ["--unshare-net"]
         cmd += [] if "pid" in weaken else ["--unshare-pid"]
-        keep = ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"]
+        keep = ["CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP", *mounting]
         cmd += ["--cap-drop", "ALL"] + [arg for cap in keep for arg in ("--cap-add", cap)]
     else:
         cmd += ["--unshare-user", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         cmd += [] if "net" in weaken else ["--unshare-net"]
         cmd += [] if "pid" in weaken else ["--unshare-pid"]
-        cmd += ["--uid", str(USERNS_UID), "--gid", str(USERNS_UID), "--disable-userns", "--cap-drop", "ALL"]
+        if overlay:
+            # uid 0 of a namespace owning the jail's mounts, to mount the overlay; overlay.py then
+            # enters a nested one as USERNS_UID, as `--uid` and `--disable-userns` do.
+            cmd += ["--uid", "0", "--gid", "0", "--cap-drop", "ALL"]
+            cmd += [arg for cap in mounting for arg in ("--cap-add", cap)]
+        else:
+            cmd += [
+                "--uid",
+                str(USERNS_UID),
+                "--gid",
+                str(USERNS_UID),
+                "--disable-userns",
+                "--cap-drop",
+                "ALL",
+            ]
     cmd += ["--die-with-parent"]
     cmd += [] if "session" in weaken else ["--new-session"]
     cmd += ["--json-status-fd", str(status_fd)]
@@ -252,7 +282,8 @@ def argv(
     cmd += ["--perms", "1777", "--dir", SANDBOX_TMP]
     if layout.tree is not None:
         # The whole tree in one bind (a bind never follows the symlinks inside it), `.git` masked: its
-        # objects, config and the mirror's path stay out of reach, and the copy leaves it out.
+        # objects, config and the mirror's path stay out of reach; the overlay whites it out, the copy
+        # leaves it out.
         cmd += ["--ro-bind", str(layout.tree), SOURCE, "--perms", "0777", "--dir", TREE]
         git = layout.tree / ".git"
         if git.is_dir() and not git.is_symlink():
@@ -267,10 +298,12 @@ def argv(
         cmd += ["--ro-bind", str(layout.deps), DEPS]
     if layout.helpers is not None:
         cmd += ["--ro-bind", str(layout.helpers), HELPERS]
+    if overlay:
+        cmd += ["--ro-bind", str(Path(__file__).with_name("overlay.py")), OVERLAY_HELPER]
     if "readonly" not in weaken:
         # Last, once every mount point exists: bwrap's own tmpfs for `/` and `/dev` are uncapped.
         cmd += ["--remount-ro", "/dev", "--remount-ro", "/"]
-    if seccomp_fd is not None:
+    if seccomp_fd is not None and not overlay:
         cmd += ["--seccomp", str(seccomp_fd)]
     cmd += ["--chdir", "/"]
     if "env" not in weaken:
@@ -278,17 +311,35 @@ def argv(
     for key, value in layout.env.items():
         cmd += ["--setenv", key, value]
     options, cmd = cmd, []
+    if overlay:
+        # Before anything of the check's: mounts the tree, drops what mounting needed, loads the filter.
+        python = str(interpreter_prefix() / "bin" / "python3")
+        filter_fd = "-" if seccomp_fd is None else str(seccomp_fd)
+        mode = "root" if privileged else "user"
+        cmd += [python, "-I", "-S", OVERLAY_HELPER, mode, str(uid or 0), filter_fd, str(mark_fd), "--"]
     if privileged and "uid" not in weaken:
-        cmd += ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--no-new-privs"]
+        cmd += [
+            _system_tool("setpriv"),
+            f"--reuid={uid}",
+            f"--regid={uid}",
+            "--clear-groups",
+            "--no-new-privs",
+        ]
         cmd += ["--bounding-set=-all", "--inh-caps=-all", "--"]
     # The rlimits are set here, inside, by prlimit, rather than in a preexec of bwrap: a preexec makes
     # Python fork instead of vfork (about 10 ms of the start-up), and in user-namespace mode an
     # RLIMIT_NPROC set before bwrap would also cap the bot's own uid (the parent namespace's count),
     # so a fork bomb could starve the bot. Every process of the check inherits them from here.
-    cmd += ["prlimit", *rlimits.args(weaken), "--"]
+    cmd += [_system_tool("prlimit"), *rlimits.args(weaken), "--"]
     # bash for our wrapper script, which names pipe fds above 9 (dash parses only one digit); the
     # check's own command line runs with /bin/sh.
     return options, [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
+
+
+def _system_tool(name: str) -> str:
+    """The host's own `name`, by its full path: looked up on the jail's PATH, a `setpriv` or `prlimit`
+    the setup put in /deps/bin (first there) would run instead, with the check's limits in its hands."""
+    return shutil.which(name, path=BWRAP_ENV["PATH"]) or name
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +367,7 @@ def launch(
     rlimits: Rlimits,
     status_fd: int,
     cgroups: Cgroups,
+    mark_fd: int | None = None,
 ) -> Launch:
     """Everything `argv` needs, made: the filter and the arguments in sealed memory files, the cgroup."""
     weaken = layout.weaken
@@ -328,7 +380,15 @@ def launch(
             seccomp_fd = _memory_file("beam-seccomp", syscall_filter.compiled(with_cgroup=use_cgroup))
             fds.append(seccomp_fd)
         options, command = argv(
-            bwrap, layout, script, args, uid=uid, rlimits=rlimits, status_fd=status_fd, seccomp_fd=seccomp_fd
+            bwrap,
+            layout,
+            script,
+            args,
+            uid=uid,
+            rlimits=rlimits,
+            status_fd=status_fd,
+            seccomp_fd=seccomp_fd,
+            mark_fd=mark_fd,
         )
         # bwrap reads its options from this file: its command line, which every process of the jail
         # can read in /proc/1/cmdline, names no path of the host's (the command names only the jail's).

@@ -2,7 +2,7 @@
 
 The interface (stable; the flow codes against it):
 
-    CheckSpec(name, run)            run: a shell command line, run with /bin/sh -c in the tree's copy
+    CheckSpec(name, run)            run: a shell command line, run with /bin/sh -c in the tree
     JailLimits(timeout_s=600, memory_bytes=2 GiB, processes=256, cpu_seconds=1200, file_bytes=1 GiB,
                open_files=1024, tmpfs_bytes=1 GiB, shm_bytes=64 MiB, output_bytes=1 MiB, kill_grace_s=5)
 
@@ -18,13 +18,16 @@ is unavailable) and each process's address-space limit.
 - Raises BeamError BEM-350 when the jail is unavailable: nothing ever runs outside it.
 - With `setup`, the first outcome is the setup's, named "setup"; the checks follow only if it passed
   (otherwise the list holds the setup's outcome alone). Without `setup`, one outcome per check, in order.
-- "error": the jail could not be built, or the tree did not fit in the jail's tmpfs; "failed": the
-  check ran and exited non-zero (or was killed by an rlimit); "timed_out": `timeout_s` passed.
+- "error": the jail could not be built, or (where it is copied) the tree did not fit in the jail's
+  tmpfs; "failed": the check ran and exited non-zero (or was killed by an rlimit); "timed_out":
+  `timeout_s` passed.
 - `scratch` is a host directory of the caller's (made if missing, emptied of what we put there): the
-  synthetic /etc files, the setup's installed packages, the proxy's socket. The copy of the tree is
+  synthetic /etc files, the setup's installed packages, the proxy's socket. The tree's writable layer is
   not there: it is made inside the jail, on its capped tmpfs.
 
-Inside the jail: the tree's copy is the working directory /sandbox/tree (no `.git`), HOME and TMPDIR
+Inside the jail: the tree is the working directory /sandbox/tree (no `.git`), an overlay whose lower
+layer is the tree, read-only, and whose upper layer is on the jail's capped tmpfs (overlay.py; where
+the kernel cannot mount it, a copy on that tmpfs, said once in the log), HOME and TMPDIR
 are /tmp (on the same capped tmpfs), `python` is the installation the bot's interpreter was made from
 (`sys.base_prefix`, never the bot's venv), `cache_dir` is read-only at /cache (/cache/bin on PATH,
 /cache/site on PYTHONPATH), and what `setup` installed with pip (run with PIP_USER=1 and
@@ -36,6 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import logging
 import os
 import shutil
 import socket
@@ -52,6 +56,8 @@ from bot.app.checks import archive as deps_archive
 from bot.app.checks import bwrap, spawn
 from bot.app.checks.bwrap import CACHE, DEPS, HELPERS, JAIL_TMP, SOURCE, TREE, Layout
 from bot.beam.errors import BeamError
+
+log = logging.getLogger("beam.checks")
 
 Status = Literal["passed", "failed", "timed_out", "error"]
 SETUP_NAME = "setup"
@@ -101,21 +107,23 @@ def jail_status() -> JailStatus:
     return JailStatus(probe.ok, probe.reason, probe.cgroups.base is not None)
 
 
-# The copy, in bash (the wrapper's shell): every top-level entry but `.git`, through a tar pipe, which
-# keeps modes, times and symlinks (owners the jail's uid cannot keep, and need not) and, reading and
-# writing in two processes, is about 25% faster than one `cp` on two cores. `command -p`: the system's
-# tar, never one the setup left first on the checks' PATH (/deps/bin).
+# The fallback copy, in bash (the wrapper's shell). Where overlay.py mounted the tree it detached
+# SOURCE first, leaving its empty mount point: no entry, nothing copied, no `tar` started. Every
+# top-level entry but `.git`, through a tar pipe, which keeps modes, times and symlinks (owners the
+# jail's uid cannot keep, and need not) and, reading and writing in two processes, is about 25% faster
+# than one `cp` on two cores. `command -p`: the system's tar, never one the setup left first on the
+# checks' PATH (/deps/bin).
 _COPY = (
     "umask 022; set -o pipefail; shopt -s dotglob nullglob extglob\n"
     f"cd {SOURCE} && entries=(!(.git)) || exit {_COPY_FAILED}\n"
     '(( ${#entries[@]} == 0 )) || command -p tar -cf - -- "${entries[@]}"'
     f" | command -p tar -C {TREE} -xf - --no-same-owner || exit {_COPY_FAILED}\n"
 )
+_fallback_said = False
 
 
-def _copy_script(mark_fd: int, status_fd: int) -> str:
-    # `cp -a` into the tmpfs: as fast as `git worktree add` there, bounded by the tmpfs, and nothing a
-    # check writes reaches the run's tree (bound read-only at SOURCE). A masked `.git` is an empty dir.
+def _tree_script(mark_fd: int, status_fd: int) -> str:
+    # `copied`: the tree is in place (mounted, or copied where the overlay could not be mounted).
     return (
         f"exec {status_fd}>&-\n"
         f"{_COPY}printf copied >&{mark_fd} && exec {mark_fd}>&-\n"
@@ -148,11 +156,23 @@ def _outcome(name: str, done: spawn.Finished) -> CheckOutcome:
         status, code = "timed_out", None
     elif b"copied" not in done.marks:
         status, code = "error", None
-        text = f"The tree could not be copied into the jail: is it larger than its tmpfs?\n{text}"
+        why = "The tree could not be put in the jail (where it is copied: is it larger than its tmpfs?)"
+        text = f"{why}\n{text}"
     else:
         code = done.exit_code
         status = "passed" if code == 0 else "failed"
     return CheckOutcome(name, status, code, round(done.duration_s, 3), text, done.truncated)
+
+
+def _say_fallback(layout: Layout, marks: bytes) -> None:
+    """Once per process: the tree was copied because the overlay could not be mounted (overlay.py
+    says why in the check's output), so every check costs time in proportion to its tree."""
+    global _fallback_said
+    mounted = b"overlay" in marks or b"copied" not in marks  # not in place at all: the outcome says so
+    if layout.tree is None or {"overlay", "pid"} & layout.weaken or mounted or _fallback_said:
+        return
+    _fallback_said = True
+    log.warning("checks: the tree's overlay could not be mounted here, so each check copies its tree")
 
 
 async def _jailed(
@@ -193,6 +213,7 @@ async def _jailed(
                 ),
                 status_fd=status_fd[1],
                 cgroups=probe.cgroups,
+                mark_fd=mark_fd[1] if layout.tree is not None else None,
             )
         except OSError as exc:  # the check's cgroup (or a memory file) could not be made: nothing runs
             for fd in (status_fd[0], status_fd[1], mark_fd[0], mark_fd[1], *extra_fds):
@@ -209,6 +230,7 @@ async def _jailed(
             output_bytes=limits.output_bytes,
             env=None if "bwrap-env" in layout.weaken else bwrap.BWRAP_ENV,
         )
+        _say_fallback(layout, done.marks)
         if started.cgroup is not None and started.cgroup.usage().oom_kills:
             cap = limits.memory_bytes >> 20
             note = f"\nbeam: the check reached its memory cap ({cap} MiB) and was killed"
@@ -286,7 +308,7 @@ async def _run_checks(
             )
             done = await _jailed(
                 layout,
-                lambda mark, status: _copy_script(mark, status) + 'exec /bin/sh -c "$1"\n',
+                lambda mark, status: _tree_script(mark, status) + 'exec /bin/sh -c "$1"\n',
                 [check.run],
                 limits,
             )

@@ -20,7 +20,7 @@ import anyio
 import anyio.to_thread
 import pygit2
 
-from bot.app.git.mirrors import Mirrors
+from bot.app.git.mirrors import ORIGIN, PARTIAL_FILTER, Mirrors
 from bot.app.git.plumbing import (
     CheckoutError,
     auth_refused,
@@ -159,7 +159,12 @@ class Bundles:
         refresh: Callable[[], Awaitable[str]] | None = None,
     ) -> None:
         """Create the mirror if there is none and fetch `shas` by id (GitHub serves any commit of the
-        repository by its sha); a 401 gets one fresh token."""
+        repository by its sha); a 401 gets one fresh token.
+
+        Partial, as every fetch into a mirror is (`--filter=blob:none`): these are a held commit's
+        prerequisites, and a push of it needs none of their blobs but those GitHub already has (the
+        bundle carries every blob the commit adds). A push whose remote advertises no ref the mirror
+        holds has git fetch what its pack walks through and the mirror lacks, from `origin`."""
         check_url(clone_url)
         for sha in shas:
             check_sha(sha)
@@ -174,10 +179,11 @@ class Bundles:
             if not shas:
                 return
             args = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules"]
+            args.append(f"--filter={PARTIAL_FILTER}")
             result = run_git(
                 self.mirrors.git,
                 self.mirrors.timeout,
-                [*args, "--", clone_url, *shas],
+                [*args, "--", ORIGIN, *shas],
                 cwd=mirror,
                 token=token,
             )
@@ -211,7 +217,11 @@ class Bundles:
                 )
             if result.returncode != 0:
                 raise CheckoutError(explain("bundle unbundle", ref, result, None))
-            walk = ["rev-list", "--objects", "--missing=error", "--quiet", sha, "--not", "--all"]
+            # What the bundle brought: its prerequisites' blobs may be absent (a partial mirror), and
+            # are on GitHub, which a push needs them from.
+            prerequisites, _ = bundle_header(data)
+            walk = ["rev-list", "--objects", "--missing=error", "--quiet", sha, "--not", *prerequisites]
+            walk.append("--all")
             complete = run_git(
                 self.mirrors.git, self.mirrors.timeout, walk, cwd=mirror, token=None, local=True
             )

@@ -269,3 +269,31 @@ async def test_a_merge_is_bundled_over_both_of_its_parents(world: World, store: 
     assert await restore_held_commit(world.pusher, pushes, push, TOKEN) is True
     await world.pusher.push_from_mirror(REPO, world.url, TOKEN, push.pending_ref, BRANCH, expected_sha=merge)
     assert world.server.ref_sha(REPO, f"refs/heads/{BRANCH}") == merge
+
+
+async def test_a_restore_fetches_the_base_without_its_files_and_the_push_still_carries_them(
+    world: World, store: Store
+) -> None:
+    """The base is fetched partially, as every mirror fetch is: the pusher's mirror holds the base's
+    commits and trees, no file it did not change; GitHub has those, and the push sends what it lacks.
+    Here the server advertises no ref the pusher holds (GitHub hides refs/pull/* from pushes, and the
+    branch is gone), so the push walks the base's history and git fetches the blobs it passes."""
+    held = await hold(world, "p2", {"src/app.py": "print('fixed')\n"})
+    pushes = Pushes(store)
+    push = a_push(world, "p2", held.commit_sha)
+    await pushes.create(push, held)
+    server_repo = world.server.repository(REPO)
+    readme = str(server_repo.revparse_single(f"{world.head}:README.md").id)
+    server_repo.config["receive.hideRefs"] = "refs/pull"
+    server_repo.references.delete("refs/heads/feature")
+
+    assert await restore_held_commit(world.pusher, pushes, push, TOKEN) is True
+    mirror = pygit2.Repository(str(world.pusher.mirror_path(REPO)))
+    assert world.head in mirror and readme not in mirror.odb
+    await world.pusher.push_from_mirror(
+        REPO, world.url, TOKEN, push.pending_ref, BRANCH, expected_sha=held.commit_sha
+    )
+    assert world.server.ref_sha(REPO, f"refs/heads/{BRANCH}") == held.commit_sha
+    landed = world.server.repository(REPO)
+    assert landed.revparse_single(f"{held.commit_sha}:src/app.py").data == b"print('fixed')\n"
+    assert landed.revparse_single(f"{held.commit_sha}:README.md").data == b"# widget\n"

@@ -207,7 +207,10 @@ async def test_no_process_of_the_jail_ever_held_a_variable_or_path_of_the_bots(
     if jail_mode == "user":
         # Proof: in user-namespace mode pid 1 runs as the check's own uid; started with the bot's
         # environment, it hands every secret over, whatever --clearenv does for the check itself.
-        leaked = await run_one(tmp_path / "leaked", _EVERY_PROC, weaken=frozenset({"bwrap-env"}))
+        # (In the copying jail: where the overlay is mounted, pid 1 also holds the capabilities the
+        # mount needed, which the check lacks, and that alone keeps it out of pid 1's /proc entry.)
+        weaker = frozenset({"bwrap-env", "overlay"})
+        leaked = await run_one(tmp_path / "leaked", _EVERY_PROC, weaken=weaker)
         shown = base64.b64decode(leaked.output_tail.split()[0]).decode("utf-8", "replace")
         assert "planted-webhook-secret" in shown
 
@@ -265,10 +268,13 @@ async def test_a_fork_bomb_is_bounded_and_the_bot_goes_on(tmp_path: Path) -> Non
 
 
 async def test_filling_the_disk_hits_the_caps_at_once(tmp_path: Path) -> None:
-    ten_gb = "dd if=/dev/zero of={0} bs=1M count=10240 2>&1 | tail -3; ls -la {0}"
+    # (On the tree's overlay the write past the cap fails with EFBIG, which dd reports before its
+    # three lines of counts; on a copy, SIGXFSZ kills it and the shell says so.)
+    ten_gb = "dd if=/dev/zero of={0} bs=1M count=10240 2>&1 | tail -4; ls -la {0}"
     in_tree = await run_one(tmp_path / "tree", ten_gb.format("big"))  # the file cap (64 MiB) first
     assert in_tree.status == "passed"  # dd's status is lost in the pipe; what it said is what counts
     assert "File size limit exceeded" in in_tree.output_tail or "File too large" in in_tree.output_tail
+    assert " 67108864 " in in_tree.output_tail
     many = "for i in 1 2 3 4; do dd if=/dev/zero of=/tmp/f$i bs=1M count=60 2>&1; done"
     in_tmp = await run_one(tmp_path / "tmp", many)  # four files under the file cap: the tmpfs cap (128 MiB)
     assert "No space left on device" in in_tmp.output_tail
@@ -445,3 +451,32 @@ async def test_the_setup_cannot_hand_the_bot_an_archive_of_its_own(tmp_path: Pat
     assert "WROTE" not in outcomes[0].output_tail and "NOT-READABLE 2 " in outcomes[0].output_tail
     assert "LEGIT" in outcomes[1].output_tail  # the bot unpacked what the setup installed, not its tar
     assert list(target.iterdir()) == []
+
+
+_PLANT_TOOLS = (
+    "mkdir -p /deps/bin && for tool in setpriv prlimit; do"
+    ' printf \'#!/bin/sh\\necho PLANTED-%s; while [ "$1" != -- ]; do shift; done; shift; exec "$@"\\n\''
+    ' "$tool" > /deps/bin/$tool && chmod 755 /deps/bin/$tool; done; ls /deps/bin'
+)
+
+
+_SHOW_LIMITS = "id -u; awk '/Max processes/ {print $3}' /proc/self/limits; command -v prlimit"
+
+
+async def test_what_the_setup_puts_first_on_path_never_starts_a_check(tmp_path: Path, jail_mode: str) -> None:
+    """/deps/bin is first on the checks' PATH, and bwrap (or the overlay step) used to start the
+    next check's `setpriv` and `prlimit` by name: a setup's own, which drops no uid and sets no limit,
+    would have run in their place. They are started by their full path now."""
+    outcomes = await run_checks_as(
+        make_tree(tmp_path),
+        [CheckSpec("limits", _SHOW_LIMITS)],
+        limits=SMALL,
+        setup=_PLANT_TOOLS,
+        scratch=tmp_path / "scratch",
+    )
+    assert [(o.name, o.status) for o in outcomes] == [("setup", "passed"), ("limits", "passed")], outcomes
+    assert "prlimit" in outcomes[0].output_tail and "setpriv" in outcomes[0].output_tail
+    said = outcomes[1].output_tail.split()
+    assert "PLANTED-setpriv" not in said and "PLANTED-prlimit" not in said, said
+    assert said[0] != "0" and said[1] == str(SMALL.processes)
+    assert said[2] == "/deps/bin/prlimit"  # the planted one is there, first on PATH, and was not run

@@ -183,3 +183,17 @@ async def test_vsock_sockets_and_kcmp_are_refused(tmp_path: Path, jail_mode: str
     bare = await run_one(tmp_path / "bare", _VSOCK_KCMP, weaken=frozenset({"seccomp"}))
     assert "KCMP 0 0" in bare.output_tail, bare.output_tail
     assert f"VSOCK -1 {errno.EPERM}" not in bare.output_tail, bare.output_tail
+
+
+async def test_without_the_filter_user_mode_still_makes_no_user_namespace(
+    tmp_path: Path, jail_mode: str
+) -> None:
+    """In user-namespace mode the check's namespace may hold no other (bubblewrap's --disable-userns
+    where the tree is copied, the overlay step's own limit where it is mounted): a second line
+    behind the filter, which the root mode does not have (shown above)."""
+    if jail_mode == "root":
+        pytest.skip("as root, the filter is the only line (test_no_new_user_namespace)")
+    for weaken in (frozenset({"seccomp"}), frozenset({"seccomp", "overlay"})):
+        outcome = await run_one(tmp_path / "-".join(sorted(weaken)), _USERNS, weaken=weaken)
+        assert "MOUNTED" not in outcome.output_tail, (weaken, outcome.output_tail)
+        assert f"UNSHARE -1 {errno.ENOSPC}" in outcome.output_tail, (weaken, outcome.output_tail)
