@@ -3,7 +3,8 @@
 The request body, the env variables and the reply parsing are Riverbeam's (riverbeam-reference.md
 section 4.1). Where we do better (ARCHITECTURE.md section 5): the HTTP status is read before the body,
 tool-call arguments may be an object, transient failures are retried within the timeout, and the
-server's `usage` and `model` are reported. The API key never leaves the `Authorization` header.
+server's `usage` and `model` are reported. The API key never leaves its header (`Authorization`,
+or Azure's `api-key`: `providers.endpoint`).
 
 Issue 20: replies in every common dialect are read by `tool_dialects`; `BEAM_MODEL_TOOLS` and the
 fallback for servers that refuse `tools` are `text_protocol`'s; a call cut by `length` is BEM-091,
@@ -377,12 +378,9 @@ class OpenAiCompatible(CompletionClientBase):
         if remaining <= 0:
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s")
         try:
+            url, headers = providers.endpoint(self.base_url, self._api_key, "chat/completions")
             with anyio.fail_after(remaining):
-                response = await self._http().post(
-                    f"{self.base_url}/chat/completions",
-                    json=body,
-                    headers={"Authorization": f"Bearer {self._api_key}"},
-                )
+                response = await self._http().post(url, json=body, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s") from None
         except httpx.ConnectError as exc:

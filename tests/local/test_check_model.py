@@ -32,7 +32,7 @@ def openai_env(llm: FakeOpenAI, **more: str) -> dict[str, str]:
 
 
 def test_an_openai_key_says_what_works() -> None:
-    with stand_in("openai", models={"gpt-4.1-mini"}, models_listing=MODELS) as llm:
+    with stand_in("openai", models={"gpt-4.1-mini"}, models_listing=MODELS, answers_checks=False) as llm:
         llm.reply_tool_calls(("ping", {"word": "hello"}), model="gpt-4.1-mini-2025-04-14")
         llm.reply_text(json.dumps({"ok": True}))
         result = check_model(openai_env(llm))
@@ -51,7 +51,7 @@ def test_an_openai_key_says_what_works() -> None:
 
 
 def test_a_reasoning_model_says_each_refused_field_once() -> None:
-    with stand_in("openai") as llm:
+    with stand_in("openai", answers_checks=False) as llm:
         llm.reply_tool_calls(("ping", {"word": "hello"}), model="gpt-5-mini")
         llm.reply_text(json.dumps({"ok": True}), model="gpt-5-mini")
         result = check_model(openai_env(llm, BEAM_MODEL="gpt-5-mini", BEAM_MODEL_TEMPERATURE="0.2"))
@@ -90,7 +90,7 @@ def test_an_unknown_model_gets_its_fix() -> None:
 
 
 def test_anthropics_layer_takes_tools_and_ignores_the_schema() -> None:
-    with stand_in("anthropic") as llm:
+    with stand_in("anthropic", answers_checks=False) as llm:
         llm.reply_text("I would rather not call tools.", model="claude-sonnet-4-5")
         llm.reply_text("ok", model="claude-sonnet-4-5")
         result = check_model({"ANTHROPIC_API_KEY": "sk-ant", "BEAM_API_BASE_URL": llm.url})
@@ -103,7 +103,7 @@ def test_anthropics_layer_takes_tools_and_ignores_the_schema() -> None:
 
 
 def test_a_server_that_refuses_tools_is_read_in_text() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(answers_checks=False) as llm:
         llm.reply_error(400, "tools param requires --jinja flag")
         llm.reply_text('<tool_call>{"name": "ping", "arguments": {"word": "hi"}}</tool_call>')
         result = check_model({"BEAM_API_KEY": "k", "BEAM_API_BASE_URL": llm.url, "BEAM_MODEL": "qwen"})
@@ -127,7 +127,7 @@ def test_no_key_or_a_wrong_setting_is_exit_2() -> None:
 
 
 def test_ctrl_c_while_the_model_answers_is_one_line_and_130() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(answers_checks=False) as llm:
         llm.enqueue(chat_response(text_message("late")), delay=30)
         argv = [sys.executable, "-m", "bot.cli", "check-model"]
         env = {**without_model_env(os.environ), **openai_env(llm), "TERM": "xterm"}

@@ -47,6 +47,7 @@ from bot.app.web.intake import installation_of, job_key_for
 from bot.app.web.metrics import Metrics
 from bot.app.webhooks.triage import can_lead_to_work
 from bot.beam.errors import BeamError
+from bot.beam.model_check import start_line
 
 log = logging.getLogger("beam.action")
 
@@ -126,6 +127,9 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         write_outputs(env, {"outcome": SKIPPED, "review-url": "", "findings": "0"})
         out.write(f"beam-bot action: nothing to do for this {environment.event} event\n")
         return 0
+    # The model check in one line, before the work: a wrong key or model is said first, with its fix.
+    out.write(f"beam-bot action: {await start_line(env)}\n")
+    out.flush()
     prices = Prices(settings.price_input_per_mtok, settings.price_output_per_mtok)
     stopped: list[str] = []
     try:
