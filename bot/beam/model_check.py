@@ -55,7 +55,7 @@ SCHEMA = {
 MODELS_TIMEOUT = 10.0
 # How long `serve` and `action` wait for the check before they go on: a slow or silent server
 # is said in the line, and never holds the bot back longer than this.
-START_TIMEOUT = 20.0
+START_TIMEOUT = 10.0
 # Where servers put a model's context size in their `GET /models` entry.
 _CONTEXT_KEYS = ("context_length", "max_model_len", "context_window", "max_context_length")
 

@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,11 +76,18 @@ class Stack:
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
+    with pull_stack(tmp_path, FakeOpenAI()) as stack:
+        yield stack
+
+
+@contextmanager
+def pull_stack(tmp_path: Path, model_server: FakeOpenAI) -> Iterator[Stack]:
+    """The fake GitHub with pull request 7 (it fixes `add` in src/calc.py), its git, and `model_server`."""
     with ExitStack() as exits:
         git = exits.enter_context(GitHttpServer(tmp_path / "git", token=None))
         fake = exits.enter_context(checked_fake_github(git_base_url=git.url))
         api_url = exits.enter_context(serve_fake_github(fake))
-        llm = exits.enter_context(FakeOpenAI())
+        llm = exits.enter_context(model_server)
         token, _ = fake.mint_token(1)
         git.set_token(lambda password: password == token)
         main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})

@@ -41,13 +41,24 @@ as the provider's own would be), Azure's key and endpoint, or a local server's k
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from tests.support.openai_server import FakeOpenAI, Received, Reply, _document, error_body
+from tests.support.openai_server import (
+    FakeOpenAI,
+    Received,
+    Reply,
+    _document,
+    chat_response,
+    error_body,
+    text_message,
+    tool_call,
+    tool_calls_message,
+)
 
 Refuse = Callable[[dict[str, Any]], Reply | None]
 _REASONING = re.compile(r"^(?:o\d|gpt-5)")
@@ -384,3 +395,39 @@ def stand_in(kind: str, **kwargs: Any) -> FakeOpenAI:
 def sent_fields(llm: FakeOpenAI) -> list[list[str]]:
     """The top-level fields of each request the stand-in answered, in order (for assertions)."""
     return [sorted(body) for body in llm.requests]
+
+
+def reviewer(path: str, line: int, model: str | None = None) -> Callable[[Any], dict[str, Any]]:
+    """A model that reviews any change the same way, whatever way it is asked (for
+    `FakeOpenAI.respond_with`): one finding at `path:line`, as structured output when a schema is
+    asked for (the review, then the check of each finding), as a `review_change` call in a tool
+    loop, and a short text once a tool answered. `model` is the name it answers as (else the one asked)."""
+
+    def answer(body: Any) -> dict[str, Any]:
+        name = model or str(body.get("model"))
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "verdict":
+            verdict = {"real": True, "line": line, "evidence": "return a + b"}
+            return chat_response(text_message(json.dumps(verdict)), model=name)
+        if schema:
+            claim = {
+                "path": path,
+                "line": line,
+                "severity": "major",
+                "claim": "Check this line.",
+                "suggestion": None,
+            }
+            return chat_response(
+                text_message(json.dumps({"body": "One bug.", "comments": [claim]})), model=name
+            )
+        answered = any(m.get("role") == "tool" for m in body["messages"] if isinstance(m, dict))
+        offered = {tool["function"]["name"] for tool in body.get("tools") or []}
+        if "review_change" in offered and not answered:
+            args = {
+                "body": "One bug.",
+                "comments": [{"path": path, "line": line, "body": "Check this line."}],
+            }
+            return chat_response(tool_calls_message([tool_call("review_change", args)]), model=name)
+        return chat_response(text_message("Reviewed."), model=name)
+
+    return answer

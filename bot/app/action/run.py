@@ -128,7 +128,7 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         out.write(f"beam-bot action: nothing to do for this {environment.event} event\n")
         return 0
     # The model check in one line, before the work: a wrong key or model is said first, with its fix.
-    out.write(f"beam-bot action: {await start_line(env)}\n")
+    out.write(await start_line(env) + "\n")
     out.flush()
     prices = Prices(settings.price_input_per_mtok, settings.price_output_per_mtok)
     stopped: list[str] = []
