@@ -130,13 +130,13 @@ def one_line(check: ModelCheck) -> str:
 async def start_line(env: Mapping[str, str], bound: float = START_TIMEOUT) -> str:
     """The one line `serve` and `action` print at start: the check, bounded by `bound` seconds. A
     failure is a line, never an exception: the bot starts either way, and each run says its own error."""
-    lines: list[str] = []
     with anyio.move_on_after(bound):
         try:
-            return one_line(await run_check(env, lines.append, context=False))
+            return one_line(await run_check(env, lambda line: None, context=False))
         except Exception as error:  # the check is advice: no failure of it may stop the bot
             return f"model: ✗ the check failed ({type(error).__name__}); the first run will say more"
-    head = lines[0].split(" (", 1)[0] if lines else "model"
+    said = read_model_env(env)  # read without error, or the check would have ended at once
+    head = f"model: {said.model} at {_host(said.base_url)}" if said is not None else "model:"
     return f"{head}: – no answer within {bound:g} s; the first run will say whether it works"
 
 

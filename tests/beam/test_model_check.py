@@ -51,9 +51,8 @@ def test_a_server_that_does_not_answer_is_said_within_the_bound() -> None:
     with FakeOpenAI(answers_checks=False) as llm:
         llm.enqueue(chat_response(text_message("late")), delay=30)
         said = line({"BEAM_API_KEY": "k", "BEAM_API_BASE_URL": llm.url, "BEAM_MODEL": "slow"}, bound=0.5)
-    assert (
-        said == f"model slow at {llm.url}: – no answer within 0.5 s; the first run will say whether it works"
-    )
+    head = f"model: slow at 127.0.0.1:{llm.port}"
+    assert said == f"{head}: – no answer within 0.5 s; the first run will say whether it works"
 
 
 def test_an_unreachable_server_is_a_line() -> None:

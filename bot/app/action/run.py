@@ -46,6 +46,7 @@ from bot.app.web.app import GITHUB_HEADERS
 from bot.app.web.intake import installation_of, job_key_for
 from bot.app.web.metrics import Metrics
 from bot.app.webhooks.triage import can_lead_to_work
+from bot.beam import providers
 from bot.beam.errors import BeamError
 from bot.beam.model_check import start_line
 
@@ -117,7 +118,7 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         missing = BeamError(
             MISSING_ENVIRONMENT,
             "no model key: set the action's `api-key` input (with `provider` for a provider's own key), "
-            "or OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY or GROQ_API_KEY",
+            f"or {', '.join(providers.KEY_VARS)}",
         )
         err.write(f"beam-bot action: {missing}\n")
         return 2
