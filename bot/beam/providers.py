@@ -3,7 +3,10 @@
 A maintainer who already pays for a model has its provider's key in the environment under the
 provider's own name (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`...). When none of the seed's variables
 (`BEAM_API_KEY`, `GFS_BEAM_API_KEY`, `NVIDIA_API_KEY`) is set, that key is read, with the provider's
-base URL and a default model; `BEAM_API_BASE_URL` and `BEAM_MODEL` still win (`model_env`).
+base URL and a default model; `BEAM_API_BASE_URL` and `BEAM_MODEL` still win (`model_env`). Azure
+OpenAI's key comes with its resource's endpoint, and its deployment URLs want the key in another
+header and an API version in the query: `endpoint` says, for any base URL, where a request goes and
+which header carries the key, so the client and the model check cannot differ on it.
 
 `takes_extra_body` says whether the endpoint is known to take the seed's extra body
 (`chat_template_kwargs`, a field of llama.cpp's and vLLM's chat templates). The hosted APIs here do
@@ -125,10 +128,13 @@ NAMES: tuple[str, ...] = tuple(provider.short for provider in PROVIDERS)
 
 def azure_base_url(endpoint: str, deployment: str, api_version: str | None) -> str:
     """The base URL of one Azure deployment: `{endpoint}/openai/deployments/{deployment}`, with the
-    API version as its query. An endpoint that already has a path under /openai is taken as it is."""
+    API version as its query. An endpoint that already has a path under /openai (a deployment's URL,
+    or the newer `/openai/v1`, which takes no version) is taken as it is."""
     endpoint = endpoint.strip().rstrip("/")
-    base = endpoint if "/openai/" in f"{endpoint}/" else f"{endpoint}{_DEPLOYMENTS}{deployment}"
-    return f"{base}?{urlencode({'api-version': api_version or AZURE_API_VERSION})}"
+    if "/openai/" in f"{endpoint}/":
+        return endpoint
+    version = urlencode({"api-version": api_version or AZURE_API_VERSION})
+    return f"{endpoint}{_DEPLOYMENTS}{deployment}?{version}"
 
 
 def endpoint(base_url: str, api_key: str, path: str) -> tuple[str, dict[str, str]]:
