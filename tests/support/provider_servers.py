@@ -48,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
+from bot.beam import providers
 from tests.support.openai_server import (
     FakeOpenAI,
     Received,
@@ -250,8 +251,6 @@ class StandIn:
     """One provider as a stand-in: its endpoint, its refusals, and what a maintainer sets for it."""
 
     name: str
-    # The variables a maintainer sets: the key's, and for a server of their own, its URL and model.
-    key_var: str
     prefix: str
     refuse: Callable[[Collection[str] | None], Refuse]
     structured: bool = True
@@ -260,9 +259,15 @@ class StandIn:
     # A local server: BEAM_API_KEY, BEAM_API_BASE_URL and (unless it serves one model whatever is
     # asked) BEAM_MODEL are its settings; a hosted one needs only its key.
     local_model: str | None = None
-    local: bool = False
     models_listing: Any = None
     azure_deployment: str | None = None
+
+    @property
+    def key_var(self) -> str:
+        """The variable a maintainer puts the key in: the provider's own, as bot/beam/providers.py
+        reads it, or BEAM_API_KEY for a server of their own (with its URL and model)."""
+        known = providers.by_name(self.name)
+        return known.key_var if known is not None else "BEAM_API_KEY"
 
     def server(self, **kwargs: Any) -> FakeOpenAI:
         models = kwargs.pop("models", None)
@@ -284,7 +289,7 @@ class StandIn:
         if self.azure_deployment is not None:
             return {self.key_var: key, "AZURE_OPENAI_ENDPOINT": llm.origin}
         env = {self.key_var: key, "BEAM_API_BASE_URL": llm.url}
-        if self.local and self.local_model is not None:
+        if self.local_model is not None:
             env["BEAM_MODEL"] = self.local_model
         return env
 
@@ -296,19 +301,17 @@ def _models(*entries: dict[str, Any]) -> dict[str, Any]:
 STAND_INS: dict[str, StandIn] = {
     stand.name: stand
     for stand in (
-        StandIn("openai", "OPENAI_API_KEY", "/v1", openai),
+        StandIn("openai", "/v1", openai),
         StandIn(
             "azure",
-            "AZURE_OPENAI_API_KEY",
-            "/openai/deployments/gpt-4.1-mini",
+            f"/openai/deployments/{providers.AZURE.default_model}",
             lambda models: openai(None),
             key_header="api-key",
             unauthorised=_AZURE_401,
-            azure_deployment="gpt-4.1-mini",
+            azure_deployment=providers.AZURE.default_model,
         ),
         StandIn(
             "anthropic",
-            "ANTHROPIC_API_KEY",
             "/v1",
             lambda models: anthropic(),
             unauthorised=Reply(
@@ -318,7 +321,6 @@ STAND_INS: dict[str, StandIn] = {
         ),
         StandIn(
             "gemini",
-            "GEMINI_API_KEY",
             "/v1beta/openai",
             lambda models: gemini(),
             # Google says a wrong key with a 400, not a 401.
@@ -326,7 +328,6 @@ STAND_INS: dict[str, StandIn] = {
         ),
         StandIn(
             "openrouter",
-            "OPENROUTER_API_KEY",
             "/api/v1",
             lambda models: _ignores(models, _openrouter_not_found),
             unauthorised=Reply(401, {"error": {"message": "User not found.", "code": 401}}),
@@ -334,7 +335,6 @@ STAND_INS: dict[str, StandIn] = {
         ),
         StandIn(
             "groq",
-            "GROQ_API_KEY",
             "/openai/v1",
             groq,
             structured=False,
@@ -343,29 +343,23 @@ STAND_INS: dict[str, StandIn] = {
         ),
         StandIn(
             "ollama",
-            "BEAM_API_KEY",
             "/v1",
             lambda models: _ignores(models, _ollama_not_found),
-            local=True,
             local_model="qwen2.5-coder:7b",
             models_listing=_models({"id": "qwen2.5-coder:7b", "owned_by": "library"}),
         ),
         StandIn(
             "vllm",
-            "BEAM_API_KEY",
             "/v1",
             lambda models: _ignores(models, _vllm_not_found),
-            local=True,
             local_model="Qwen/Qwen2.5-Coder-7B-Instruct",
             unauthorised=Reply(401, {"error": "Unauthorized"}),
             models_listing=_models({"id": "Qwen/Qwen2.5-Coder-7B-Instruct", "max_model_len": 32768}),
         ),
         StandIn(
             "llamacpp",
-            "BEAM_API_KEY",
             "/v1",
             lambda models: _ignores(None, _openai_not_found),  # serves its one model, whatever is asked
-            local=True,
             unauthorised=Reply(
                 401, {"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}}
             ),
@@ -375,10 +369,8 @@ STAND_INS: dict[str, StandIn] = {
         ),
         StandIn(
             "lmstudio",
-            "BEAM_API_KEY",
             "/v1",
             lambda models: _ignores(models, _lmstudio_not_found),
-            local=True,
             local_model="qwen2.5-coder-7b-instruct",
         ),
     )
