@@ -27,7 +27,7 @@ the provider's own error body, so the client meets the 400s a maintainer's key w
 - Ollama (`ollama`): reads no key, ignores unknown fields, a model not pulled is a 404 (`model "x"
   not found, try pulling it first`).
 - vLLM (`vllm`): takes `chat_template_kwargs`, ignores other unknown fields (a warning in its log),
-  an unknown model is a 404 (`The model `x` does not exist.`, vLLM's `object: error` body), lists
+  an unknown model is a 404 ("The model x does not exist.", vLLM's `object: error` body), lists
   `max_model_len` in `GET /v1/models`; with `--api-key`, a wrong key is `{"error": "Unauthorized"}`.
 - llama.cpp `llama-server` (`llamacpp`): serves the one model it loaded whatever `model` says, takes
   `chat_template_kwargs`, ignores unknown fields, lists `meta.n_ctx_train`.
