@@ -264,9 +264,15 @@ def _command(args: argparse.Namespace) -> int:
     try:
         settings = load_settings()
         if args.command == "serve":
+            import os
+
             from bot.app.assembly import build_handler
             from bot.app.web.server import serve
+            from bot.beam.model_check import start_line
 
+            # One line on the model before the port opens: a wrong key shows at start, not at the
+            # first pull request. Bounded, and never fatal (the line says what failed).
+            print(anyio.run(start_line, dict(os.environ)), flush=True)
             serve(settings, args.host, args.port, handler_factory=build_handler)
             return 0
         if args.command == "worker":

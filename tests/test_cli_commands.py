@@ -203,6 +203,41 @@ def test_pending_says_which_database_it_read(tmp_path: Path) -> None:
     ]
 
 
+def serve_first_line(tmp_path: Path, **model: str) -> str:
+    """What `beam-bot serve` prints first, once it answers /healthz."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli", "serve", "--port", str(port)],
+        env=clean_env(BEAM_WORK_DIR=str(tmp_path / "work"), **model),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not healthy(port):
+            assert time.monotonic() < deadline and server.poll() is None
+            time.sleep(0.05)
+    finally:
+        server.terminate()
+        out, _ = server.communicate(timeout=30)
+    return out.splitlines()[0]
+
+
+def test_serve_says_the_model_check_in_one_line_at_start(tmp_path: Path) -> None:
+    """Issue 42: a wrong key shows when the server starts, not at the first pull request."""
+    with FakeOpenAI(structured=True) as llm:
+        line = serve_first_line(tmp_path, BEAM_API_KEY="k", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="qwen")
+    assert line == f"model: qwen at 127.0.0.1:{llm.port}: key ok, tools native, structured output yes"
+    assert len(llm.checks) == 2 and llm.requests == []
+    with FakeOpenAI(api_key="the-right-one") as llm:
+        line = serve_first_line(tmp_path, BEAM_API_KEY="k", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="qwen")
+    assert line.startswith(f"model: qwen at 127.0.0.1:{llm.port}: ✗ key: refused by ")
+    assert "Fix: set BEAM_API_KEY to a valid key" in line
+    line = serve_first_line(tmp_path)
+    assert line.startswith("model: none (no key set): the echo model answers")
+
+
 # --- start-up errors ------------------------------------------------------------------------------
 
 

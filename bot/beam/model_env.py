@@ -6,7 +6,8 @@ value that is wrong is BEM-042 at start, naming the variable, rather than a surp
 Issue 42: when none of the seed's key variables is set, a provider's own (`OPENAI_API_KEY`,
 `ANTHROPIC_API_KEY`...) is read, with that provider's base URL and default model unless
 `BEAM_API_BASE_URL` or `BEAM_MODEL` say otherwise (`providers`); `BEAM_MODEL_EXTRA_BODY` replaces the
-extra body, as the seed's `with_extra_body` does.
+extra body, as the seed's `with_extra_body` does. Azure's key (`AZURE_OPENAI_API_KEY`) is read with
+`AZURE_OPENAI_ENDPOINT`, and `BEAM_MODEL` names the deployment.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def read_model_env(env: Mapping[str, str]) -> ModelEnv | None:
     base_url = _first_set(env, _BASE_URL_VARS)
     model = _first_set(env, _MODEL_VARS)
     if provider is not None:
-        base_url = provider.base_url if base_url is None else base_url
         model = provider.default_model if model is None else model
+        base_url = _provider_base_url(env, provider, model) if base_url is None else base_url
     tools_mode = text_protocol.parse_mode(env.get(_TOOLS_VAR))
     if tools_mode is None:
         wrong = env.get(_TOOLS_VAR)
@@ -100,6 +101,21 @@ def _key(env: Mapping[str, str]) -> tuple[str, str, providers.Provider | None] |
         if own:
             return provider.key_var, own, provider
     return None
+
+
+def _provider_base_url(env: Mapping[str, str], provider: providers.Provider, model: str) -> str:
+    """The provider's base URL; for one whose endpoint is the customer's own (Azure), the URL of
+    the deployment `model` names at the endpoint its variable holds."""
+    if not provider.endpoint_var:
+        return provider.base_url
+    endpoint = (env.get(provider.endpoint_var) or "").strip()
+    if not endpoint.startswith(("https://", "http://")):
+        raise BeamError(
+            "BEM-042",
+            f"{provider.key_var} is set, so {provider.endpoint_var} must be the resource's endpoint "
+            f"(https://RESOURCE.openai.azure.com), not {endpoint[:80]!r}",
+        )
+    return providers.azure_base_url(endpoint, model, env.get(providers.AZURE_VERSION_VAR))
 
 
 def _extra_body(env: Mapping[str, str]) -> dict[str, Any] | None:

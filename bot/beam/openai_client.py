@@ -3,7 +3,8 @@
 The request body, the env variables and the reply parsing are Riverbeam's (riverbeam-reference.md
 section 4.1). Where we do better (ARCHITECTURE.md section 5): the HTTP status is read before the body,
 tool-call arguments may be an object, transient failures are retried within the timeout, and the
-server's `usage` and `model` are reported. The API key never leaves the `Authorization` header.
+server's `usage` and `model` are reported. The API key never leaves its header (`Authorization`,
+or Azure's `api-key`: `providers.endpoint`).
 
 Issue 20: replies in every common dialect are read by `tool_dialects`; `BEAM_MODEL_TOOLS` and the
 fallback for servers that refuse `tools` are `text_protocol`'s; a call cut by `length` is BEM-091,
@@ -410,14 +411,11 @@ class OpenAiCompatible(CompletionClientBase):
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s")
         sent_tools = bool(body.get("tools"))
         try:
+            url, headers = providers.endpoint(self.base_url, self._api_key, "chat/completions")
             with anyio.fail_after(remaining):
                 if body.get("stream") is True:
-                    return await self._attempt_streamed(body, offered, sent_tools)
-                response = await self._http().post(
-                    f"{self.base_url}/chat/completions",
-                    json=body,
-                    headers={"Authorization": f"Bearer {self._api_key}"},
-                )
+                    return await self._attempt_streamed(url, headers, body, offered, sent_tools)
+                response = await self._http().post(url, json=body, headers=headers)
         except (TimeoutError, httpx.TimeoutException):
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s") from None
         except httpx.ConnectError as exc:
@@ -427,7 +425,12 @@ class OpenAiCompatible(CompletionClientBase):
         return self._parse(response, offered, sent_tools)
 
     async def _attempt_streamed(
-        self, body: dict[str, Any], offered: frozenset[str], sent_tools: bool
+        self,
+        url: str,
+        headers: dict[str, str],
+        body: dict[str, Any],
+        offered: frozenset[str],
+        sent_tools: bool,
     ) -> Completion:
         """One streamed request: the events added up as they come (the sink told the count), then
         read as a plain answer is. An error status, or a server that answered with plain JSON (it
@@ -437,12 +440,7 @@ class OpenAiCompatible(CompletionClientBase):
         if sink is not None:
             sink(0)
         assembly = streaming.Assembly()
-        async with self._http().stream(
-            "POST",
-            f"{self.base_url}/chat/completions",
-            json=body,
-            headers={"Authorization": f"Bearer {self._api_key}"},
-        ) as response:
+        async with self._http().stream("POST", url, json=body, headers=headers) as response:
             ok = 200 <= response.status_code < 300
             lines: AsyncIterator[str] = response.aiter_lines()
             if not ok or not response.headers.get("content-type", "").startswith("text/event-stream"):

@@ -3,7 +3,10 @@
 A maintainer who already pays for a model has its provider's key in the environment under the
 provider's own name (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`...). When none of the seed's variables
 (`BEAM_API_KEY`, `GFS_BEAM_API_KEY`, `NVIDIA_API_KEY`) is set, that key is read, with the provider's
-base URL and a default model; `BEAM_API_BASE_URL` and `BEAM_MODEL` still win (`model_env`).
+base URL and a default model; `BEAM_API_BASE_URL` and `BEAM_MODEL` still win (`model_env`). Azure
+OpenAI's key comes with its resource's endpoint, and its deployment URLs want the key in another
+header and an API version in the query: `endpoint` says, for any base URL, where a request goes and
+which header carries the key, so the client and the model check cannot differ on it.
 
 `takes_extra_body` says whether the endpoint is known to take the seed's extra body
 (`chat_template_kwargs`, a field of llama.cpp's and vLLM's chat templates). The hosted APIs here do
@@ -16,7 +19,7 @@ refused and ignored, from each provider's documentation.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,28 @@ class Provider:
     # Hosts (or host suffixes, starting with ".") whose endpoint this is.
     hosts: tuple[str, ...]
     takes_extra_body: bool = False
+    # The variable that says where the endpoint is, for a provider with one per customer (Azure).
+    endpoint_var: str = ""
 
+    @property
+    def short(self) -> str:
+        """The name the Action's `provider` input takes: the first word, in lower case."""
+        return self.name.split()[0].lower()
+
+
+# Azure OpenAI has one endpoint per resource and a deployment name for a model: its key
+# (AZURE_OPENAI_API_KEY) is read with AZURE_OPENAI_ENDPOINT, the variables Microsoft's SDKs read, and
+# BEAM_MODEL names the deployment (by default the one named as the default model, as the portal names
+# a deployment). Its endpoint refuses what OpenAI's refuses. It is looked for last: it needs two
+# variables, and a key of another provider set beside them is the one meant.
+AZURE = Provider(
+    "Azure OpenAI",
+    "AZURE_OPENAI_API_KEY",
+    "",
+    "gpt-4.1-mini",
+    (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"),
+    endpoint_var="AZURE_OPENAI_ENDPOINT",
+)
 
 # In the order a key is looked for when several are set. Default models: one each provider lists as
 # current for general use and takes tools with, at a moderate price (a review is many calls).
@@ -60,24 +84,25 @@ PROVIDERS: tuple[Provider, ...] = (
     Provider(
         "Groq", "GROQ_API_KEY", "https://api.groq.com/openai/v1", "llama-3.3-70b-versatile", ("api.groq.com",)
     ),
+    AZURE,
 )
-# Azure OpenAI has one base URL per resource and a deployment name for a model, so a key alone
-# cannot say where to go: it is known by its host only (BEAM_API_KEY, BEAM_API_BASE_URL and
-# BEAM_MODEL name it). Its endpoint refuses what OpenAI's refuses.
-AZURE = Provider(
-    "Azure OpenAI",
-    "",
-    "",
-    "",
-    (".openai.azure.com", ".cognitiveservices.azure.com", ".services.ai.azure.com"),
-)
+# Azure's deployment URLs (`/openai/deployments/NAME/chat/completions`) take the key in an `api-key`
+# header and need an `api-version` query; this is the newest generally available one when this was
+# written. AZURE_OPENAI_API_VERSION (as Microsoft's SDKs name it) picks another.
+AZURE_API_VERSION = "2024-10-21"
+AZURE_VERSION_VAR = "AZURE_OPENAI_API_VERSION"
+_DEPLOYMENTS = "/openai/deployments/"
 KEY_VARS: tuple[str, ...] = tuple(provider.key_var for provider in PROVIDERS)
 
 
 def provider_of(base_url: str) -> Provider | None:
-    """The known provider whose endpoint `base_url` is, by its host; None for any other server."""
-    host = (urlsplit(base_url).hostname or "").lower()
-    for provider in (*PROVIDERS, AZURE):
+    """The known provider whose endpoint `base_url` is, by its host (or, for Azure, its deployment
+    path, which a proxy in front of it keeps); None for any other server."""
+    parts = urlsplit(base_url)
+    if _DEPLOYMENTS in parts.path:
+        return AZURE
+    host = (parts.hostname or "").lower()
+    for provider in PROVIDERS:
         for known in provider.hosts:
             if host == known or (known.startswith(".") and host.endswith(known)):
                 return provider
@@ -92,10 +117,36 @@ def takes_extra_body(base_url: str) -> bool:
 
 
 def by_name(name: str) -> Provider | None:
-    """The provider a short name says (`openai`, `anthropic`, `gemini`, `openrouter`, `groq`: its name
-    in lower case, as the GitHub Action's `provider` input takes it); None for any other word."""
+    """The provider a short name says (`openai`, `anthropic`, `gemini`, `openrouter`, `groq`,
+    `azure`, as the GitHub Action's `provider` input takes it); None for any other word."""
     wanted = name.strip().lower()
-    return next((p for p in PROVIDERS if p.name.lower() == wanted), None)
+    return next((p for p in PROVIDERS if p.short == wanted), None)
 
 
-NAMES: tuple[str, ...] = tuple(provider.name.lower() for provider in PROVIDERS)
+NAMES: tuple[str, ...] = tuple(provider.short for provider in PROVIDERS)
+
+
+def azure_base_url(endpoint: str, deployment: str, api_version: str | None) -> str:
+    """The base URL of one Azure deployment: `{endpoint}/openai/deployments/{deployment}`, with the
+    API version as its query. An endpoint that already has a path under /openai (a deployment's URL,
+    or the newer `/openai/v1`, which takes no version) is taken as it is."""
+    endpoint = endpoint.strip().rstrip("/")
+    if "/openai/" in f"{endpoint}/":
+        return endpoint
+    version = urlencode({"api-version": api_version or AZURE_API_VERSION})
+    return f"{endpoint}{_DEPLOYMENTS}{deployment}?{version}"
+
+
+def endpoint(base_url: str, api_key: str, path: str) -> tuple[str, dict[str, str]]:
+    """The URL of `path` (`chat/completions`, `models`) under `base_url`, and the header its key goes
+    in. Everywhere `Authorization: Bearer`, except Azure's deployment URLs: an `api-key` header, and
+    an `api-version` query that a base URL without one is given (a query of the base URL stays a query)."""
+    parts = urlsplit(base_url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    headers = {"Authorization": f"Bearer {api_key}"}
+    if _DEPLOYMENTS in parts.path:
+        headers = {"api-key": api_key}
+        if not any(name == "api-version" for name, _ in query):
+            query.append(("api-version", AZURE_API_VERSION))
+    url = urlunsplit((parts.scheme, parts.netloc, f"{parts.path.rstrip('/')}/{path}", urlencode(query), ""))
+    return url, headers

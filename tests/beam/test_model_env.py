@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from bot.beam import providers
 from bot.beam.errors import BeamError
 from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, read_model_env
 from bot.beam.openai_client import OpenAiCompatible
@@ -117,3 +118,40 @@ def test_the_extra_body_goes_where_it_is_taken_and_as_set() -> None:
     assert OpenAiCompatible("https://api.openai.com/v1", "k", "m").extra_body == local.extra_body
     chosen = OpenAiCompatible.from_env({"OPENAI_API_KEY": "k", "BEAM_MODEL_EXTRA_BODY": '{"seed": 7}'})
     assert chosen is not None and chosen.request_body([], [])["seed"] == 7
+
+
+def test_azures_key_and_endpoint_name_a_deployment() -> None:
+    """Issue 42: AZURE_OPENAI_API_KEY with AZURE_OPENAI_ENDPOINT (the variables Microsoft's SDKs
+    read); BEAM_MODEL names the deployment; the key goes in `api-key`, with an API version."""
+    env = {"AZURE_OPENAI_API_KEY": "az", "AZURE_OPENAI_ENDPOINT": "https://res.openai.azure.com/"}
+    said = read_model_env(env)
+    assert said is not None and said.key_var == "AZURE_OPENAI_API_KEY" and said.model == "gpt-4.1-mini"
+    assert (
+        said.base_url == "https://res.openai.azure.com/openai/deployments/gpt-4.1-mini?api-version=2024-10-21"
+    )
+    said = read_model_env({**env, "BEAM_MODEL": "prod-4o", "AZURE_OPENAI_API_VERSION": "2025-04-01-preview"})
+    assert said is not None
+    assert (
+        said.base_url
+        == "https://res.openai.azure.com/openai/deployments/prod-4o?api-version=2025-04-01-preview"
+    )
+    url, headers = providers.endpoint(said.base_url, "az", "chat/completions")
+    assert (
+        url
+        == "https://res.openai.azure.com/openai/deployments/prod-4o/chat/completions?api-version=2025-04-01-preview"
+    )
+    assert headers == {"api-key": "az"}
+    # A deployment URL given as the base URL gets a version; every other server a Bearer key.
+    url, headers = providers.endpoint("https://proxy.example/openai/deployments/d/", "az", "models")
+    assert url == "https://proxy.example/openai/deployments/d/models?api-version=2024-10-21"
+    assert headers == {"api-key": "az"} and providers.provider_of(url) is providers.AZURE
+    assert providers.endpoint("http://127.0.0.1:8080/v1/", "k", "chat/completions") == (
+        "http://127.0.0.1:8080/v1/chat/completions",
+        {"Authorization": "Bearer k"},
+    )
+    # Another provider's key beside Azure's is the one meant; Azure's key alone needs its endpoint.
+    other = read_model_env({**env, "GROQ_API_KEY": "g"})
+    assert other is not None and other.key_var == "GROQ_API_KEY"
+    with pytest.raises(BeamError, match="AZURE_OPENAI_ENDPOINT must be the resource's endpoint"):
+        read_model_env({"AZURE_OPENAI_API_KEY": "az"})
+    assert providers.by_name("azure") is providers.AZURE

@@ -26,7 +26,7 @@ from tests.e2e.review_support import CALC, Story
 from tests.support.fake_github import FakeGitHub, checked_fake_github, serve_fake_github
 from tests.support.fake_github_state import PullFile
 from tests.support.git_http import GitHttpServer
-from tests.support.openai_server import FakeOpenAI
+from tests.support.openai_server import FakeOpenAI, without_model_env
 from tests.support.webhooks import issue_comment_payload, review_comment_payload
 
 REPO = "octo/demo"
@@ -46,13 +46,23 @@ class Runner:
     tmp: Path
     runs: int = 0
 
+    # What names the model, when not the scripted server's BEAM_ variables (a provider's stand-in).
+    model_env: dict[str, str] | None = None
+
     def env(self, event: str, payload: dict[str, Any]) -> dict[str, str]:
         self.runs += 1
         event_path = self.tmp / f"event-{self.runs}.json"
         event_path.write_text(json.dumps(payload), encoding="utf-8")
         temp = self.tmp / f"runner-temp-{self.runs}"
         temp.mkdir()
-        keep = {k: v for k, v in os.environ.items() if not k.startswith(("BEAM_", "GITHUB_", "RUNNER_"))}
+        keep = {
+            k: v for k, v in without_model_env(os.environ).items() if not k.startswith(("GITHUB_", "RUNNER_"))
+        }
+        model = self.model_env or {
+            "BEAM_API_KEY": "action-llm-key",
+            "BEAM_API_BASE_URL": self.llm.url,
+            "BEAM_MODEL": "fake-model",
+        }
         return {
             **keep,
             "GITHUB_ACTIONS": "true",
@@ -66,10 +76,8 @@ class Runner:
             "RUNNER_TEMP": str(temp),
             # The fake names the token's comments as the App's bot; Actions' would be github-actions[bot].
             "BEAM_BOT_LOGIN": self.fake.bot_login,
-            "BEAM_API_KEY": "action-llm-key",
-            "BEAM_API_BASE_URL": self.llm.url,
-            "BEAM_MODEL": "fake-model",
             "BEAM_GITHUB_TIMEOUT": "5",
+            **model,
         }
 
     def action(self, event: str, payload: dict[str, Any]) -> subprocess.CompletedProcess[str]:
@@ -95,12 +103,12 @@ class Runner:
 
 
 @contextmanager
-def actions_runner(tmp_path: Path) -> Iterator[Runner]:
+def actions_runner(tmp_path: Path, model_server: FakeOpenAI | None = None) -> Iterator[Runner]:
     with ExitStack() as stack:
         git = stack.enter_context(GitHttpServer(tmp_path / "git", token=None))
         fake = stack.enter_context(checked_fake_github(git_base_url=git.url))
         api_url = stack.enter_context(serve_fake_github(fake))
-        llm = stack.enter_context(FakeOpenAI())
+        llm = stack.enter_context(model_server or FakeOpenAI())
         token, _ = fake.mint_token(1)  # what GITHUB_TOKEN is: a token of the repository's installation
         git.set_token(lambda password: password == token)
         yield Runner(fake, api_url, git, llm, token, tmp_path)

@@ -8,8 +8,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.support.openai_server import FakeOpenAI, chat_response, text_message, without_model_env
-from tests.support.provider_servers import stand_in
+from tests.support.provider_servers import STAND_INS, stand_in
 from tests.support.terminal import Terminal, screen_lines
 
 MODELS = {"object": "list", "data": [{"id": "gpt-4.1-mini", "object": "model", "context_window": 1047576}]}
@@ -32,7 +34,7 @@ def openai_env(llm: FakeOpenAI, **more: str) -> dict[str, str]:
 
 
 def test_an_openai_key_says_what_works() -> None:
-    with stand_in("openai", models={"gpt-4.1-mini"}, models_listing=MODELS) as llm:
+    with stand_in("openai", models={"gpt-4.1-mini"}, models_listing=MODELS, answers_checks=False) as llm:
         llm.reply_tool_calls(("ping", {"word": "hello"}), model="gpt-4.1-mini-2025-04-14")
         llm.reply_text(json.dumps({"ok": True}))
         result = check_model(openai_env(llm))
@@ -51,7 +53,7 @@ def test_an_openai_key_says_what_works() -> None:
 
 
 def test_a_reasoning_model_says_each_refused_field_once() -> None:
-    with stand_in("openai") as llm:
+    with stand_in("openai", answers_checks=False) as llm:
         llm.reply_tool_calls(("ping", {"word": "hello"}), model="gpt-5-mini")
         llm.reply_text(json.dumps({"ok": True}), model="gpt-5-mini")
         result = check_model(openai_env(llm, BEAM_MODEL="gpt-5-mini", BEAM_MODEL_TEMPERATURE="0.2"))
@@ -90,7 +92,7 @@ def test_an_unknown_model_gets_its_fix() -> None:
 
 
 def test_anthropics_layer_takes_tools_and_ignores_the_schema() -> None:
-    with stand_in("anthropic") as llm:
+    with stand_in("anthropic", answers_checks=False) as llm:
         llm.reply_text("I would rather not call tools.", model="claude-sonnet-4-5")
         llm.reply_text("ok", model="claude-sonnet-4-5")
         result = check_model({"ANTHROPIC_API_KEY": "sk-ant", "BEAM_API_BASE_URL": llm.url})
@@ -103,7 +105,7 @@ def test_anthropics_layer_takes_tools_and_ignores_the_schema() -> None:
 
 
 def test_a_server_that_refuses_tools_is_read_in_text() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(answers_checks=False) as llm:
         llm.reply_error(400, "tools param requires --jinja flag")
         llm.reply_text('<tool_call>{"name": "ping", "arguments": {"word": "hi"}}</tool_call>')
         result = check_model({"BEAM_API_KEY": "k", "BEAM_API_BASE_URL": llm.url, "BEAM_MODEL": "qwen"})
@@ -127,7 +129,7 @@ def test_no_key_or_a_wrong_setting_is_exit_2() -> None:
 
 
 def test_ctrl_c_while_the_model_answers_is_one_line_and_130() -> None:
-    with FakeOpenAI() as llm:
+    with FakeOpenAI(answers_checks=False) as llm:
         llm.enqueue(chat_response(text_message("late")), delay=30)
         argv = [sys.executable, "-m", "bot.cli", "check-model"]
         env = {**without_model_env(os.environ), **openai_env(llm), "TERM": "xterm"}
@@ -141,3 +143,61 @@ def test_ctrl_c_while_the_model_answers_is_one_line_and_130() -> None:
     assert screen_lines(term.text)[-1].endswith("beam-bot check-model: ✗ stopped by SIGINT (Ctrl-C)"), (
         term.text
     )
+
+
+# Issue 42: each provider's stand-in, with only the variables a maintainer sets for it.
+# The stand-ins' URLs are not the providers' hosts, so the extra body is sent once and refused; Azure's
+# deployment path says what it is, so it is never sent there; the others ignore or take it.
+REFUSE_THE_EXTRA_BODY = {"openai", "anthropic", "gemini", "groq"}
+READ_NO_KEY = {"ollama", "lmstudio"}
+HAVE_A_MODEL_LIST = sorted(set(STAND_INS) - {"anthropic", "gemini", "llamacpp"})
+
+
+@pytest.mark.parametrize("name", sorted(STAND_INS))
+def test_each_providers_stand_in_says_what_works(name: str) -> None:
+    stand = STAND_INS[name]
+    with stand.server() as llm:
+        result = check_model(stand.env(llm))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith(f"key from {stand.key_var}"), lines
+    assert lines[1:3] == ["✓ key: accepted", lines[2]] and lines[2].startswith("✓ model: ")
+    refused = [line for line in lines if line.startswith("! refused field")]
+    if name in REFUSE_THE_EXTRA_BODY:
+        [line] = refused
+        assert (
+            line.startswith("! refused field: chat_template_kwargs:")
+            and "Fix: set BEAM_MODEL_EXTRA_BODY={}" in line
+        )
+    else:
+        assert refused == []
+    assert "✓ tools: native (the model called the tool)" in lines
+    if stand.structured:
+        assert "✓ structured output: yes (answers match a JSON schema)" in lines
+    else:
+        assert "– structured output: refused by the server; reviews read findings from text" in lines
+    assert lines[-1].startswith(("✓ context: ", "– context: the server does not say"))
+    assert len(llm.checks) == 1 + stand.structured and llm.requests == []
+
+
+@pytest.mark.parametrize("name", sorted(set(STAND_INS) - READ_NO_KEY))
+def test_each_providers_refusal_of_the_key_gets_its_fix(name: str) -> None:
+    stand = STAND_INS[name]
+    with stand.server(api_key="sk-the-right-one") as llm:
+        result = check_model(stand.env(llm))
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("✗ key: refused by ") and f"Fix: set {stand.key_var} to a valid key" in last, last
+    assert "sk-stand-in" not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("name", HAVE_A_MODEL_LIST)
+def test_each_providers_unknown_model_gets_its_fix(name: str) -> None:
+    stand = STAND_INS[name]
+    with stand.server(models={"the-one-it-has"}) as llm:
+        result = check_model({**stand.env(llm), "BEAM_MODEL": "no-such-model"})
+    assert result.returncode == 1, result.stdout + result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("✗ model: 'no-such-model' not found at "), last
+    what = "a deployment of this resource" if name == "azure" else "a model this key may use"
+    assert f"Fix: set BEAM_MODEL to {what}" in last, last

@@ -16,6 +16,12 @@ A request with `"stream": true` gets its reply as Server-Sent Events (`chat.comp
 chunked transfer encoding, tool calls in pieces, the usage last when `stream_options` asks), as
 OpenAI streams, unless the server is made with `streams=False` (one that ignores `stream`). A reply
 with `cut_after=N` stops after N events and closes the connection: a stream cut in the middle.
+
+The same server stands in for each provider (tests/support/provider_servers.py): where its endpoint
+is (`prefix`), which header carries the key, what a wrong key gets, and what it refuses are
+parameters. It answers the model check `serve` and `action` make at start (`bot.beam.model_check`)
+itself, as a working model would, and keeps those requests in `checks`, so a test scripts only the
+run's own calls.
 """
 
 from __future__ import annotations
@@ -37,11 +43,12 @@ from typing import Any
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import best_match
 
+from bot.beam import model_check
 from bot.beam.providers import KEY_VARS as PROVIDER_KEY_VARS
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "openai" / "chat_completions.json"
-CHAT_PATH = "/v1/chat/completions"
-MODELS_PATH = "/v1/models"
+PREFIX = "/v1"
+CHAT_PATH = PREFIX + "/chat/completions"
 DEFAULT_MODEL = "fake-model"
 
 _ids = itertools.count(1)
@@ -292,10 +299,28 @@ class FakeOpenAI:
         structured: bool = False,
         refuse: Callable[[dict[str, Any]], Reply | None] | None = None,
         models_listing: Any = None,
+        prefix: str = PREFIX,
+        key_header: str = "authorization",
+        unauthorised: Reply | None = None,
+        route: Callable[[Received], Reply | None] | None = None,
+        answers_checks: bool = True,
         streams: bool = True,
     ) -> None:
         self.host = host
         self.streams = streams  # False: a server that ignores `stream` and answers plain JSON
+        # Where the endpoint is: `{prefix}/chat/completions` and `{prefix}/models`.
+        self.prefix = prefix
+        # The header the key goes in: `authorization` (as `Bearer KEY`), or Azure's `api-key` (as is).
+        self.key_header = key_header
+        self.unauthorised = unauthorised or Reply(
+            401, error_body("Incorrect API key provided.", code="invalid_api_key")
+        )
+        # A provider's answer to the request line itself (Azure's deployment and api-version), asked
+        # before anything else; the requests it answers are kept in `refused`.
+        self.route = route
+        # Whether the start-up model check is answered here (kept in `checks`), or scripted like any call.
+        self.answers_checks = answers_checks
+        self.checks: list[dict[str, Any]] = []
         self.structured = structured
         # A provider's own refusals (tests/support/provider_servers.py): a request it refuses is
         # answered with its error, uses no scripted reply, and is kept in `refused`, not `requests`.
@@ -326,7 +351,12 @@ class FakeOpenAI:
     @property
     def url(self) -> str:
         """The base URL a client is given (ends in /v1, no trailing slash)."""
-        return f"http://{self.host}:{self.port}/v1"
+        return f"http://{self.host}:{self.port}{self.prefix}"
+
+    @property
+    def origin(self) -> str:
+        """The server's address without a path (an Azure resource's endpoint)."""
+        return f"http://{self.host}:{self.port}"
 
     @property
     def requests(self) -> list[Any]:
@@ -438,7 +468,7 @@ class FakeOpenAI:
             handler.close_connection = True
             return
         headers = {key.lower(): value for key, value in handler.headers.items()}
-        if handler.command == "GET" and handler.path == MODELS_PATH:
+        if handler.command == "GET" and handler.path.split("?")[0] == f"{self.prefix}/models":
             found = self.models_listing is not None
             body = self.models_listing if found else error_body("Not found", type="not_found_error")
             self._write(handler, Reply(200 if found else 404, body))
@@ -501,39 +531,54 @@ class FakeOpenAI:
         handler.wfile.write(payload)
 
     def _problems(self, received: Received) -> list[str]:
-        if received.method != "POST" or received.path != CHAT_PATH:
+        if received.method != "POST" or received.path.split("?")[0] != f"{self.prefix}/chat/completions":
             return [f"unexpected {received.method} {received.path}"]
         problems = []
         if not received.headers.get("content-type", "").startswith("application/json"):
             problems.append(f"content-type is {received.headers.get('content-type')!r}")
-        if not received.headers.get("authorization", "").startswith("Bearer "):
+        if self.key_header == "authorization" and not received.headers.get("authorization", "").startswith(
+            "Bearer "
+        ):
             problems.append("no Bearer authorization")
+        elif not received.headers.get(self.key_header):
+            problems.append(f"no {self.key_header} header")
         if received.json is None:
             problems.append("body is not JSON")
         elif self.validate:
             problems.extend(schema_problems("CreateChatCompletionRequest", received.json))
         return problems
 
+    def _authorised(self, received: Received) -> bool:
+        if self.api_key is None:
+            return True
+        given = received.headers.get(self.key_header)
+        return given == (f"Bearer {self.api_key}" if self.key_header == "authorization" else self.api_key)
+
     def _next_reply(self, received: Received, problems: list[str]) -> Reply:
         with self._lock:
+            routed = self.route(received) if self.route is not None else None
+            if routed is not None:
+                self.refused.append(received.json)
+                return routed
             asked = received.json.get("response_format") if isinstance(received.json, dict) else None
             if not self.structured and isinstance(asked, dict) and asked.get("type") == "json_schema":
                 self.refused_schemas.append(received.json)
                 return Reply(400, error_body("response_format type json_schema is not supported"))
-            authorised = (
-                self.api_key is None or received.headers.get("authorization") == f"Bearer {self.api_key}"
-            )
+            authorised = self._authorised(received)
             if self.refuse is not None and authorised and not problems and isinstance(received.json, dict):
                 refusal = self.refuse(received.json)
                 if refusal is not None:
                     self.refused.append(received.json)
                     return refusal
+            if self.answers_checks and authorised and not problems and is_model_check(received.json):
+                self.checks.append(received.json)
+                return Reply(200, check_answer(received.json))
             self.received.append(received)
             if problems:
                 self.errors.extend(problems)
                 return Reply(400, error_body("; ".join(problems)))
-            if self.api_key is not None and received.headers.get("authorization") != f"Bearer {self.api_key}":
-                return Reply(401, error_body("Incorrect API key provided.", code="invalid_api_key"))
+            if not authorised:
+                return self.unauthorised
             if self._replies:
                 return self._replies.popleft()
             responder = self._responder
@@ -544,3 +589,26 @@ class FakeOpenAI:
                 return Reply(200, chat_response(text_message(self.fallback_text)))
             self.errors.append(f"no scripted reply left for request {len(self.received)}")
             return Reply(500, error_body("FakeOpenAI has no scripted reply left", type="server_error"))
+
+
+def is_model_check(body: Any) -> bool:
+    """Whether a request is one of the model check's (`bot.beam.model_check`): its fixed prompts."""
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list) or not body["messages"]:
+        return False
+    first = body["messages"][0]
+    text = first.get("content") if isinstance(first, dict) else None
+    return isinstance(text, str) and (
+        text.startswith(model_check.ASK_TOOL[0]["content"]) or text == model_check.ASK_SCHEMA[0]["content"]
+    )
+
+
+def check_answer(body: dict[str, Any]) -> dict[str, Any]:
+    """What a working model answers the check: the ping call (native when `tools` was sent, else as
+    text), or the object the schema asks for."""
+    model = str(body.get("model") or DEFAULT_MODEL)
+    if body["messages"][0]["content"] == model_check.ASK_SCHEMA[0]["content"]:
+        return chat_response(text_message(json.dumps({"ok": True})), model=model)
+    if body.get("tools"):
+        return chat_response(tool_calls_message([tool_call("ping", {"word": "pong"})]), model=model)
+    call = json.dumps({"name": "ping", "arguments": {"word": "pong"}})
+    return chat_response(text_message(f"<tool_call>{call}</tool_call>"), model=model)

@@ -68,14 +68,17 @@ class Stack:
 
 
 @contextmanager
-def pull_request_stack(tmp_path: Path, on_git: Callable[[], None] | None = None) -> Iterator[Stack]:
+def pull_request_stack(
+    tmp_path: Path, on_git: Callable[[], None] | None = None, model_server: FakeOpenAI | None = None
+) -> Iterator[Stack]:
     """The stack; `on_git` runs in the git server's thread at each git request (a test holds a
-    fetch there)."""
+    fetch there); `model_server` is a provider's stand-in (tests/support/provider_servers.py), else
+    the plain scripted model."""
     with ExitStack() as exits:
         git = exits.enter_context(GitHttpServer(tmp_path / "git", token=None))
         fake = exits.enter_context(checked_fake_github(git_base_url=git.url))
         api_url = exits.enter_context(serve_fake_github(fake))
-        llm = exits.enter_context(FakeOpenAI())
+        llm = exits.enter_context(model_server or FakeOpenAI())
         token, _ = fake.mint_token(1)
         git.set_token(lambda password: (on_git is None or on_git() is None) and password == token)
         main = git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})

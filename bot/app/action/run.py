@@ -46,7 +46,9 @@ from bot.app.web.app import GITHUB_HEADERS
 from bot.app.web.intake import installation_of, job_key_for
 from bot.app.web.metrics import Metrics
 from bot.app.webhooks.triage import can_lead_to_work
+from bot.beam import providers
 from bot.beam.errors import BeamError
+from bot.beam.model_check import start_line
 
 log = logging.getLogger("beam.action")
 
@@ -116,7 +118,7 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         missing = BeamError(
             MISSING_ENVIRONMENT,
             "no model key: set the action's `api-key` input (with `provider` for a provider's own key), "
-            "or OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, OPENROUTER_API_KEY or GROQ_API_KEY",
+            f"or {', '.join(providers.KEY_VARS)}",
         )
         err.write(f"beam-bot action: {missing}\n")
         return 2
@@ -126,6 +128,9 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         write_outputs(env, {"outcome": SKIPPED, "review-url": "", "findings": "0"})
         out.write(f"beam-bot action: nothing to do for this {environment.event} event\n")
         return 0
+    # The model check in one line, before the work: a wrong key or model is said first, with its fix.
+    out.write(await start_line(env) + "\n")
+    out.flush()
     prices = Prices(settings.price_input_per_mtok, settings.price_output_per_mtok)
     stopped: list[str] = []
     try:

@@ -70,8 +70,11 @@ def test_the_url_and_model_inputs_win_over_the_providers() -> None:
 
 
 def test_an_unknown_provider_or_one_without_a_key_is_bem_390() -> None:
-    with pytest.raises(BeamError, match="openai, anthropic, gemini, openrouter, groq") as wrong:
-        model_inputs({"BEAM_ACTION_API_KEY": "k", "BEAM_ACTION_PROVIDER": "azure"})
+    with pytest.raises(BeamError, match="openai, anthropic, gemini, openrouter, groq, azure") as wrong:
+        model_inputs({"BEAM_ACTION_API_KEY": "k", "BEAM_ACTION_PROVIDER": "mistral"})
     assert wrong.value.code == "BEM-390"
+    # Azure is known (issue 42): its key goes to AZURE_OPENAI_API_KEY, read with AZURE_OPENAI_ENDPOINT.
+    changes = model_inputs({"BEAM_ACTION_API_KEY": "k", "BEAM_ACTION_PROVIDER": "Azure"})
+    assert changes["AZURE_OPENAI_API_KEY"] == "k" and changes["BEAM_API_KEY"] is None
     with pytest.raises(BeamError, match="OPENAI_API_KEY"):
         model_inputs({"BEAM_ACTION_API_KEY": "", "BEAM_ACTION_PROVIDER": "openai"})
