@@ -87,8 +87,8 @@ def test_json_prints_the_review_object(feature: Path) -> None:
     review = report["review"]
     assert review["commit_id"] == head and review["event"] == "COMMENT"
     # A server without structured output cannot check findings against the code: the body says so.
-    why = "the model's server cannot answer to a JSON schema"
-    unchecked = f"<sub>1 finding not checked against the code: {why}.</sub>"
+    why = "the model's server did not answer to the schema"
+    unchecked = f"<sub>1 finding not checked: {why}.</sub>"
     assert review["body"].startswith(f"One bug.\n\n{unchecked}\n\n<sub>model `fake-model`")
     assert review["comments"] == [
         {

@@ -103,27 +103,33 @@ def review_schema(lines: Mapping[str, Collection[int]] | None = None) -> dict[st
 
 def _comment_shape(path: str | None, lines: Sequence[int]) -> dict[str, Any]:
     """One comment's schema: any path and line, or `path` and one of `lines` (when there are
-    some, and not too many to list)."""
+    some, and not too many to list). `start_line` is null, or the first of several lines the
+    comment (and its suggestion) covers, as `review_change` takes it: without it a two-line fix was
+    offered on one line, and committing it duplicated the other (issue 41)."""
     line: dict[str, Any] = {"type": "integer"}
+    start: dict[str, Any] = {"type": ["integer", "null"]}
     if lines and len(lines) <= MAX_LINE_ENUM:
         line = {"type": "integer", "enum": list(lines)}
+        start = {"type": ["integer", "null"], "enum": [*lines, None]}
     return {
         "type": "object",
         "properties": {
             "path": {"type": "string"} if path is None else {"type": "string", "enum": [path]},
+            "start_line": start,
             "line": line,
             "severity": {"type": "string", "enum": list(SEVERITIES)},
             "claim": {"type": "string"},
             "suggestion": {"type": ["string", "null"]},
         },
-        "required": ["path", "line", "severity", "claim", "suggestion"],
+        "required": ["path", "start_line", "line", "severity", "claim", "suggestion"],
         "additionalProperties": False,
     }
 
 
 def structured_review_args(value: Any) -> dict[str, Any] | None:
     """`review_change`'s arguments from a structured answer (`review_schema`): `claim` becomes the
-    comment's body, a null or empty suggestion is none; None when the value is not such an answer."""
+    comment's body, a null or empty suggestion is none, a `start_line` not before `line` is none;
+    None when the value is not such an answer."""
     if not isinstance(value, dict) or not isinstance(value.get("body"), str):
         return None
     comments: list[dict[str, Any]] = []
@@ -137,6 +143,9 @@ def structured_review_args(value: Any) -> dict[str, Any] | None:
         if not (isinstance(claim, str) and claim.strip()):
             continue
         comment: dict[str, Any] = {"path": path, "line": line, "body": claim}
+        start = item.get("start_line")
+        if isinstance(start, int) and not isinstance(start, bool) and 0 < start < line:
+            comment["start_line"] = start  # `review_change` keeps it only within the diff (one hunk)
         if item.get("severity") in SEVERITIES:
             comment["severity"] = item["severity"]
         if (suggestion := usable_suggestion(item.get("suggestion"))) is not None:

@@ -102,9 +102,11 @@ STRUCTURED_NOTE = (
     "off by one, a missing `return`, check or `await`, a misspelt name, a resource not closed; for "
     "each `-` line, ask what its removal breaks, and comment on the numbered line next to it. "
     "`body`: one sentence. `comments`: one entry per bug, each with `path` (as the `## path` heading "
-    "writes it), `line` (the number shown before the line), `severity`, `claim` (what is wrong, "
-    "then what goes wrong because of it) and `suggestion` (the corrected line(s), or null). A comment "
-    "that describes, summarises or praises the change is not a bug: leave it out. No bug: "
+    "writes it), `line` (the number shown before the line; for several lines, the last one), "
+    "`start_line` (for several lines, the first one's number; else null), `severity`, `claim` (what "
+    "is wrong, then what goes wrong because of it) and `suggestion` (code that replaces lines "
+    "start_line..line, or null). A comment that describes, summarises or praises the change is not "
+    "a bug: leave it out. No bug: "
     '`"comments": []`.'
 )
 
@@ -148,6 +150,7 @@ class ReviewPass:
     async def run(self) -> PassEnd:
         end = await self._vote(0, collect=False) if self.passes <= 1 else await self._voted()
         checked = self._checked
+        end.held = list(checked.held) if checked is not None else []
         if end.kind == "reviewed" and checked is not None and checked.unchecked and end.stop is not None:
             end.kind, end.reason = "partial", unchecked_line(end.stop)
         return end
@@ -279,6 +282,8 @@ class ReviewPass:
         if self.verify and comments:
             self._checked = await self._verifier().check(comments)
             comments = self._checked.kept
+            if self._checked.held:
+                self._stage("dropped by verification", self._checked.held)
             lines.append(f"<sub>{self._checked.footer()}</sub>")
             if self._checked.unchecked and self.guard.stop is not None and not extra:
                 lines.append(unchecked_line(self.guard.stop))

@@ -424,10 +424,7 @@ async def test_without_structured_output_findings_are_posted_unchecked_and_the_f
     rig = Rig(tmp_path, client)
     await rig.review(verify=True).run()
     assert found(rig.posted) == [("m.py", 3, "one less")]
-    assert (
-        "1 finding not checked against the code: the model's server cannot answer to a JSON schema."
-        in rig.posted[0][0]
-    )
+    assert "1 finding not checked: the model's server did not answer to the schema." in rig.posted[0][0]
 
 
 async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path: Path) -> None:
