@@ -259,8 +259,8 @@ class OpenAiCompatible(CompletionClientBase):
         cannot (refused once, then not asked again for this base URL and model), when the answer was
         cut by `max_tokens` (a cut object is no answer), or when it does not fit the schema: the
         server took the field and ignored it (issue 41), which is remembered as a refusal is. The
-        caller then asks as before. Sent at the review temperature: structured answers are the review's findings.
-        `on_usage` gets the tokens of the call (a usage meter), whatever it returns."""
+        caller then asks as before. Sent at the review temperature: structured answers are the
+        review's findings. `on_usage` gets the tokens of the call (a usage meter), whatever it returns."""
         if not self.structured_ok():
             return None
         body = self.request_body(messages, [], temperature=self.temperature_for("review"))
