@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
+from bot.app.reviews.claims import names_a_problem
 from bot.beam.runner import ANSWER_IN_TEXT
 
 # A review tag or call: in a body, it is a call that did not parse.
@@ -39,10 +40,15 @@ _PROMISE = re.compile(
     r"check|go through|start|begin|analy[sz]e|examine|get back)\b",
     re.IGNORECASE,
 )
+# A suggestion written as words: a capitalised word that no code follows, then mostly words.
+_SENTENCE_START = re.compile(r"^(?!(?:True|False|None)\b)[A-Z][a-z']+\b(?!\s*[(=.\[:<{])")
+_PLAIN_WORD = re.compile(r"^[A-Za-z][A-Za-z']*[,.;:!?]?$")
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
 MAX_STRUCTURED_COMMENTS = 10  # comments one structured answer may hold (`review_schema`)
 MAX_LINE_ENUM = 400  # lines of one file a comment's line is chosen from, at most (`review_schema`)
 _SHORT = 400  # characters: a thank-you or a promise longer than this may hold a real review
 _SHINGLE = 4  # words per shingle when comparing a body with the instructions
+_SAID_BACK_WORDS = 4  # a body shorter than this is never taken for the instructions said back
 
 
 Block = tuple[str | None, list[dict[str, Any]], int, int]  # (body or None, comments, start, end)
@@ -159,6 +165,48 @@ def usable_suggestion(value: Any) -> str | None:
     suggestion it replaces the commented lines with nothing, and it passes every parse check when
     the lines were a whole statement (issue 30: one deleted a function's `return`)."""
     return value if isinstance(value, str) and value.strip() else None
+
+
+def reads_as_prose(suggestion: str) -> bool:
+    """Whether a suggestion is a sentence about the fix ("Check that `x` is not None before using
+    it.") rather than code. Small models write one as often as code (issue 41); offered as a
+    committable block it would replace the lines with the sentence, and shown as code that "would not
+    parse" under a note that means nothing to the reader. A sentence starts with a capitalised word
+    that no code follows (`Counter(...)`, `Name = ...`) and is mostly plain words, a `code` span
+    counting as one."""
+    text = _CODE_SPAN.sub("code", suggestion.strip())
+    words = text.split()
+    if len(words) < 4 or not _SENTENCE_START.match(text) or text.endswith((";", "{", "}")):
+        return False
+    return sum(bool(_PLAIN_WORD.match(word)) for word in words) / len(words) >= 0.6
+
+
+def summary_line(files: int, changed: int) -> str:
+    """The neutral body of a review whose model wrote none worth posting (`held_body`)."""
+    return (
+        f"Reviewed {files} file{'s' if files != 1 else ''}, "
+        f"{changed} changed line{'s' if changed != 1 else ''}."
+    )
+
+
+def held_body(body: str, summary: str, instructions: Collection[str] = ()) -> str:
+    """The review's body held to a comment's rules (claims.py): the model's own when it states a
+    problem (and the line it names with it, as written), else `summary`. Issue 41's bodies said the
+    instructions back, thanked, or praised the change ("simplifies the parsing, improving
+    readability") above the very finding that said it was wrong. Empty stays empty, and without a
+    summary (a caller that has none) the body is kept."""
+    text = body.strip()
+    if not text or not summary:
+        return body
+    if not_a_review(text) is not None or said_back(text, instructions) or not names_a_problem(text):
+        return summary
+    return body
+
+
+def said_back(body: str, instructions: Collection[str]) -> bool:
+    """Whether a review's body is the instructions said back (`restates`). A body of a few words
+    ("One bug.", "Review.") is its own: it is found in any long prompt."""
+    return len(_words(body)) >= _SAID_BACK_WORDS and restates(body, instructions)
 
 
 def broken_review_json(text: str) -> bool:

@@ -49,7 +49,14 @@ from bot.app import markdown as md
 from bot.app.context.diff_context import DiffCut, cut_diff
 from bot.app.context.review_context import CallParts, call_session
 from bot.app.github.models import PullFile
-from bot.app.reviews.answer_checks import prose, review_schema, structured_review_args
+from bot.app.reviews.answer_checks import (
+    held_body,
+    prose,
+    review_instructions,
+    review_schema,
+    structured_review_args,
+    summary_line,
+)
 from bot.app.reviews.claims import problem_claims
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.pass_end import (
@@ -326,6 +333,8 @@ class ReviewPass:
                 self.tree.sandbox,
                 fold_outside=self.fold_outside,
                 checked=CheckedSuggestions(ruff=prompts.lint_ran),
+                summary=self._summary(),
+                instructions=self._instructions(),
             )
             lines = {name: diff.lines[name] for name in names if diff.lines.get(name)}
             with_: PostedWith | None = await self._structured(text, review, lines)
@@ -441,8 +450,16 @@ class ReviewPass:
         if not body:
             return None
         report.reviewed = True
-        await post(body, [])
+        await post(held_body(body, self._summary(), self._instructions()), [])
         return "text"
+
+    def _summary(self) -> str:
+        """The body of a review whose model wrote none that names a problem (issue 41)."""
+        return summary_line(len(self.files), sum(f.additions + f.deletions for f in self.files))
+
+    def _instructions(self) -> list[str]:
+        """What a call of this pass is told, which a body must not merely say back."""
+        return [*review_instructions(), STRUCTURED_SYSTEM, STRUCTURED_NOTE]
 
 
 def vote_session(run_id: str, order: int, index: int) -> uuid.UUID:

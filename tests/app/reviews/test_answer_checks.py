@@ -18,6 +18,7 @@ from bot.app.reviews.answer_checks import (
     change_path,
     not_a_review,
     prose,
+    reads_as_prose,
     review_instructions,
     review_schema,
     structured_review_args,
@@ -236,3 +237,22 @@ def test_a_schema_given_the_calls_lines_takes_only_their_files_and_commentable_l
             ],
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("suggestion", "words"),
+    [
+        ("Check that `x` is not None before using it.", True),
+        ("Use `x - 1` instead of `x`.", True),
+        ("Raise ValueError when the name is empty", True),
+        ("return total - 1", False),
+        ("Counter = Counter()", False),
+        ("True if x else False", False),
+        ("String name = user.getName();", False),
+        ("if x is not None and y is None:", False),
+        ("    return a - b\n", False),
+        ("Fix it", False),  # too short to tell: left to the code checks
+    ],
+)
+def test_a_suggestion_reads_as_prose_when_it_is_a_sentence_not_code(suggestion: str, words: bool) -> None:
+    assert reads_as_prose(suggestion) is words

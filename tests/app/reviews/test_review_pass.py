@@ -556,6 +556,74 @@ async def test_a_structured_finding_on_two_lines_gets_a_suggestion_that_replaces
     assert "start_line" in schema["properties"]["comments"]["items"]["required"]
 
 
+SUMMARY = "Reviewed 2 files, 4 changed lines."
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "This change simplifies the price calculation, improving readability.",  # praise
+        "The function now returns the total minus one and strips the name.",  # a description
+        "Thank you for the pull request!",
+        # the instructions said back
+        "You report only real problems in the change you are shown (bugs, security holes, crashes, "
+        "wrong behaviour), each on the line that has it, and you answer with JSON only.",
+    ],
+)
+async def test_a_body_that_names_no_problem_is_replaced_by_a_summary_of_what_was_reviewed(
+    tmp_path: Path, body: str
+) -> None:
+    """Issue 41: the body is held to a comment's rules. A body that praised the change sat above the
+    finding that said it was wrong."""
+    client = ScriptedClient([answer(("m.py", 3, "returns one less"), body=body)], structured=True)
+    rig = Rig(tmp_path, client)
+    await rig.review(verify=False).run()
+    assert found(rig.posted) == [("m.py", 3, "returns one less")]
+    assert rig.posted[0][0] == SUMMARY
+
+
+async def test_a_body_that_states_a_problem_on_a_line_is_kept_with_its_line(tmp_path: Path) -> None:
+    body = "`m.py` line 3 returns `total - 1`, so every caller is charged one less."
+    client = ScriptedClient([answer(body=body)], structured=True)
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert end.kind == "reviewed" and rig.posted == [(body, [])]
+
+
+async def test_a_plain_text_review_that_only_praises_is_posted_as_the_summary(tmp_path: Path) -> None:
+    client = ScriptedClient([Completion.of_text("Great change: the code is cleaner and easier to read.")])
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert (end.kind, end.posted_with) == ("reviewed", "text")
+    assert rig.posted == [(SUMMARY, [])]
+
+
+async def test_a_suggestion_written_as_a_sentence_is_shown_as_words_and_code_is_offered(
+    tmp_path: Path,
+) -> None:
+    """Issue 41: every comment whose suggestion was a sentence ended "Suggested code (not offered as
+    a suggestion: it would not parse)", the sentence shown as code."""
+    items = [
+        ("m.py", 3, "returns one less", "Return `total` itself, not `total - 1`."),
+        ("m.py", 7, "strips the name, which breaks lookups", "    return p.name"),
+    ]
+    text = json.dumps(
+        {
+            "body": "Two bugs.",
+            "comments": [
+                {"path": p, "line": n, "severity": "major", "claim": c, "suggestion": fix}
+                for p, n, c, fix in items
+            ],
+        }
+    )
+    rig = Rig(tmp_path, ScriptedClient([Completion.of_text(text)], structured=True))
+    await rig.review(verify=False).run()
+    words, code = (c["body"] for c in rig.posted[0][1])
+    assert words == "**major**\nreturns one less\n\nFix: Return `total` itself, not `total - 1`."
+    assert "parse" not in words and "```" not in words
+    assert code.endswith("```suggestion\n    return p.name\n```")
+
+
 async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path: Path) -> None:
     client = ScriptedClient(
         [answer(("m.py", 3, "one less"), ("o.py", 2, "one more")), verdict(True, 3), verdict(True, 2)],
