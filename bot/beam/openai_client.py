@@ -244,8 +244,9 @@ class OpenAiCompatible(CompletionClientBase):
         return await self._complete(messages, tools, self.temperature_for(input.agent_name))
 
     def structured_ok(self) -> bool:
-        """False when `BEAM_MODEL_STRUCTURED=off`, or once this server refused a schema."""
-        return self.structured and not structured_output.refused(self.base_url, self.model)
+        """False when `BEAM_MODEL_STRUCTURED=off`, or once this server refused a schema or answered
+        without one (issue 41)."""
+        return self.structured and structured_output.asks(self.base_url, self.model)
 
     async def complete_structured(
         self,
@@ -295,7 +296,7 @@ class OpenAiCompatible(CompletionClientBase):
             self.model,
             self.base_url,
         )
-        structured_output.remember_refused(self.base_url, self.model)
+        structured_output.remember_ignored(self.base_url, self.model)
         return None
 
     async def _complete(

@@ -23,6 +23,8 @@ from typing import Any
 
 # (base URL, model) pairs whose server refused `response_format` with a schema.
 _REFUSED: set[tuple[str, str]] = set()
+# (base URL, model) pairs whose server took it and answered without it (issue 41).
+_IGNORED: set[tuple[str, str]] = set()
 
 _REFUSES_SCHEMA = re.compile(
     r"response_format|json_schema|guided_json|structured output|grammar", re.IGNORECASE
@@ -45,6 +47,19 @@ def refused(base_url: str, model: str) -> bool:
 
 def remember_refused(base_url: str, model: str) -> None:
     _REFUSED.add((base_url, model))
+
+
+def ignored(base_url: str, model: str) -> bool:
+    return (base_url, model) in _IGNORED
+
+
+def remember_ignored(base_url: str, model: str) -> None:
+    _IGNORED.add((base_url, model))
+
+
+def asks(base_url: str, model: str) -> bool:
+    """Whether this server and model are still asked for a schema: neither refused nor ignored it."""
+    return not refused(base_url, model) and not ignored(base_url, model)
 
 
 _TYPES: Mapping[str, Any] = {
@@ -90,3 +105,4 @@ def fits(value: Any, schema: Mapping[str, Any]) -> bool:
 def forget_all() -> None:
     """Forgets every server that refused schemas (tests; an operator restarts the process instead)."""
     _REFUSED.clear()
+    _IGNORED.clear()

@@ -19,19 +19,25 @@ A context overflow (BEM-092) before any tool ran is retried once, in one call, w
 files the first call read cut to at most half, by whole hunks (context/diff_context.py `cut_diff`), and
 the cut named in the prompt and in the review.
 
+Issue 41 holds the body to a comment's rules: one that says the instructions back, thanks, or only
+praises or describes the change becomes a neutral line of what was reviewed (answer_checks.py
+`held_body`, `summary_line`), on every path an answer becomes a review.
+
 Issue 30 adds four steps, each the same on every path:
 
 - **Structured output.** Each call first asks the server for the review as JSON matching
   `review_change`'s arguments (reviews/answer_checks.py `review_schema`), where it can constrain its
   decoding to a schema; the answer goes through `review_change`'s own checks. A server that cannot
-  (refused once per base URL and model), or an answer cut short, falls back to the tool loop.
+  (refused once per base URL and model, or took the schema and answered without it, issue 41), or
+  an answer cut short, falls back to the tool loop.
 - **Votes** (`passes` > 1, the repository's `review.passes` under the server's cap): the whole pass
   runs that many times, the caller building each vote's prompts with the hunks in another order
   (`order`), and only the findings a majority reported are posted (votes.py).
 - **Claims that name a problem**: a comment that only describes or praises the change is not posted,
   and the footer counts it (claims.py).
 - **Verification** (`verify`, `review.verify`): each finding left is checked against the code before
-  it is posted (verification.py); the footer counts what was checked and dropped. It happens where
+  it is posted (verification.py); the footer counts what was checked and dropped, and each finding
+  dropped is kept with the check's answer (`PassEnd.held`, the stage `dropped by verification`). It happens where
   every review is posted (`_post`), so a one-call review still posts from inside its tool call, as it
   always did (its draft and its checkpoint keep what was posted); with votes, every call's findings
   are collected and the review is posted once at the end.
