@@ -37,10 +37,10 @@ Issue 30 adds four steps, each the same on every path:
   and the footer counts it (claims.py).
 - **Verification** (`verify`, `review.verify`): each finding left is checked against the code before
   it is posted (verification.py); the footer counts what was checked and dropped, and each finding
-  dropped is kept with the check's answer (`PassEnd.held`, the stage `dropped by verification`). It happens where
-  every review is posted (`_post`), so a one-call review still posts from inside its tool call, as it
-  always did (its draft and its checkpoint keep what was posted); with votes, every call's findings
-  are collected and the review is posted once at the end.
+  dropped is kept with the check's answer (`PassEnd.held`, the stage `dropped by verification`). It
+  happens where every review is posted (`_post`), so a one-call review still posts from inside its
+  tool call, as it always did (its draft and its checkpoint keep what was posted); with votes, every
+  call's findings are collected and the review is posted once at the end.
 """
 
 from __future__ import annotations
