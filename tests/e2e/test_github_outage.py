@@ -54,7 +54,9 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
         # The model's one answer: a review through `review_change`, then its closing words (which a
         # run that posts its review after an outage does not wait for).
         finding = {"path": "src/calc.py", "line": 2, "body": "Check for overflow."}
-        bot.llm.reply_tool_calls(("review_change", {"body": "The fix is missing a test.", "comments": [finding]}))
+        bot.llm.reply_tool_calls(
+            ("review_change", {"body": "The fix is missing a test.", "comments": [finding]})
+        )
         bot.llm.reply_text("Reviewed: `src/calc.py:2` now adds.")
         with fleet_on(request, bot) as fleet:
             yield fleet

@@ -212,7 +212,9 @@ def test_a_model_that_keeps_sending_unusable_calls_is_asked_for_its_review_in_te
     bot.llm.enqueue(wrong)
     bot.llm.enqueue(wrong)
     bot.llm.enqueue(
-        chat_response(text_message(f"The fix is missing a test.\n```json\n{as_json('run_shell', {'cmd': 'ls'})}\n```"))
+        chat_response(
+            text_message(f"The fix is missing a test.\n```json\n{as_json('run_shell', {'cmd': 'ls'})}\n```")
+        )
     )
     final = run_review(bot)
     told, asked = bot.llm.requests[-2]["messages"][-1], bot.llm.requests[-1]["messages"][-1]
@@ -317,8 +319,8 @@ def test_a_server_that_ignores_the_schema_loses_no_finding_and_the_log_has_what_
     comment = "The `# fixed` comment is wrong: it says nothing about what changed."
     # 1. the schema is kept to: the check keeps one finding and drops the other, and the log says so
     bot.llm.reply_text(structured_review((2, overflow), (3, comment)))
-    bot.llm.reply_text(json.dumps({"real": True, "line": 3, "evidence": "# fixed"}))
-    bot.llm.reply_text(json.dumps({"real": False, "line": None, "evidence": "return a + b"}))
+    bot.llm.reply_text(json.dumps({"real": False, "line": None, "evidence": "return a + b"}))  # line 2
+    bot.llm.reply_text(json.dumps({"real": True, "line": 3, "evidence": "# fixed"}))  # line 3
     assert "Posted a review" in run_review(bot)
     dropped = [line for line in bot.log().splitlines() if "verification dropped a finding" in line]
     assert len(dropped) == 1
