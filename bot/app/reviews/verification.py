@@ -13,12 +13,12 @@ answer to a schema gets no question, and its findings are posted unchecked, the 
 server that takes the schema and answers without it (issue 41) is found out by its first answer that
 does not fit (`complete_structured` remembers it, as a refusal): that finding and the ones after it are
 posted unchecked too, not dropped as if the model had said no.
+Each question goes through the run's meter and its caps (`RunGuard`); when a cap stops the checking,
+the findings not yet checked are not posted either, and the footer says so.
 
 Each finding dropped is kept with the check's answer (`Checked.held`) and logged, one line each: a
 maintainer (`beam-bot run review --json`, the server's log) and the benchmark can read what was held
 back and why.
-Each question goes through the run's meter and its caps (`RunGuard`); when a cap stops the checking,
-the findings not yet checked are not posted either, and the footer says so.
 """
 
 from __future__ import annotations
