@@ -316,6 +316,8 @@ async def run_case(
         started = time.monotonic()
 
         def mark(name: str, comments: list[dict[str, Any]]) -> None:
+            if name == "dropped by verification":  # what was held back, and the check's answer
+                result.dropped = list(comments)
             if staged is not None and name in STAGED:
                 findings = as_findings(problem_claims(comments).kept)
                 staged[STAGED[name]] = CaseResult(

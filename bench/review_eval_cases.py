@@ -312,6 +312,8 @@ class CaseResult:
     seconds: float = 0.0
     error: str | None = None
     reply: str = ""  # the model's last answer, for reading a run afterwards
+    # the findings the verification dropped, each with the check's answer (reviews/verification.py)
+    dropped: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def on_line(self) -> int:
@@ -380,6 +382,7 @@ def dump(results: dict[str, list[CaseResult]], meta: dict[str, Any]) -> dict[str
                 "seconds": round(r.seconds, 1),
                 "error": r.error,
                 "reply": r.reply,
+                "dropped": r.dropped,
             }
             for r in rs
         ]
@@ -403,6 +406,7 @@ def undump(data: dict[str, Any]) -> dict[str, list[CaseResult]]:
                 float(r["seconds"]),
                 r["error"],
                 r.get("reply", ""),
+                list(r.get("dropped", [])),
             )
             for r in rs
             if r["case"] in done

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from bot.beam import structured_output
 from bot.beam.errors import BeamError
 from bot.beam.tools import ToolSpec
 from bot.beam.types import AgentInput, TokenUsage
@@ -173,8 +174,10 @@ class ScriptedClient(CompletionClientBase):
         name: str = "review",
         on_usage: UsageSink | None = None,
     ) -> Any | None:
-        """With `structured`, the next step's text parsed as JSON (None when it is not JSON or was
-        cut, `finish_reason="length"`); without, None and no step is used."""
+        """With `structured`, the next step's text parsed as JSON (None when it was cut,
+        `finish_reason="length"`); without, None and no step is used. A step that is not JSON of the
+        schema's shape is a server that ignores the schema (issue 41): None, and no schema is asked
+        from then on, as `OpenAiCompatible` remembers it."""
         if not self.structured:
             return None
         self.structured_requests.append(([dict(m) for m in messages], schema))
@@ -186,6 +189,11 @@ class ScriptedClient(CompletionClientBase):
         if step.finish_reason == "length" or not step.text:
             return None
         try:
-            return json.loads(step.text)
+            value = json.loads(step.text)
         except ValueError:
-            return None
+            pass
+        else:
+            if structured_output.fits(value, schema):
+                return value
+        self.structured = False
+        return None

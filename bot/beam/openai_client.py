@@ -255,8 +255,9 @@ class OpenAiCompatible(CompletionClientBase):
         return await self._complete(messages, tools, self.temperature_for(input.agent_name))
 
     def structured_ok(self) -> bool:
-        """False when `BEAM_MODEL_STRUCTURED=off`, or once this server refused a schema."""
-        return self.structured and not structured_output.refused(self.base_url, self.model)
+        """False when `BEAM_MODEL_STRUCTURED=off`, or once this server refused a schema or answered
+        without one (issue 41)."""
+        return self.structured and structured_output.asks(self.base_url, self.model)
 
     async def complete_structured(
         self,
@@ -268,9 +269,10 @@ class OpenAiCompatible(CompletionClientBase):
     ) -> Any | None:
         """An answer that matches `schema`, parsed, where the server can constrain it; None when it
         cannot (refused once, then not asked again for this base URL and model), when the answer was
-        cut by `max_tokens` (a cut object is no answer), or when it is not JSON. The caller then asks
-        as before. Sent at the review temperature: structured answers are the review's findings.
-        `on_usage` gets the tokens of the call (a usage meter), whatever it returns."""
+        cut by `max_tokens` (a cut object is no answer), or when it does not fit the schema: the
+        server took the field and ignored it (issue 41), which is remembered as a refusal is. The
+        caller then asks as before. Sent at the review temperature: structured answers are the
+        review's findings. `on_usage` gets the tokens of the call (a usage meter), whatever it returns."""
         if not self.structured_ok():
             return None
         body = self.request_body(messages, [], temperature=self.temperature_for("review"))
@@ -293,9 +295,20 @@ class OpenAiCompatible(CompletionClientBase):
         if completion.finish_reason == "length" or not completion.text:
             return None
         try:
-            return json.loads(completion.text)
+            value = json.loads(completion.text)
         except ValueError:
-            return None
+            pass
+        else:
+            if structured_output.fits(value, schema):
+                return value
+        log.warning(  # once per server and model: from now on no schema is asked of it
+            "%s at %s took response_format json_schema but answered without it; reading answers "
+            "as text from now on",
+            self.model,
+            self.base_url,
+        )
+        structured_output.remember_ignored(self.base_url, self.model)
+        return None
 
     async def _complete(
         self, messages: list[dict[str, Any]], tools: list[ToolSpec], temperature: float | None

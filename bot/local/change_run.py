@@ -229,7 +229,7 @@ class ChangeRun:
         )
         notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         if is_review and as_json:
-            printed = review_report(review, result, usage.meter, notes)
+            printed = review_report(review, result, usage.meter, notes, end.held if end else ())
             out.write(json.dumps(printed, ensure_ascii=False) + "\n")
         elif is_review:
             if review.posted_with == "review_change" and text.strip():

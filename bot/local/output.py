@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -327,11 +327,17 @@ class LocalReview:
 
 
 def review_report(
-    review: LocalReview, result: AgentResult | None, meter: Meter, notes: list[str]
+    review: LocalReview,
+    result: AgentResult | None,
+    meter: Meter,
+    notes: list[str],
+    dropped: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     """`run review --json`: the review object, how it was posted, and what the run did and used.
     `result` is the tool loop's, None when the review was answered as structured output (no loop
-    ran); the usage is the meter's, every call of the run (votes and verification too)."""
+    ran); the usage is the meter's, every call of the run (votes and verification too). `dropped`:
+    each finding the verification held back, with the check's answer (reviews/verification.py), so
+    what was not posted can be read and why."""
     return {
         "review": review.to_json(),
         "posted_with": review.posted_with,
@@ -340,4 +346,5 @@ def review_report(
         "usage": meter.token_usage().to_json(),
         "model": (result.model_used if result is not None else None) or meter.model,
         "notes": notes,
+        "dropped": list(dropped),
     }

@@ -166,12 +166,53 @@ async def test_a_structured_answer_cut_by_max_tokens_is_not_used() -> None:
     with FakeOpenAI(structured=True) as llm:
         llm.enqueue(chat_response(text_message(cut), finish_reason="length"))
         llm.enqueue(chat_response(text_message(whole_but_cut), finish_reason="length"))
-        llm.reply_text("not json at all")
         async with make(llm) as client:
             assert await client.complete_structured(MESSAGES, SCHEMA) is None
             assert await client.complete_structured(MESSAGES, SCHEMA) is None
+    assert structured_output.asks(llm.url, "test-model")  # a cut answer is no refusal
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Yes, the bug is real: line 3 returns one less.",  # prose, as without response_format
+        json.dumps({"real": True}),  # JSON of another shape
+        json.dumps([ANSWER]),
+    ],
+)
+async def test_a_server_that_takes_the_schema_and_answers_without_it_is_asked_no_schema_again(
+    answer: str,
+) -> None:
+    """Issue 41: some servers accept `response_format` and answer as if it were not there. That is
+    remembered per base URL and model, as a refusal is: the next request carries no schema."""
+    with FakeOpenAI(structured=True) as llm:
+        llm.reply_text(answer)
+        async with make(llm) as client:
+            assert client.structured_ok()
             assert await client.complete_structured(MESSAGES, SCHEMA) is None
-    assert not structured_output.refused(llm.url, "test-model")  # a cut answer is no refusal
+            assert not client.structured_ok()
+            assert await client.complete_structured(MESSAGES, SCHEMA) is None  # not sent
+        assert len(llm.requests) == 1 and llm.errors == []
+    assert structured_output.ignored(llm.url, "test-model")
+    assert not structured_output.refused(llm.url, "test-model")  # `check-model` tells them apart
+
+
+def test_an_answer_fits_a_schema_by_its_shape() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "a": {"type": "integer"},
+            "b": {"type": ["string", "null"]},
+            "c": {"type": "array", "items": {"anyOf": [{"type": "string"}, {"type": "boolean"}]}},
+        },
+        "required": ["a", "b", "c"],
+    }
+    assert structured_output.fits({"a": 1, "b": None, "c": ["x", True]}, schema)
+    assert structured_output.fits({"a": 1, "c": []}, schema)  # a key that may be null may be missing
+    assert not structured_output.fits({"a": True, "b": "x", "c": []}, schema)  # a bool is no integer
+    assert not structured_output.fits({"b": "x", "c": []}, schema)  # a required key missing
+    assert not structured_output.fits({"a": 1, "b": "x", "c": [3]}, schema)  # no `anyOf` shape fits
+    assert not structured_output.fits("text", schema) and not structured_output.fits([], schema)
 
 
 async def test_the_tokens_of_every_structured_call_reach_the_usage_sink() -> None:

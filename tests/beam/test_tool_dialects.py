@@ -564,8 +564,8 @@ def test_recorded_reply(path: Path) -> None:
         ('{"name": "list_tree", "arguments": {}}\n```', ""),
         ("<think>plan</think>The loop is fine.", "The loop is fine."),
         (
-            'The fix is right.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```',
-            "The fix is right.",
+            'The fix is missing a test.\n```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```',
+            "The fix is missing a test.",
         ),
         (
             'Reading it: {"name": "read_file", "arguments": {"path": "a"}} then more.',

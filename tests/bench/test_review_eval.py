@@ -226,3 +226,19 @@ def test_a_dump_reports_the_same_figures_and_only_cases_every_variant_finished(
         "cases: 1" in out and "| bare model | 1 | 100% | 100% | 100% | 100% | 0 | 1.00 | 200 | 3 | 0 |" in out
     )
     assert "| pipeline | 0.00x | 0.00x | 7.50x | 3.00x |" in out
+
+
+def test_the_findings_the_verification_dropped_are_kept_with_the_checks_answer(tmp_path: Path) -> None:
+    """Issue 41: the benchmark can read what the check held back and why, in its results file too."""
+    case = next(c for c in CASES if c.name == "py_sql_injection")
+    claim = "SQL built with an f-string: injection"
+    comment = {"path": "users.py", "line": 18, "severity": "major", "claim": claim, "suggestion": None}
+    answer = {"real": False, "line": None, "evidence": "query = f..."}
+    with FakeOpenAI(structured=True) as llm:
+        llm.reply_text(json.dumps({"body": "One problem.", "comments": [comment]}))
+        llm.reply_text(json.dumps(answer))
+        result = anyio.run(review_eval.run_case, case, "default", lambda: _client(llm))
+    assert result.error is None and result.findings == []
+    assert result.dropped == [{"path": "users.py", "line": 18, "claim": claim, "check": answer}]
+    back = undump(dump({"default": [result]}, {}))
+    assert back["default"][0].dropped == result.dropped

@@ -152,7 +152,7 @@ def test_beam_review_in_a_workflow_posts_the_review_and_exits_0(runner: Runner) 
         (
             "review_change",
             {
-                "body": "The fix is right.",
+                "body": "The fix is missing a test.",
                 "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
             },
         )
@@ -165,7 +165,7 @@ def test_beam_review_in_a_workflow_posts_the_review_and_exits_0(runner: Runner) 
     assert "review succeeded" in done.stdout and "done" in done.stdout
     reviews = runner.fake.reviews_on(REPO, NUMBER)
     assert len(reviews) == 1
-    assert reviews[0].event == "COMMENT" and "The fix is right." in reviews[0].body
+    assert reviews[0].event == "COMMENT" and "The fix is missing a test." in reviews[0].body
     assert reviews[0].commit_id == runner.fake.pull(REPO, NUMBER).head_sha
     # One tracking comment, final, with the same answer the App gives.
     [tracking] = runner.bot_comments()
@@ -193,7 +193,7 @@ def test_markers_a_model_writes_in_a_workflow_show_and_none_is_posted(runner: Ru
         (
             "review_change",
             {
-                "body": f"The fix is right.\n\n{footer}",
+                "body": f"The fix is missing a test.\n\n{footer}",
                 "comments": [{"path": "src/calc.py", "line": 2, "body": f"Check for overflow. {FORGED[2]}"}],
             },
         )

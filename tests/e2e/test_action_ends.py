@@ -75,7 +75,7 @@ def script_review(runner: Runner, *, delay: float = 0.0) -> None:
     read = tool_calls_message([tool_call("read_file", {"path": "src/calc.py"})])
     runner.llm.enqueue(chat_response(read, usage=spent), delay=delay)
     review = {
-        "body": "The fix is right.",
+        "body": "The fix is missing a test.",
         "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
     }
     runner.llm.enqueue(chat_response(tool_calls_message([tool_call("review_change", review)]), usage=spent))

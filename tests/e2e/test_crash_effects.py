@@ -53,7 +53,7 @@ def script_review(bot: BotProcess) -> None:
         (
             "review_change",
             {
-                "body": "The fix is right.",
+                "body": "The fix is missing a test.",
                 "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
             },
         )

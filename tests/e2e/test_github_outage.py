@@ -54,7 +54,9 @@ def fleet(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Fleet]:
         # The model's one answer: a review through `review_change`, then its closing words (which a
         # run that posts its review after an outage does not wait for).
         finding = {"path": "src/calc.py", "line": 2, "body": "Check for overflow."}
-        bot.llm.reply_tool_calls(("review_change", {"body": "The fix is right.", "comments": [finding]}))
+        bot.llm.reply_tool_calls(
+            ("review_change", {"body": "The fix is missing a test.", "comments": [finding]})
+        )
         bot.llm.reply_text("Reviewed: `src/calc.py:2` now adds.")
         with fleet_on(request, bot) as fleet:
             yield fleet
@@ -111,7 +113,7 @@ def test_a_review_refused_with_502s_for_a_while_is_posted_once_when_github_is_ba
     body = final(fleet)
     assert "Posted a review" in body and "failed" not in body, body
     [review] = fleet.bot.fake.reviews_on(REPO, 7)
-    assert "The fix is right." in review.body and len(review.comment_ids) == 1
+    assert "The fix is missing a test." in review.body and len(review.comment_ids) == 1
     assert review_posts(fleet) == 3  # two 502s, then the one that GitHub took
     assert len(fleet.bot.llm.requests) == 1  # posted from the journal: the model was not asked again
     assert edits_said(fleet, f"{WAITING}, which answered 502")

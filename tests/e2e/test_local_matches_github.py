@@ -95,9 +95,9 @@ def as_local(request: dict[str, Any]) -> str:
 def test_the_local_review_sends_the_model_what_the_github_review_sends(
     bot: BotProcess, tmp_path: Path
 ) -> None:
-    bot.llm.reply_text("The fix is right.")
+    bot.llm.reply_text("The fix is missing a test.")
     final = review_command(bot)
-    bot.llm.reply_text("The fix is right.")
+    bot.llm.reply_text("The fix is missing a test.")
     work = checkout_of(bot, tmp_path / "clone")
     local = run_cli(["review", "--repo", str(work)], bot.llm)
     assert local.returncode == 0, local.stderr
@@ -111,10 +111,10 @@ def test_the_local_review_sends_the_model_what_the_github_review_sends(
 
     # Plain text on GitHub: the review's body, no inline comments, and the tracking comment says so.
     (review,) = bot.fake.reviews_on(REPO, 7)
-    assert review.body.startswith("The fix is right.") and review.comment_ids == []
+    assert review.body.startswith("The fix is missing a test.") and review.comment_ids == []
     assert "The model answered in plain text instead of calling `review_change`" in final
     # And locally, the same.
     assert (
         "Review. The model answered in plain text instead of calling `review_change`: its answer is the "
-        "review's body, without inline comments.\n\nThe fix is right." in local.stdout
+        "review's body, without inline comments.\n\nThe fix is missing a test." in local.stdout
     )

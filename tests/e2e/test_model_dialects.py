@@ -27,7 +27,7 @@ BOT_LOGIN = "beam-bot[bot]"
 THOUGHT = "PRIVATE-REASONING-4711"
 READ = {"path": "src/calc.py"}
 REVIEW = {
-    "body": "The fix is right.",
+    "body": "The fix is missing a test.",
     "comments": [{"path": "src/calc.py", "line": 2, "body": "Check for overflow."}],
 }
 # What must never reach GitHub.
@@ -90,39 +90,42 @@ def final_answer() -> dict[str, Any]:
 def bot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
     tmp_path: Path = tmp_path_factory.mktemp("dialects")
     with bot_stack(tmp_path) as bot:
-        main = bot.git.seed(
-            REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"}
-        )
-        head = bot.git.commit(
-            REPO,
-            {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
-            branch="feature",
-            message="Fix",
-        )
-        bot.git.create_pull_ref(REPO, 7, head)
-        bot.fake.add_repo(REPO)
-        bot.fake.add_collaborator(REPO, "maintainer", "write")
-        bot.fake.add_pull(
-            REPO,
-            number=7,
-            title="Fix add",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
-        )
-        bot.git.create_pull_ref(REPO, 8, head)
-        bot.fake.add_pull(
-            REPO,
-            number=8,
-            title="A big change",
-            head_ref="feature",
-            head_sha=head,
-            base_sha=main,
-            files=[PullFile("src/big.py", additions=BIG_LINES, deletions=0, patch=BIG_PATCH)],
-        )
+        seed(bot)
         bot.start()
         yield bot
+
+
+def seed(bot: BotProcess) -> None:
+    """Pull request 7 (a three-line fix) and 8 (a file too big for the context)."""
+    main = bot.git.seed(REPO, {"README.md": "Demo\n", "src/calc.py": "def add(a, b):\n    return a - b\n"})
+    head = bot.git.commit(
+        REPO,
+        {"src/calc.py": "def add(a, b):\n    return a + b\n# fixed\n"},
+        branch="feature",
+        message="Fix",
+    )
+    bot.git.create_pull_ref(REPO, 7, head)
+    bot.fake.add_repo(REPO)
+    bot.fake.add_collaborator(REPO, "maintainer", "write")
+    bot.fake.add_pull(
+        REPO,
+        number=7,
+        title="Fix add",
+        head_ref="feature",
+        head_sha=head,
+        base_sha=main,
+        files=[PullFile("src/calc.py", additions=2, deletions=1, patch=PATCH)],
+    )
+    bot.git.create_pull_ref(REPO, 8, head)
+    bot.fake.add_pull(
+        REPO,
+        number=8,
+        title="A big change",
+        head_ref="feature",
+        head_sha=head,
+        base_sha=main,
+        files=[PullFile("src/big.py", additions=BIG_LINES, deletions=0, patch=BIG_PATCH)],
+    )
 
 
 def written_by_bot(bot: BotProcess) -> list[str]:
@@ -175,7 +178,7 @@ def test_each_dialect_posts_its_review_and_nothing_raw(bot: BotProcess, dialect:
     assert "Posted a review" in final and "Reviewed:" in final
     posted = bot.fake.reviews_on(REPO, 7)
     assert len(posted) == reviews + 1
-    assert "The fix is right." in posted[-1].body and len(posted[-1].comment_ids) == 1
+    assert "The fix is missing a test." in posted[-1].body and len(posted[-1].comment_ids) == 1
     assert bot.llm.pending == 0
     assert_clean(bot)
 
@@ -209,7 +212,9 @@ def test_a_model_that_keeps_sending_unusable_calls_is_asked_for_its_review_in_te
     bot.llm.enqueue(wrong)
     bot.llm.enqueue(wrong)
     bot.llm.enqueue(
-        chat_response(text_message(f"The fix is right.\n```json\n{as_json('run_shell', {'cmd': 'ls'})}\n```"))
+        chat_response(
+            text_message(f"The fix is missing a test.\n```json\n{as_json('run_shell', {'cmd': 'ls'})}\n```")
+        )
     )
     final = run_review(bot)
     told, asked = bot.llm.requests[-2]["messages"][-1], bot.llm.requests[-1]["messages"][-1]
@@ -218,7 +223,7 @@ def test_a_model_that_keeps_sending_unusable_calls_is_asked_for_its_review_in_te
     # The review is the prose of its last answer, without the call, and both outputs say why.
     posted = bot.fake.reviews_on(REPO, 7)
     assert len(posted) == reviews + 1
-    assert posted[-1].body.startswith("The fix is right.") and posted[-1].comment_ids == []
+    assert posted[-1].body.startswith("The fix is missing a test.") and posted[-1].comment_ids == []
     assert "The model answered in plain text instead of calling `review_change`" in final
     assert "BEM-094: `run_shell` is not one of the tools offered" in final
     assert_clean(bot)
@@ -283,3 +288,57 @@ def test_a_server_that_refuses_tools_gets_them_in_the_prompt(bot: BotProcess) ->
     assert "tools" not in last and "# Tools" in last["messages"][0]["content"]
     assert all(m["role"] in ("system", "user", "assistant") for m in last["messages"])
     assert_clean(bot)
+
+
+# -- issue 41: a server that takes `response_format` and answers without it ---------------------------
+
+
+@pytest.fixture
+def ignoring(tmp_path: Path) -> Iterator[BotProcess]:
+    """A bot of its own: it remembers a server that ignores the schema for the rest of its life."""
+    with bot_stack(tmp_path) as bot:
+        bot.llm.structured = True  # the schema is taken; what the script answers decides the rest
+        seed(bot)
+        bot.start()
+        yield bot
+
+
+def structured_review(*comments: tuple[int, str]) -> str:
+    items = [
+        {"path": "src/calc.py", "start_line": None, "line": line, "severity": "major", "claim": claim}
+        for line, claim in comments
+    ]
+    return json.dumps({"body": "Two bugs.", "comments": [{**c, "suggestion": None} for c in items]})
+
+
+def test_a_server_that_ignores_the_schema_loses_no_finding_and_the_log_has_what_the_check_dropped(
+    ignoring: BotProcess,
+) -> None:
+    bot = ignoring
+    overflow = "`add` may overflow for large integers in other languages' ports."
+    comment = "The `# fixed` comment is wrong: it says nothing about what changed."
+    # 1. the schema is kept to: the check keeps one finding and drops the other, and the log says so
+    bot.llm.reply_text(structured_review((2, overflow), (3, comment)))
+    bot.llm.reply_text(json.dumps({"real": False, "line": None, "evidence": "return a + b"}))  # line 2
+    bot.llm.reply_text(json.dumps({"real": True, "line": 3, "evidence": "# fixed"}))  # line 3
+    assert "Posted a review" in run_review(bot)
+    dropped = [line for line in bot.log().splitlines() if "verification dropped a finding" in line]
+    assert len(dropped) == 1
+    logged = json.loads(dropped[0].split("verification dropped a finding: ", 1)[1].split(" [")[0])
+    assert logged["path"] == "src/calc.py" and logged["line"] == 2 and logged["claim"] == overflow
+    assert logged["check"] == {"real": False, "line": None, "evidence": "return a + b"}
+    # 2. the check is answered in prose, as without `response_format`: the finding is posted anyway
+    bot.llm.reply_text(structured_review((3, comment)))
+    bot.llm.reply_text("Yes, this is a real problem on line 3.")
+    assert "Posted a review" in run_review(bot)
+    review = bot.fake.reviews_on(REPO, 7)[-1]
+    assert "1 finding not checked: the model's server did not answer to the schema." in review.body
+    [posted] = [bot.fake.comments[i] for i in review.comment_ids]
+    assert posted.line == 3 and "says nothing about what changed" in posted.body
+    # 3. a later review asks for no schema: the tool loop answers
+    asked = len(bot.llm.requests)
+    bot.llm.reply_tool_calls(("review_change", REVIEW))
+    bot.llm.reply_text("Posted.")
+    assert "Posted a review" in run_review(bot)
+    assert [("response_format" in r, "tools" in r) for r in bot.llm.requests[asked:]] == [(False, True)] * 2
+    assert bot.llm.errors == []

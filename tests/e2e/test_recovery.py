@@ -26,7 +26,7 @@ def slow_review(bot: BotProcess, delay: float) -> None:
     """Three model rounds, each answered after `delay` seconds: a run long enough to be cut short."""
     for name, args in (
         ("read_file", {"path": "src/calc.py"}),
-        ("review_change", {"body": "The fix is right.", "comments": []}),
+        ("review_change", {"body": "The fix is missing a test.", "comments": []}),
     ):
         bot.llm.enqueue(chat_response(tool_calls_message([tool_call(name, args)])), delay=delay)
     bot.llm.enqueue(chat_response(text_message("Reviewed.")), delay=delay)

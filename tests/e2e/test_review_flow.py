@@ -85,7 +85,7 @@ def script_review(bot: BotProcess) -> None:
         (
             "review_change",
             {
-                "body": "The fix is right.",
+                "body": "The fix is missing a test.",
                 "comments": [
                     {"path": "src/calc.py", "line": 2, "body": "Check for overflow."},
                     {"path": "src/calc.py", "line": 40, "body": "Not in the diff."},
@@ -107,7 +107,7 @@ def test_review_is_answered_on_github(bot: BotProcess) -> None:
     review = reviews[0]
     assert review.event == "COMMENT" and review.user == BOT_LOGIN
     assert review.commit_id == bot.fake.pull(REPO, 7).head_sha
-    assert "The fix is right." in review.body and "Not in the diff." in review.body
+    assert "The fix is missing a test." in review.body and "Not in the diff." in review.body
     assert len(review.comment_ids) == 1
     # One tracking comment, ending in the answer with a link at the head commit.
     assert len(bot_comments(bot)) == 1
@@ -246,7 +246,7 @@ def test_a_file_past_the_fetch_cap_is_named_in_the_review(tmp_path: Path) -> Non
         seed_pull(bot, {"big.txt": "x" * 5000})
         bot.start()
         bot.llm.reply_tool_calls(("read_file", {"path": "big.txt"}))
-        bot.llm.reply_text("The fix is right.")
+        bot.llm.reply_text("The fix is missing a test.")
         sent = delivery("issue_comment", command(bot, "/beam review"), SECRET)
         assert bot.send(sent).status_code == 202
         final = wait_for(lambda: final_comment(bot), what="the final tracking comment")

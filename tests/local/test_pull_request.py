@@ -17,6 +17,8 @@ from tests.support.openai_server import chat_response, text_message
 from tests.support.pull_request_stack import NUMBER, REPO, URL, Stack, pull_request_stack
 from tests.support.terminal import Terminal, screen_lines
 
+SUMMARY = "Reviewed 1 file, 3 changed lines."  # the change is +2 -1
+
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
@@ -49,7 +51,9 @@ def test_post_posts_the_review_as_the_app_would(stack: Stack) -> None:
     assert done.returncode == 0, done.stderr
     [review] = stack.fake.reviews_on(REPO, NUMBER)
     assert review.event == "COMMENT" and review.commit_id == stack.fake.pull(REPO, NUMBER).head_sha
-    assert "The fix is right." in review.body and "model `fake-model`" in review.body  # the footer
+    # The model's body only praised the change: a neutral line of what was reviewed instead (issue 41).
+    assert review.body.startswith(SUMMARY) and "The fix is right." not in review.body
+    assert "model `fake-model`" in review.body  # the footer
     assert len(review.comment_ids) == 1
     assert "posted:" in done.stdout
 
@@ -67,7 +71,7 @@ def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
 
     assert done.returncode == 0, done.stderr
     [review] = stack.fake.reviews_on(REPO, NUMBER)
-    assert "The fix is right." in review.body and "model `fake-model`" in review.body
+    assert review.body.startswith(SUMMARY) and "model `fake-model`" in review.body
     [comment] = [stack.fake.comments[i] for i in review.comment_ids]
     assert (comment.path, comment.line) == ("src/calc.py", 3) and claim in comment.body
     assert "answered as structured output" in done.stdout and "posted:" in done.stdout

@@ -87,8 +87,8 @@ def test_json_prints_the_review_object(feature: Path) -> None:
     review = report["review"]
     assert review["commit_id"] == head and review["event"] == "COMMENT"
     # A server without structured output cannot check findings against the code: the body says so.
-    why = "the model's server cannot answer to a JSON schema"
-    unchecked = f"<sub>1 finding not checked against the code: {why}.</sub>"
+    why = "the model's server did not answer to the schema"
+    unchecked = f"<sub>1 finding not checked: {why}.</sub>"
     assert review["body"].startswith(f"One bug.\n\n{unchecked}\n\n<sub>model `fake-model`")
     assert review["comments"] == [
         {
@@ -165,6 +165,49 @@ def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Pa
     assert report["model"] == "fake-model"
     assert [(c["path"], c["line"]) for c in report["review"]["comments"]] == [("src/calc.py", 6)]
     assert len(llm.requests) == 4 and all("response_format" in r for r in llm.requests)
+
+
+def test_json_lists_each_finding_the_check_dropped_with_the_checks_answer(feature: Path) -> None:
+    """Issue 41: what the verification held back can be read, and why: the finding and the answer."""
+    comments = [
+        {"path": "src/calc.py", "line": 6, "severity": "major", "claim": "sub adds instead of subtracting."},
+        {"path": "src/calc.py", "line": 2, "severity": "minor", "claim": "add may overflow."},
+    ]
+    real = {"real": True, "line": 6, "evidence": "return a + b"}
+    unreal = {"real": False, "line": None, "evidence": "return a + b"}
+    with FakeOpenAI(structured=True) as llm:
+        llm.reply_text(json.dumps({"body": "Two bugs.", "comments": comments}))
+        llm.reply_text(json.dumps(real))
+        llm.reply_text(json.dumps(unreal))
+        result = run_cli(["review", "--repo", str(feature), "--json"], llm)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [(c["path"], c["line"]) for c in report["review"]["comments"]] == [("src/calc.py", 6)]
+    assert "2 findings checked against the code, 1 dropped." in report["review"]["body"]
+    assert report["dropped"] == [
+        {"path": "src/calc.py", "line": 2, "claim": "add may overflow.", "check": unreal}
+    ]
+
+
+def test_a_server_that_ignores_the_schema_posts_the_finding_unchecked(feature: Path) -> None:
+    """Issue 41: `review <URL> --post` posted "1 finding checked against the code, 1 dropped" on a
+    server that took `response_format` and answered the check in prose: the finding was lost."""
+    finding = {
+        "path": "src/calc.py",
+        "line": 6,
+        "severity": "major",
+        "claim": "sub adds instead of subtracting.",
+    }
+    with FakeOpenAI(structured=True) as llm:  # takes the schema; the script answers without it
+        llm.reply_text(json.dumps({"body": "One bug.", "comments": [finding]}))
+        llm.reply_text("Yes, this is a real bug: line 6 adds.")
+        result = run_cli(["review", "--repo", str(feature), "--json"], llm)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert [(c["path"], c["line"]) for c in report["review"]["comments"]] == [("src/calc.py", 6)]
+    body = report["review"]["body"]
+    assert "<sub>1 finding not checked: the model's server did not answer to the schema.</sub>" in body
+    assert "dropped" not in body and report["dropped"] == []
 
 
 def test_base_defaults_to_head_1_on_the_default_branch(checkout: tuple[Path, Path]) -> None:

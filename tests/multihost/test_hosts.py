@@ -35,7 +35,9 @@ def test_a_review_taken_on_host_a_is_done_by_a_worker_on_another_host(hosts: Clu
 
     reviews = wait_on(hosts, lambda: serve.fake.reviews_on(REPO, NUMBER), 60, "the review")
     wait_on(hosts, lambda: _final(hosts, REPO, NUMBER), 30, "the final tracking comment")
-    assert len(reviews) == 1 and reviews[0].body.startswith("The fix is right."), [r.body for r in reviews]
+    assert len(reviews) == 1 and reviews[0].body.startswith("The fix is missing a test."), [
+        r.body for r in reviews
+    ]
     assert "Posted a review" in (_final(hosts, REPO, NUMBER) or "")
     eyes = [r for r in serve.fake.reactions_on(command) if r.user == BOT and r.content == "eyes"]
     assert len(eyes) == 1

@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from bot.app.repo_config.review_rules import SEVERITIES
+from bot.app.reviews.claims import names_a_problem
 from bot.beam.runner import ANSWER_IN_TEXT
 
 # A review tag or call: in a body, it is a call that did not parse.
@@ -39,10 +40,15 @@ _PROMISE = re.compile(
     r"check|go through|start|begin|analy[sz]e|examine|get back)\b",
     re.IGNORECASE,
 )
+# A suggestion written as words: a capitalised word that no code follows, then mostly words.
+_SENTENCE_START = re.compile(r"^(?!(?:True|False|None)\b)[A-Z][a-z']+\b(?!\s*[(=.\[:<{])")
+_PLAIN_WORD = re.compile(r"^[A-Za-z][A-Za-z']*[,.;:!?]?$")
+_CODE_SPAN = re.compile(r"`[^`\n]+`")
 MAX_STRUCTURED_COMMENTS = 10  # comments one structured answer may hold (`review_schema`)
 MAX_LINE_ENUM = 400  # lines of one file a comment's line is chosen from, at most (`review_schema`)
 _SHORT = 400  # characters: a thank-you or a promise longer than this may hold a real review
 _SHINGLE = 4  # words per shingle when comparing a body with the instructions
+_SAID_BACK_WORDS = 4  # a body shorter than this is never taken for the instructions said back
 
 
 Block = tuple[str | None, list[dict[str, Any]], int, int]  # (body or None, comments, start, end)
@@ -103,27 +109,33 @@ def review_schema(lines: Mapping[str, Collection[int]] | None = None) -> dict[st
 
 def _comment_shape(path: str | None, lines: Sequence[int]) -> dict[str, Any]:
     """One comment's schema: any path and line, or `path` and one of `lines` (when there are
-    some, and not too many to list)."""
+    some, and not too many to list). `start_line` is null, or the first of several lines the
+    comment (and its suggestion) covers, as `review_change` takes it: without it a two-line fix was
+    offered on one line, and committing it duplicated the other (issue 41)."""
     line: dict[str, Any] = {"type": "integer"}
+    start: dict[str, Any] = {"type": ["integer", "null"]}
     if lines and len(lines) <= MAX_LINE_ENUM:
         line = {"type": "integer", "enum": list(lines)}
+        start = {"type": ["integer", "null"], "enum": [*lines, None]}
     return {
         "type": "object",
         "properties": {
             "path": {"type": "string"} if path is None else {"type": "string", "enum": [path]},
+            "start_line": start,
             "line": line,
             "severity": {"type": "string", "enum": list(SEVERITIES)},
             "claim": {"type": "string"},
             "suggestion": {"type": ["string", "null"]},
         },
-        "required": ["path", "line", "severity", "claim", "suggestion"],
+        "required": ["path", "start_line", "line", "severity", "claim", "suggestion"],
         "additionalProperties": False,
     }
 
 
 def structured_review_args(value: Any) -> dict[str, Any] | None:
     """`review_change`'s arguments from a structured answer (`review_schema`): `claim` becomes the
-    comment's body, a null or empty suggestion is none; None when the value is not such an answer."""
+    comment's body, a null or empty suggestion is none, a `start_line` not before `line` is none;
+    None when the value is not such an answer."""
     if not isinstance(value, dict) or not isinstance(value.get("body"), str):
         return None
     comments: list[dict[str, Any]] = []
@@ -137,6 +149,9 @@ def structured_review_args(value: Any) -> dict[str, Any] | None:
         if not (isinstance(claim, str) and claim.strip()):
             continue
         comment: dict[str, Any] = {"path": path, "line": line, "body": claim}
+        start = item.get("start_line")
+        if isinstance(start, int) and not isinstance(start, bool) and 0 < start < line:
+            comment["start_line"] = start  # `review_change` keeps it only within the diff (one hunk)
         if item.get("severity") in SEVERITIES:
             comment["severity"] = item["severity"]
         if (suggestion := usable_suggestion(item.get("suggestion"))) is not None:
@@ -150,6 +165,48 @@ def usable_suggestion(value: Any) -> str | None:
     suggestion it replaces the commented lines with nothing, and it passes every parse check when
     the lines were a whole statement (issue 30: one deleted a function's `return`)."""
     return value if isinstance(value, str) and value.strip() else None
+
+
+def reads_as_prose(suggestion: str) -> bool:
+    """Whether a suggestion is a sentence about the fix ("Check that `x` is not None before using
+    it.") rather than code. Small models write one as often as code (issue 41); offered as a
+    committable block it would replace the lines with the sentence, and shown as code that "would not
+    parse" under a note that means nothing to the reader. A sentence starts with a capitalised word
+    that no code follows (`Counter(...)`, `Name = ...`) and is mostly plain words, a `code` span
+    counting as one."""
+    text = _CODE_SPAN.sub("code", suggestion.strip())
+    words = text.split()
+    if len(words) < 4 or not _SENTENCE_START.match(text) or text.endswith((";", "{", "}")):
+        return False
+    return sum(bool(_PLAIN_WORD.match(word)) for word in words) / len(words) >= 0.6
+
+
+def summary_line(files: int, changed: int) -> str:
+    """The neutral body of a review whose model wrote none worth posting (`held_body`)."""
+    return (
+        f"Reviewed {files} file{'s' if files != 1 else ''}, "
+        f"{changed} changed line{'s' if changed != 1 else ''}."
+    )
+
+
+def held_body(body: str, summary: str, instructions: Collection[str] = ()) -> str:
+    """The review's body held to a comment's rules (claims.py): the model's own when it states a
+    problem (and the line it names with it, as written), else `summary`. Issue 41's bodies said the
+    instructions back, thanked, or praised the change ("simplifies the parsing, improving
+    readability") above the very finding that said it was wrong. Empty stays empty, and without a
+    summary (a caller that has none) the body is kept."""
+    text = body.strip()
+    if not text or not summary:
+        return body
+    if not_a_review(text) is not None or said_back(text, instructions) or not names_a_problem(text):
+        return summary
+    return body
+
+
+def said_back(body: str, instructions: Collection[str]) -> bool:
+    """Whether a review's body is the instructions said back (`restates`). A body of a few words
+    ("One bug.", "Review.") is its own: it is found in any long prompt."""
+    return len(_words(body)) >= _SAID_BACK_WORDS and restates(body, instructions)
 
 
 def broken_review_json(text: str) -> bool:

@@ -64,6 +64,7 @@ class PassEnd:
     cut: DiffCut | None = None
     answered_in_text: str | None = None  # why the model was asked for plain text, when it was
     collected: tuple[str, list[dict[str, Any]]] | None = None  # a vote's review, not posted yet
+    held: list[dict[str, Any]] = field(default_factory=list)  # dropped by verification, with its answer
 
     @property
     def answer(self) -> str:

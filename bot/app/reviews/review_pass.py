@@ -19,22 +19,28 @@ A context overflow (BEM-092) before any tool ran is retried once, in one call, w
 files the first call read cut to at most half, by whole hunks (context/diff_context.py `cut_diff`), and
 the cut named in the prompt and in the review.
 
+Issue 41 holds the body to a comment's rules: one that says the instructions back, thanks, or only
+praises or describes the change becomes a neutral line of what was reviewed (answer_checks.py
+`held_body`, `summary_line`), on every path an answer becomes a review.
+
 Issue 30 adds four steps, each the same on every path:
 
 - **Structured output.** Each call first asks the server for the review as JSON matching
   `review_change`'s arguments (reviews/answer_checks.py `review_schema`), where it can constrain its
   decoding to a schema; the answer goes through `review_change`'s own checks. A server that cannot
-  (refused once per base URL and model), or an answer cut short, falls back to the tool loop.
+  (refused once per base URL and model, or took the schema and answered without it, issue 41), or
+  an answer cut short, falls back to the tool loop.
 - **Votes** (`passes` > 1, the repository's `review.passes` under the server's cap): the whole pass
   runs that many times, the caller building each vote's prompts with the hunks in another order
   (`order`), and only the findings a majority reported are posted (votes.py).
 - **Claims that name a problem**: a comment that only describes or praises the change is not posted,
   and the footer counts it (claims.py).
 - **Verification** (`verify`, `review.verify`): each finding left is checked against the code before
-  it is posted (verification.py); the footer counts what was checked and dropped. It happens where
-  every review is posted (`_post`), so a one-call review still posts from inside its tool call, as it
-  always did (its draft and its checkpoint keep what was posted); with votes, every call's findings
-  are collected and the review is posted once at the end.
+  it is posted (verification.py); the footer counts what was checked and dropped, and each finding
+  dropped is kept with the check's answer (`PassEnd.held`, the stage `dropped by verification`). It
+  happens where every review is posted (`_post`), so a one-call review still posts from inside its
+  tool call, as it always did (its draft and its checkpoint keep what was posted); with votes, every
+  call's findings are collected and the review is posted once at the end.
 """
 
 from __future__ import annotations
@@ -49,7 +55,14 @@ from bot.app import markdown as md
 from bot.app.context.diff_context import DiffCut, cut_diff
 from bot.app.context.review_context import CallParts, call_session
 from bot.app.github.models import PullFile
-from bot.app.reviews.answer_checks import prose, review_schema, structured_review_args
+from bot.app.reviews.answer_checks import (
+    held_body,
+    prose,
+    review_instructions,
+    review_schema,
+    structured_review_args,
+    summary_line,
+)
 from bot.app.reviews.claims import problem_claims
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.pass_end import (
@@ -102,9 +115,11 @@ STRUCTURED_NOTE = (
     "off by one, a missing `return`, check or `await`, a misspelt name, a resource not closed; for "
     "each `-` line, ask what its removal breaks, and comment on the numbered line next to it. "
     "`body`: one sentence. `comments`: one entry per bug, each with `path` (as the `## path` heading "
-    "writes it), `line` (the number shown before the line), `severity`, `claim` (what is wrong, "
-    "then what goes wrong because of it) and `suggestion` (the corrected line(s), or null). A comment "
-    "that describes, summarises or praises the change is not a bug: leave it out. No bug: "
+    "writes it), `line` (the number shown before the line; for several lines, the last one), "
+    "`start_line` (for several lines, the first one's number; else null), `severity`, `claim` (what "
+    "is wrong, then what goes wrong because of it) and `suggestion` (code that replaces lines "
+    "start_line..line, or null). A comment that describes, summarises or praises the change is not "
+    "a bug: leave it out. No bug: "
     '`"comments": []`.'
 )
 
@@ -148,6 +163,7 @@ class ReviewPass:
     async def run(self) -> PassEnd:
         end = await self._vote(0, collect=False) if self.passes <= 1 else await self._voted()
         checked = self._checked
+        end.held = list(checked.held) if checked is not None else []
         if end.kind == "reviewed" and checked is not None and checked.unchecked and end.stop is not None:
             end.kind, end.reason = "partial", unchecked_line(end.stop)
         return end
@@ -279,6 +295,8 @@ class ReviewPass:
         if self.verify and comments:
             self._checked = await self._verifier().check(comments)
             comments = self._checked.kept
+            if self._checked.held:
+                self._stage("dropped by verification", self._checked.held)
             lines.append(f"<sub>{self._checked.footer()}</sub>")
             if self._checked.unchecked and self.guard.stop is not None and not extra:
                 lines.append(unchecked_line(self.guard.stop))
@@ -321,6 +339,8 @@ class ReviewPass:
                 self.tree.sandbox,
                 fold_outside=self.fold_outside,
                 checked=CheckedSuggestions(ruff=prompts.lint_ran),
+                summary=self._summary(),
+                instructions=self._instructions(),
             )
             lines = {name: diff.lines[name] for name in names if diff.lines.get(name)}
             with_: PostedWith | None = await self._structured(text, review, lines)
@@ -436,8 +456,16 @@ class ReviewPass:
         if not body:
             return None
         report.reviewed = True
-        await post(body, [])
+        await post(held_body(body, self._summary(), self._instructions()), [])
         return "text"
+
+    def _summary(self) -> str:
+        """The body of a review whose model wrote none that names a problem (issue 41)."""
+        return summary_line(len(self.files), sum(f.additions + f.deletions for f in self.files))
+
+    def _instructions(self) -> list[str]:
+        """What a call of this pass is told, which a body must not merely say back."""
+        return [*review_instructions(), STRUCTURED_SYSTEM, STRUCTURED_NOTE]
 
 
 def vote_session(run_id: str, order: int, index: int) -> uuid.UUID:

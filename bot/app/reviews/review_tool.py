@@ -19,7 +19,14 @@ import anyio
 from bot.app import markdown as md
 from bot.app.context.linters import ruff_syntax_errors
 from bot.app.repo_config.review_rules import SEVERITIES
-from bot.app.reviews.answer_checks import change_path, not_a_review, usable_suggestion
+from bot.app.reviews.answer_checks import (
+    change_path,
+    held_body,
+    not_a_review,
+    reads_as_prose,
+    said_back,
+    usable_suggestion,
+)
 from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.suggestion_check import breaks_parse
 from bot.app.reviews.suggestions import SuggestionCheck, apply_suggestion, check_suggestion
@@ -66,6 +73,8 @@ class ReviewChangeTool(Tool):
         *,
         fold_outside: bool = True,
         checked: CheckedSuggestions = CheckedSuggestions(),
+        summary: str = "",
+        instructions: Sequence[str] = (),
     ) -> None:
         self.diff = diff
         self.report = report
@@ -73,6 +82,10 @@ class ReviewChangeTool(Tool):
         self.root = root
         self.fold_outside = fold_outside
         self.checked = checked
+        # The body posted instead of one that names no problem (answer_checks.py `held_body`), and
+        # what the model was told, which a body must not merely say back.
+        self.summary = summary
+        self.instructions = instructions
 
     def spec(self) -> ToolSpec:
         comment = {
@@ -144,10 +157,14 @@ class ReviewChangeTool(Tool):
                     dropped += 1
                 continue
             inline.append(await self._comment(path, line, text, item))
-        if (why := not_a_review(body)) is not None:  # issue 30: a refusal, a thank-you, cut JSON
+        why = not_a_review(body) or (
+            "the instructions said back" if said_back(body, self.instructions) else None
+        )
+        if why is not None:  # issues 30 and 41: a refusal, a thank-you, cut JSON, the instructions
             if not (inline or folded):
                 return {"posted": False, "reason": f"the body is {why}, not a review: post your findings"}
-            body = ""
+            body = self.summary
+        body = held_body(body, self.summary, self.instructions)  # issue 41: praise, a description
         if folded:
             body = f"{body}\n\n**Comments on lines outside the diff**\n" + "\n".join(folded)
         if outside:
@@ -176,6 +193,9 @@ class ReviewChangeTool(Tool):
         # which is what the ledger and the matching of a finding read.
         label = render.severity_label(comment["severity"])
         body = f"{label}\n{text}"
+        if isinstance(suggestion, str) and reads_as_prose(suggestion):  # words, not code: no block
+            body = f"{label}\n{text}\n\n{render.suggestion_as_words(suggestion)}"
+            suggestion = None
         if isinstance(suggestion, str):
             first = start or line
             check = check_suggestion(lines, first, line, suggestion, lambda n: self.diff.accepts(path, n))

@@ -9,13 +9,22 @@ the code in front of it, it can say no. An answer that cannot be read backs noth
 dropped, as one the model could not back.
 
 The question is asked as structured output only (a verdict that always parses): a server that cannot
-answer to a schema gets no question, and its findings are posted unchecked, the footer saying so.
+answer to a schema gets no question, and its findings are posted unchecked, the footer saying so. A
+server that takes the schema and answers without it (issue 41) is found out by its first answer that
+does not fit (`complete_structured` remembers it, as a refusal): that finding and the ones after it are
+posted unchecked too, not dropped as if the model had said no.
 Each question goes through the run's meter and its caps (`RunGuard`); when a cap stops the checking,
 the findings not yet checked are not posted either, and the footer says so.
+
+Each finding dropped is kept with the check's answer (`Checked.held`) and logged, one line each: a
+maintainer (`beam-bot run review --json`, the server's log) and the benchmark can read what was held
+back and why.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +39,8 @@ from bot.app.runs.host_tools import is_git_path
 from bot.beam.errors import BeamError
 from bot.beam.sandbox import SandboxRoot
 from bot.beam.untrusted import fenced
+
+log = logging.getLogger("beam.reviews")
 
 AROUND = 20  # lines of code shown on each side of the finding's line
 MAX_LINE_CHARS = 300
@@ -68,7 +79,7 @@ def verdict_schema(lines: Sequence[int] = ()) -> dict[str, Any]:
 
 
 Structured = Callable[[list[dict[str, Any]], dict[str, Any]], Awaitable[Any | None]]
-NO_SCHEMA = "the model's server cannot answer to a JSON schema"
+NO_SCHEMA = "the model's server did not answer to the schema"
 
 
 @dataclass
@@ -81,11 +92,13 @@ class Checked:
     unchecked: int = 0  # not asked about: a cap stopped the checking first; not posted
     stopped_by: str | None = None
     posted_unchecked: int = 0  # not asked about: the server has no structured output; posted
+    # each finding dropped: where, its claim, and the check's answer as it came (None: no answer)
+    held: list[dict[str, Any]] = field(default_factory=list)
 
     def footer(self) -> str:
         if self.posted_unchecked and not self.checked:
             n = self.posted_unchecked
-            return f"{n} finding{'s' if n != 1 else ''} not checked against the code: {NO_SCHEMA}."
+            return f"{n} finding{'s' if n != 1 else ''} not checked: {NO_SCHEMA}."
         line = (
             f"{self.checked} finding{'s' if self.checked != 1 else ''} checked against the code, "
             f"{self.dropped} dropped"
@@ -93,7 +106,7 @@ class Checked:
         if self.unchecked:
             line += f"; {self.unchecked} not checked (stopped by {self.stopped_by}), not posted"
         if self.posted_unchecked:
-            line += f"; {self.posted_unchecked} posted unchecked ({NO_SCHEMA})"
+            line += f"; {self.posted_unchecked} posted, not checked: {NO_SCHEMA}"
         return line + "."
 
 
@@ -105,6 +118,14 @@ def verdict(value: Any) -> tuple[bool, int | None]:
     if isinstance(line, str) and line.strip().isdigit():
         line = int(line.strip())
     return True, line if isinstance(line, int) and not isinstance(line, bool) else None
+
+
+def held(path: str, line: int, claim: str, answer: Any) -> dict[str, Any]:
+    """A dropped finding as `run review --json` lists it, logged as one JSON line: the model's
+    claim and answer are data, and JSON keeps a newline in them from starting a line of the log."""
+    record = {"path": path, "line": line, "claim": claim, "check": answer}
+    log.info("verification dropped a finding: %s", json.dumps(record, ensure_ascii=False, default=str))
+    return record
 
 
 @dataclass
@@ -148,6 +169,7 @@ class Verifier:
                 out.kept.append(comment)
             else:
                 out.dropped += 1
+                out.held.append(held(path, line, claim_of(comment), answer))
         return out
 
     async def _ask(self, path: str, line: int, claim: str, window: str, near: Sequence[int]) -> Any | None:

@@ -374,6 +374,12 @@ def suggestion_as_text(text: str, reason: str) -> str:
     return f"Suggested code (not offered as a suggestion: {reason}):\n{fence}\n{body}\n{fence}"
 
 
+def suggestion_as_words(text: str) -> str:
+    """A suggestion the model wrote as a sentence (reviews/answer_checks.py `reads_as_prose`): shown
+    as what it is, the fix in words, on one line."""
+    return f"Fix: {md.untrusted(' '.join(text.split()))}"
+
+
 def severity_label(severity: str) -> str:
     """The first line of a finding's inline comment: its severity, which the model is asked for and
     `review.severity` selects by, so whoever reads the comment weighs it as the bot did. Its own line,

@@ -18,6 +18,7 @@ from bot.app.reviews.answer_checks import (
     change_path,
     not_a_review,
     prose,
+    reads_as_prose,
     review_instructions,
     review_schema,
     structured_review_args,
@@ -173,7 +174,6 @@ async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_ar
             {"path": "m.py", "line": 3, "severity": "major", "claim": "returns x - 1", "suggestion": None},
             {"path": "m.py", "line": 2, "severity": "nit", "claim": "name", "suggestion": ""},
             {"path": "m.py", "line": 2, "severity": "minor", "claim": "   ", "suggestion": None},  # no claim
-            {"path": "m.py", "line": True, "severity": "minor", "claim": "bool line", "suggestion": None},
         ],
     }
     with FakeOpenAI(structured=True) as llm:
@@ -184,7 +184,7 @@ async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_ar
         assert llm.errors == []
     assert list(sent["schema"]["properties"]) == ["body", "comments"]
     item = sent["schema"]["properties"]["comments"]["items"]
-    assert list(item["properties"]) == ["path", "line", "severity", "claim", "suggestion"]
+    assert list(item["properties"]) == ["path", "start_line", "line", "severity", "claim", "suggestion"]
     assert set(item["required"]) == set(item["properties"]) and item["additionalProperties"] is False
     assert sent["schema"]["properties"]["comments"]["maxItems"] == 10  # a repeating model ends its list
     args = structured_review_args(value)
@@ -199,6 +199,8 @@ async def test_the_review_schema_is_sent_and_its_answer_becomes_review_change_ar
     await review_tool(tmp_path, posted).post_args(args)
     assert [(c["line"], c["finding"]) for c in posted[0][1]] == [(3, "returns x - 1"), (2, "name")]
     assert structured_review_args({"comments": []}) is None and structured_review_args("x") is None
+    bool_line = {"path": "m.py", "line": True, "severity": "minor", "claim": "bool line", "suggestion": None}
+    assert structured_review_args({"body": "b", "comments": [bool_line]}) == {"body": "b", "comments": []}
 
 
 def test_a_schema_given_the_calls_lines_takes_only_their_files_and_commentable_lines() -> None:
@@ -208,11 +210,12 @@ def test_a_schema_given_the_calls_lines_takes_only_their_files_and_commentable_l
     schema = review_schema({"m.py": {2, 3}, "o.py": {5}, "big.py": many})
     check = Draft202012Validator(schema)
 
-    def takes(path: str, line: int) -> bool:
-        item = {"path": path, "line": line, "severity": "major", "claim": "c", "suggestion": None}
-        return check.is_valid({"body": "b", "comments": [item]})
+    def takes(path: str, line: int, start: int | None = None) -> bool:
+        item = {"path": path, "start_line": start, "line": line, "severity": "major", "claim": "c"}
+        return check.is_valid({"body": "b", "comments": [{**item, "suggestion": None}]})
 
     assert takes("m.py", 3) and takes("o.py", 5)
+    assert takes("m.py", 3, 2) and not takes("m.py", 3, 1)  # a first line of the change, or null
     assert not takes("read_file", 3)  # a tool's name is no path
     assert not takes("m.py", 5) and not takes("o.py", 3)  # each file's own lines only
     assert takes("big.py", MAX_LINE_ENUM + 1) and takes("big.py", 10_000)  # too many to list: any line
@@ -222,6 +225,34 @@ def test_a_schema_given_the_calls_lines_takes_only_their_files_and_commentable_l
     assert Draft202012Validator(review_schema()).is_valid(
         {
             "body": "b",
-            "comments": [{"path": "x", "line": 9, "severity": "nit", "claim": "c", "suggestion": None}],
+            "comments": [
+                {
+                    "path": "x",
+                    "start_line": None,
+                    "line": 9,
+                    "severity": "nit",
+                    "claim": "c",
+                    "suggestion": None,
+                }
+            ],
         }
     )
+
+
+@pytest.mark.parametrize(
+    ("suggestion", "words"),
+    [
+        ("Check that `x` is not None before using it.", True),
+        ("Use `x - 1` instead of `x`.", True),
+        ("Raise ValueError when the name is empty", True),
+        ("return total - 1", False),
+        ("Counter = Counter()", False),
+        ("True if x else False", False),
+        ("String name = user.getName();", False),
+        ("if x is not None and y is None:", False),
+        ("    return a - b\n", False),
+        ("Fix it", False),  # too short to tell: left to the code checks
+    ],
+)
+def test_a_suggestion_reads_as_prose_when_it_is_a_sentence_not_code(suggestion: str, words: bool) -> None:
+    assert reads_as_prose(suggestion) is words

@@ -6,6 +6,7 @@ that drops a finding it cannot back."""
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import uuid
 from pathlib import Path
@@ -48,22 +49,29 @@ def git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
-def checkout(tmp_path: Path) -> tuple[Path, list[PullFile]]:
-    """A two-commit repository at its head, and the change's files with GitHub's `patch`."""
+SOURCES = {"m.py": (BASE, HEAD), "o.py": (OTHER_BASE, OTHER_HEAD)}
+
+
+def checkout(
+    tmp_path: Path, sources: dict[str, tuple[str, str]] | None = None
+) -> tuple[Path, list[PullFile]]:
+    """A two-commit repository at its head (`sources`: each file's base and head, else m.py and
+    o.py), and the change's files with GitHub's `patch`."""
+    sources = sources or SOURCES
     repo = tmp_path / "repo"
     repo.mkdir(parents=True)
     git(repo, "init", "-q", "-b", "main")
     git(repo, "config", "user.email", "t@example.invalid")
     git(repo, "config", "user.name", "t")
-    (repo / "m.py").write_text(BASE)
-    (repo / "o.py").write_text(OTHER_BASE)
+    for path, (base, _) in sources.items():
+        (repo / path).write_text(base)
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "base")
-    (repo / "m.py").write_text(HEAD)
-    (repo / "o.py").write_text(OTHER_HEAD)
+    for path, (_, head) in sources.items():
+        (repo / path).write_text(head)
     git(repo, "commit", "-qam", "head")
     files = []
-    for path in ("m.py", "o.py"):
+    for path in sources:
         diff = git(repo, "diff", "HEAD~1", "HEAD", "--", path)
         patch = diff[diff.index("@@") :]
         files.append(
@@ -91,9 +99,15 @@ def verdict(real: bool, line: int | None) -> Completion:
 
 class Rig:
     def __init__(
-        self, tmp_path: Path, client: CompletionClient, *, calls: int = 1, max_tokens: int | None = None
+        self,
+        tmp_path: Path,
+        client: CompletionClient,
+        *,
+        calls: int = 1,
+        max_tokens: int | None = None,
+        sources: dict[str, tuple[str, str]] | None = None,
     ) -> None:
-        self.repo, self.files = checkout(tmp_path)
+        self.repo, self.files = checkout(tmp_path, sources)
         self.meter = Meter(client)
         self.posted: Posted = []
         self.orders: list[int] = []
@@ -383,8 +397,9 @@ async def test_praise_is_left_out_before_the_verification_asks_about_it(tmp_path
 
 
 async def test_the_verification_drops_a_finding_it_cannot_back_with_a_line_of_the_change(
-    tmp_path: Path,
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.INFO, logger="beam.reviews")
     client = ScriptedClient(
         [
             answer(
@@ -403,6 +418,24 @@ async def test_the_verification_drops_a_finding_it_cannot_back_with_a_line_of_th
     assert end.kind == "reviewed"
     assert found(rig.posted) == [("m.py", 3, "returns total - 1: callers are charged one less")]
     assert "3 findings checked against the code, 2 dropped." in rig.posted[0][0]
+    # What was held back, and the check's answer that held it back, can be read (issue 41).
+    evidence = "return total - 1"
+    assert end.held == [
+        {
+            "path": "m.py",
+            "line": 7,
+            "claim": "the loop may skip the last name",
+            "check": {"real": False, "line": None, "evidence": evidence},
+        },
+        {
+            "path": "o.py",
+            "line": 2,
+            "claim": "size is one too many",
+            "check": {"real": True, "line": 99, "evidence": evidence},
+        },
+    ]
+    logged = [r.getMessage() for r in caplog.records if "verification dropped a finding" in r.getMessage()]
+    assert [json.loads(m.split(": ", 1)[1]) for m in logged] == end.held  # one JSON line each
     messages, schema = client.structured_requests[1]
     assert schema == verdict_schema(range(1, 8))  # the cited line can only be one that backs it
     assert schema["properties"]["line"]["enum"] == [1, 2, 3, 4, 5, 6, 7, None]
@@ -424,10 +457,171 @@ async def test_without_structured_output_findings_are_posted_unchecked_and_the_f
     rig = Rig(tmp_path, client)
     await rig.review(verify=True).run()
     assert found(rig.posted) == [("m.py", 3, "one less")]
-    assert (
-        "1 finding not checked against the code: the model's server cannot answer to a JSON schema."
-        in rig.posted[0][0]
+    assert "1 finding not checked: the model's server did not answer to the schema." in rig.posted[0][0]
+
+
+UNCHECKED = "<sub>1 finding not checked: the model's server did not answer to the schema.</sub>"
+STRUCTURED_REVIEW = json.dumps(
+    {
+        "body": "One bug.",
+        "comments": [
+            {
+                "path": "m.py",
+                "start_line": None,
+                "line": 3,
+                "severity": "major",
+                "claim": "returns one less",
+                "suggestion": None,
+            }
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize(
+    ("first", "asked"),
+    [
+        # the model wrote the review as JSON anyway; its check comes back as prose
+        ([STRUCTURED_REVIEW, "Yes, it is real: line 3 returns one less."], [True, True]),
+        # the review itself comes back as prose: the tool loop reviews, and nothing is checked
+        (["The change looks fine to me.", "tools"], [True, False, False]),
+    ],
+)
+async def test_a_server_that_ignores_the_schema_loses_no_finding_and_is_asked_none_again(
+    tmp_path: Path, first: list[str], asked: list[bool]
+) -> None:
+    """Issue 41: a server took `response_format` and answered as without it, so the finding's check
+    could not be read and the finding was dropped ("1 finding checked against the code, 1 dropped").
+    Now the finding is posted, unchecked, and the footer says why; the server is remembered, and the
+    next review on it asks for no schema: it goes straight to the tool loop."""
+    review_call = (
+        "review_change",
+        {
+            "body": "One bug.",
+            "comments": [{"path": "m.py", "line": 3, "body": "returns one less", "severity": "major"}],
+        },
     )
+    with FakeOpenAI(structured=True) as llm:  # takes `response_format`; the script ignores it
+        for text in first:
+            if text == "tools":
+                llm.reply_tool_calls(review_call)
+                llm.reply_text("Done.")
+            else:
+                llm.reply_text(text)
+        llm.reply_tool_calls(review_call)
+        llm.reply_text("Done.")
+        async with OpenAiCompatible(llm.url, "k", "m", timeout=10) as client:
+            one = Rig(tmp_path / "a", client)
+            end = await one.review(verify=True).run()
+            other = Rig(tmp_path / "b", client)
+            again = await other.review(verify=True).run()
+        assert llm.errors == [] and llm.refused_schemas == []
+        sent = ["response_format" in r for r in llm.requests]
+    assert sent == [*asked, False, False]  # the later review asks for no schema
+    assert (end.kind, again.kind, again.posted_with) == ("reviewed", "reviewed", "review_change")
+    assert found(one.posted) == found(other.posted) == [("m.py", 3, "returns one less")]
+    assert UNCHECKED in one.posted[0][0] and UNCHECKED in other.posted[0][0]
+    assert end.held == [] and "dropped" not in one.posted[0][0]
+
+
+async def test_a_structured_finding_on_two_lines_gets_a_suggestion_that_replaces_both(tmp_path: Path) -> None:
+    """Issue 41: the structured finding had no `start_line`, so a two-line fix was offered on one
+    line. With it, the comment covers 20-21 and the committed suggestion replaces both lines."""
+    before = "".join(f"x{n} = {n}\n" for n in range(1, 26))
+    after = before.replace("x20 = 20\nx21 = 21\n", "x20 = 21\nx21 = 20\n")
+    fixed = "x20 = 20\nx21 = 21"
+    text = json.dumps(
+        {
+            "body": "Two values swapped.",
+            "comments": [
+                {
+                    "path": "v.py",
+                    "start_line": 20,
+                    "line": 21,
+                    "severity": "major",
+                    "claim": "x20 and x21 are swapped: each is the other's value",
+                    "suggestion": fixed,
+                }
+            ],
+        }
+    )
+    client = ScriptedClient([Completion.of_text(text)], structured=True)
+    rig = Rig(tmp_path, client, sources={"v.py": (before, after)})
+    end = await rig.review(verify=False).run()
+    assert end.posted_with == "structured"
+    [comment] = rig.posted[0][1]
+    assert (comment["start_line"], comment["line"], comment["start_side"]) == (20, 21, "RIGHT")
+    assert comment["body"].endswith(f"```suggestion\n{fixed}\n```")
+    schema = client.structured_requests[0][1]
+    assert "start_line" in schema["properties"]["comments"]["items"]["required"]
+
+
+SUMMARY = "Reviewed 2 files, 4 changed lines."
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "This change simplifies the price calculation, improving readability.",  # praise
+        "The function now returns the total minus one and strips the name.",  # a description
+        "Thank you for the pull request!",
+        # the instructions said back
+        "You report only real problems in the change you are shown (bugs, security holes, crashes, "
+        "wrong behaviour), each on the line that has it, and you answer with JSON only.",
+    ],
+)
+async def test_a_body_that_names_no_problem_is_replaced_by_a_summary_of_what_was_reviewed(
+    tmp_path: Path, body: str
+) -> None:
+    """Issue 41: the body is held to a comment's rules. A body that praised the change sat above the
+    finding that said it was wrong."""
+    client = ScriptedClient([answer(("m.py", 3, "returns one less"), body=body)], structured=True)
+    rig = Rig(tmp_path, client)
+    await rig.review(verify=False).run()
+    assert found(rig.posted) == [("m.py", 3, "returns one less")]
+    assert rig.posted[0][0] == SUMMARY
+
+
+async def test_a_body_that_states_a_problem_on_a_line_is_kept_with_its_line(tmp_path: Path) -> None:
+    body = "`m.py` line 3 returns `total - 1`, so every caller is charged one less."
+    client = ScriptedClient([answer(body=body)], structured=True)
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert end.kind == "reviewed" and rig.posted == [(body, [])]
+
+
+async def test_a_plain_text_review_that_only_praises_is_posted_as_the_summary(tmp_path: Path) -> None:
+    client = ScriptedClient([Completion.of_text("Great change: the code is cleaner and easier to read.")])
+    rig = Rig(tmp_path, client)
+    end = await rig.review(verify=False).run()
+    assert (end.kind, end.posted_with) == ("reviewed", "text")
+    assert rig.posted == [(SUMMARY, [])]
+
+
+async def test_a_suggestion_written_as_a_sentence_is_shown_as_words_and_code_is_offered(
+    tmp_path: Path,
+) -> None:
+    """Issue 41: every comment whose suggestion was a sentence ended "Suggested code (not offered as
+    a suggestion: it would not parse)", the sentence shown as code."""
+    items = [
+        ("m.py", 3, "returns one less", "Return `total` itself, not `total - 1`."),
+        ("m.py", 7, "strips the name, which breaks lookups", "    return p.name"),
+    ]
+    text = json.dumps(
+        {
+            "body": "Two bugs.",
+            "comments": [
+                {"path": p, "line": n, "severity": "major", "claim": c, "suggestion": fix}
+                for p, n, c, fix in items
+            ],
+        }
+    )
+    rig = Rig(tmp_path, ScriptedClient([Completion.of_text(text)], structured=True))
+    await rig.review(verify=False).run()
+    words, code = (c["body"] for c in rig.posted[0][1])
+    assert words == "**major**\nreturns one less\n\nFix: Return `total` itself, not `total - 1`."
+    assert "parse" not in words and "```" not in words
+    assert code.endswith("```suggestion\n    return p.name\n```")
 
 
 async def test_a_cap_reached_while_checking_posts_no_unchecked_finding(tmp_path: Path) -> None:
