@@ -98,6 +98,8 @@ def argv(command: str, stage: str, work: Path) -> list[str]:
 
 
 def script(stack: Stack, command: str, stage: str) -> None:
+    if command == "check-model":  # its calls are the ones to hold, not answered as a start check is
+        stack.llm.answers_checks = False
     if stage == "model":
         stack.llm.enqueue(chat_response(text_message("late")), delay=HOLD)
     elif stage == "posting" and command == "review":
