@@ -1,21 +1,29 @@
 """The dashboard's reads: a repository's runs, costs, findings, held pushes and failures over a span,
-and every repository at once for the operator. Each query filters on indexed columns
-(`runs_repo_created`, `review_findings_repo_created`, `review_findings_repo_state_updated`,
-`pending_pushes_repo_number`, `jobs_state_run_after`), so a repository with 100,000 runs stays fast
-(bench/dashboard.py). Everything is grouped in the database; only the groups come back.
+and every repository at once for the operator.
+
+Sums over a span come from the daily roll-ups (`run_days`, `finding_days`, kept by triggers: see
+jobs/rollups.py) for every whole day inside it. A span and its weeks end at the time of the request, so
+their edges cut days in two: the days holding an edge are summed from the raw rows instead, by the
+same expression of the day, so each row is counted once, from one side or the other. The short lists
+(last failures, held pushes, the most expensive pull requests) are read from the raw tables through
+their indexes (`runs_repo_created`, `review_findings_repo_created`, `review_findings_repo_state_updated`,
+`pending_pushes_repo_number`, `jobs_state_run_after`). Everything is grouped in the database; only the
+groups come back (bench/dashboard.py times a repository with 100,000 runs).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from sqlalchemy import Integer, and_, case, cast, func, select
+from sqlalchemy import BigInteger, Integer, and_, case, cast, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
-from bot.app.jobs.schema import jobs, pending_pushes, review_findings, runs
+from bot.app.jobs.rollups import DAY, day_of
+from bot.app.jobs.schema import finding_days, jobs, pending_pushes, review_findings, run_days, runs
 from bot.app.jobs.store import Store
 
 SPANS = (7, 30, 90)
@@ -44,6 +52,21 @@ class Span:
     def week_start(self, index: int) -> float:
         """The start of week `index` (0 the oldest): weeks end at `now`, so the last one is whole."""
         return self.now - (self.weeks - index) * WEEK
+
+    @property
+    def first_day(self) -> int:
+        """The day `since` falls in: read raw (it is cut), the roll-ups only after it."""
+        return day_of(self.since)
+
+    @property
+    def cut_days(self) -> tuple[int, ...]:
+        """The days an edge of the span or of one of its weeks falls in, the oldest first."""
+        edges = [self.since, *(self.week_start(w) for w in range(1, self.weeks))]
+        return tuple(sorted({day_of(edge) for edge in edges}))
+
+    def week_of_day(self, day: int) -> int:
+        """The week a whole day inside the span belongs to (no week starts within it)."""
+        return math.floor(((day + 0.5) * DAY - self.week_start(0)) / WEEK)
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +175,30 @@ def _week_of(column: Any, span: Span, dialect: str) -> ColumnElement[Any]:
     return cast(offset, Integer)
 
 
+def _day_expr(column: Any, dialect: str) -> ColumnElement[Any]:
+    """The roll-up day of a time column, by the expression the triggers use (jobs/rollups.py)."""
+    if dialect == "postgresql":
+        return cast(func.floor(column / DAY), BigInteger)
+    return cast(column / DAY, Integer)
+
+
+def _in_days(column: Any, days: tuple[int, ...], dialect: str) -> ColumnElement[bool]:
+    """Rows of these days: a range per day for the index (a second wider, for a time a float division
+    puts on the next day), then the day's expression, so the split matches the roll-ups' exactly."""
+    ranges = [and_(column >= d * DAY - 1, column < (d + 1) * DAY + 1) for d in days]
+    return and_(or_(*ranges), _day_expr(column, dialect).in_(days))
+
+
+def _whole_days(day: Any, span: Span, cut: tuple[int, ...]) -> ColumnElement[bool]:
+    """Roll-up days inside the span that no edge cuts."""
+    return and_(day > span.first_day, day.not_in(cut))
+
+
+def _milliseconds(started: Any, finished: Any) -> ColumnElement[Any]:
+    """A run's duration in whole milliseconds, rounded as the roll-ups round it; NULL without both ends."""
+    return cast(func.round((finished - started) * 1000), BigInteger)
+
+
 async def repo_figures(store: Store, repo: str, span: Span) -> RepoFigures:
     """The runs' figures and the findings' figures, read at once on two connections: each part
     scans its own index, so on two cores the page waits for the slower part instead of the sum."""
@@ -189,41 +236,62 @@ async def _run_figures(
 ) -> tuple[list[RunGroup], list[PullCost], list[WeekTokens], list[Failure]]:
     dialect = conn.dialect.name
     in_span = and_(runs.c.repo == repo, runs.c.created_at >= span.since)
-    duration = runs.c.finished_at - runs.c.started_at
     tokens_in = func.coalesce(func.sum(runs.c.input_tokens), 0)
     tokens_out = func.coalesce(func.sum(runs.c.output_tokens), 0)
-    # One read of the span (from the covering index runs_repo_created) for the runs by command and
-    # outcome and the tokens per week: grouped by both, summed up here (at most 13 weeks of groups).
+    cut = span.cut_days
+    # The cut days from the raw runs (covering index runs_repo_created), by command, outcome and week.
     week = _week_of(runs.c.created_at, span, dialect).label("week")
-    run_rows = (
+    milliseconds = _milliseconds(runs.c.started_at, runs.c.finished_at)
+    raw_rows = (
         await conn.execute(
             select(
                 runs.c.skill,
                 runs.c.status,
                 week,
                 func.count(),
-                # NULL when a run has no start or no end: SUM and COUNT skip it, cheaper than a CASE
-                # per row (100,000 rows at 90 days).
-                func.coalesce(func.sum(duration), 0.0),
-                func.count(duration),
+                # NULL when a run has no start or no end: SUM and COUNT skip it.
+                func.coalesce(func.sum(milliseconds), 0),
+                func.count(milliseconds),
                 tokens_in,
                 tokens_out,
             )
-            .where(in_span)
+            .where(in_span, _in_days(runs.c.created_at, cut, dialect))
             .group_by(runs.c.skill, runs.c.status, week)
         )
     ).all()
-    by_group: dict[tuple[str, str], list[float]] = {}
+    # Every other day of the span from the roll-ups, by day: each day lies in one week.
+    d = run_days.c
+    rolled_rows = (
+        await conn.execute(
+            select(
+                d.skill,
+                d.status,
+                d.day,
+                func.sum(d.runs),
+                func.sum(d.duration_ms),
+                func.sum(d.timed),
+                func.sum(d.input_tokens),
+                func.sum(d.output_tokens),
+            )
+            .where(d.repo == repo, _whole_days(d.day, span, cut))
+            .group_by(d.skill, d.status, d.day)
+        )
+    ).all()
+    by_group: dict[tuple[str, str], list[int]] = {}
     by_week: dict[int, list[int]] = {}
-    for skill, status, w, n, seconds, timed_n, i, o in run_rows:
-        totals = by_group.setdefault((str(skill), str(status)), [0, 0.0, 0, 0, 0])
-        for index, value in enumerate((n, seconds, timed_n, i, o)):
-            totals[index] += value
+    rows = [tuple(row) for row in raw_rows]
+    rows += [(skill, status, span.week_of_day(int(day)), *sums) for skill, status, day, *sums in rolled_rows]
+    for skill, status, w, n, ms, timed_n, i, o in rows:
+        if not n:
+            continue
+        totals = by_group.setdefault((str(skill), str(status)), [0, 0, 0, 0, 0])
+        for index, value in enumerate((n, ms, timed_n, i, o)):
+            totals[index] += int(value)
         weekly = by_week.setdefault(int(w), [0, 0, 0])
         for index, value in enumerate((n, i, o)):
             weekly[index] += int(value)
     groups = [
-        RunGroup(skill, status, int(t[0]), float(t[1]), int(t[2]), int(t[3]), int(t[4]))
+        RunGroup(skill, status, t[0], t[1] / 1000, t[2], t[3], t[4])
         for (skill, status), t in sorted(by_group.items())
     ]
     weekly_tokens = [WeekTokens(w, *by_week.get(w, [0, 0, 0])) for w in range(span.weeks)]
@@ -266,26 +334,55 @@ async def _finding_figures(
     conn: AsyncConnection, repo: str, span: Span
 ) -> tuple[dict[str, int], list[WeekFindings], list[HeldPush]]:
     dialect = conn.dialect.name
-    f = review_findings.c
-    # lower(state), for the reason above: review_findings_repo_state_updated would save the sort and
-    # read all the repository's findings row by row; review_findings_repo_created covers the span.
+    f, d = review_findings.c, finding_days.c
+    # Posted in the span, by state now: the first day raw (review_findings_repo_created covers it;
+    # lower(state) keeps SQLite on that index), the days after it from the roll-ups.
+    first = (span.first_day,)
     state = func.lower(f.state).label("state")
     state_rows = (
         await conn.execute(
-            select(state, func.count()).where(f.repo == repo, f.created_at >= span.since).group_by(state)
+            select(state, func.count())
+            .where(f.repo == repo, f.created_at >= span.since, _in_days(f.created_at, first, dialect))
+            .group_by(state)
         )
     ).all()
-    findings = dict.fromkeys(FINDING_STATES, 0) | {str(s): int(n) for s, n in state_rows}
+    rolled_states = (
+        await conn.execute(
+            select(d.state, func.sum(d.posted))
+            .where(d.repo == repo, _whole_days(d.day, span, first))
+            .group_by(d.state)
+        )
+    ).all()
+    findings = dict.fromkeys(FINDING_STATES, 0)
+    for s, n in [*state_rows, *rolled_states]:
+        if n:
+            findings[str(s)] = findings.get(str(s), 0) + int(n)
 
+    # Left `open` per week: the cut days raw (review_findings_repo_state_updated), the rest rolled up.
+    cut = span.cut_days
     left = _week_of(f.updated_at, span, dialect).label("week")
     left_rows = (
         await conn.execute(
             select(left, f.state, func.count())
-            .where(f.repo == repo, f.state.in_(("fixed", "dismissed")), f.updated_at >= span.since)
+            .where(
+                f.repo == repo,
+                f.state.in_(("fixed", "dismissed")),
+                f.updated_at >= span.since,
+                _in_days(f.updated_at, cut, dialect),
+            )
             .group_by(left, f.state)
         )
     ).all()
-    moved: dict[tuple[int, str], int] = {(int(w), str(s)): int(n) for w, s, n in left_rows}
+    rolled = (
+        await conn.execute(
+            select(d.day, d.state, func.sum(d.left_open))
+            .where(d.repo == repo, d.state.in_(("fixed", "dismissed")), _whole_days(d.day, span, cut))
+            .group_by(d.day, d.state)
+        )
+    ).all()
+    moved: dict[tuple[int, str], int] = {}
+    for w, s, n in [*left_rows, *((span.week_of_day(int(day)), s, n) for day, s, n in rolled)]:
+        moved[(int(w), str(s))] = moved.get((int(w), str(s)), 0) + int(n or 0)
     weekly_findings = [
         WeekFindings(w, moved.get((w, "fixed"), 0), moved.get((w, "dismissed"), 0)) for w in range(span.weeks)
     ]
@@ -317,9 +414,12 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
     connections (as `repo_figures` does)."""
     read: dict[str, list[Any]] = {}
 
+    first = (span.first_day,)
+
     async def read_runs() -> None:
         async with store.read() as conn:
-            run_rows = (
+            # The first day raw (runs_created_at), the days after it from the roll-ups.
+            raw = (
                 await conn.execute(
                     select(
                         runs.c.repo,
@@ -329,23 +429,63 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
                         func.coalesce(func.sum(runs.c.input_tokens), 0),
                         func.coalesce(func.sum(runs.c.output_tokens), 0),
                     )
-                    .where(runs.c.created_at >= span.since)
+                    .where(
+                        runs.c.created_at >= span.since, _in_days(runs.c.created_at, first, conn.dialect.name)
+                    )
                     .group_by(runs.c.repo)
                 )
             ).all()
-            read["runs"] = list(run_rows)
+            d = run_days.c
+            rolled = (
+                await conn.execute(
+                    select(
+                        d.repo,
+                        func.max(func.nullif(d.installation_id, 0)),  # 0 stands for none
+                        func.sum(d.runs),
+                        func.sum(case((d.status == "failed", d.runs), else_=0)),
+                        func.sum(d.input_tokens),
+                        func.sum(d.output_tokens),
+                    )
+                    .where(_whole_days(d.day, span, first))
+                    .group_by(d.repo)
+                )
+            ).all()
+            read["runs"] = [*raw, *rolled]
 
     async def read_rest() -> None:
         async with store.read() as conn:
-            f = review_findings.c
-            state = func.lower(f.state).label("state")  # the covering index, as in _finding_figures
-            finding_rows = (
+            f, d = review_findings.c, finding_days.c
+            rolled = (
                 await conn.execute(
-                    select(f.repo, state, func.count())
-                    .where(f.created_at >= span.since)
-                    .group_by(f.repo, state)
+                    select(d.repo, d.state, func.sum(d.posted))
+                    .where(_whole_days(d.day, span, first))
+                    .group_by(d.repo, d.state)
                 )
             ).all()
+            # The first day raw, only for the repositories that had findings then: each is a range
+            # of review_findings_repo_created (no index has created_at first).
+            repos = (
+                (await conn.execute(select(d.repo).distinct().where(d.day == span.first_day, d.posted > 0)))
+                .scalars()
+                .all()
+            )
+            state = func.lower(f.state).label("state")  # the covering index, as in _finding_figures
+            raw = (
+                (
+                    await conn.execute(
+                        select(f.repo, state, func.count())
+                        .where(
+                            f.repo.in_(repos),
+                            f.created_at >= span.since,
+                            _in_days(f.created_at, first, conn.dialect.name),
+                        )
+                        .group_by(f.repo, state)
+                    )
+                ).all()
+                if repos
+                else []
+            )
+            finding_rows = [*raw, *rolled]
             p = pending_pushes.c
             held_rows = (
                 await conn.execute(select(p.repo, func.count()).where(p.state == "pending").group_by(p.repo))
@@ -382,14 +522,16 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
         )
 
     for repo, installation, n, failed, i, o in run_rows:
-        entry(str(repo)).update(
-            installation_id=None if installation is None else int(installation),
-            runs=int(n),
-            failed=int(failed),
-            input_tokens=int(i),
-            output_tokens=int(o),
-        )
+        if not n:
+            continue
+        item = entry(str(repo))
+        if installation is not None:
+            item["installation_id"] = max(int(installation), item["installation_id"] or 0)
+        for key, value in (("runs", n), ("failed", failed), ("input_tokens", i), ("output_tokens", o)):
+            item[key] += int(value)
     for repo, state, n in finding_rows:
+        if not n:
+            continue
         item = entry(str(repo))
         item["findings"] += int(n)
         if state in ("fixed", "dismissed"):
