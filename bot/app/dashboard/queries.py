@@ -60,8 +60,9 @@ class Span:
 
     @property
     def cut_days(self) -> tuple[int, ...]:
-        """The days an edge of the span or of one of its weeks falls in, the oldest first."""
-        edges = [self.since, *(self.week_start(w) for w in range(1, self.weeks))]
+        """The days an edge of the span or of one of its weeks falls in, the oldest first. `now` is one:
+        rows after it (a clock behind the database's) count in the span but in none of its weeks."""
+        edges = [self.since, *(self.week_start(w) for w in range(1, self.weeks)), self.now]
         return tuple(sorted({day_of(edge) for edge in edges}))
 
     def week_of_day(self, day: int) -> int:
