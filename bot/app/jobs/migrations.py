@@ -18,6 +18,7 @@ from bot.app.jobs import rollups
 from bot.app.jobs.schema import (
     app_credentials,
     auto_reviews,
+    dashboard_sessions,
     effects,
     finding_days,
     held_commits,
@@ -144,7 +145,8 @@ MIGRATIONS[11] = _dashboard_indexes
 
 def _rollups(conn: Connection) -> None:
     """v12: the dashboard's daily roll-ups (issue 44), their triggers, and their sums of the rows
-    already there, all in the upgrade's transaction."""
+    already there, all in the upgrade's transaction; and its server-side sessions."""
+    dashboard_sessions.create(conn, checkfirst=True)
     run_days.create(conn, checkfirst=True)
     finding_days.create(conn, checkfirst=True)
     rollups.create_triggers(conn)

@@ -361,6 +361,25 @@ finding_days = Table(
 )
 
 
+# Issue 44: the dashboard's signed-in sessions (dashboard/session_store.py). `id` is the SHA-256 of the
+# random id the browser's cookie carries, `token` the user's GitHub token sealed with the cookies' key:
+# a copy of the database opens no session and reads no token.
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("login", Text, nullable=False),
+    Column("token", Text, nullable=False),
+    Column("repos", _Json, nullable=False),
+    Column("operator", Boolean, nullable=False),
+    Column("by_token", Boolean, nullable=False),
+    Column("checked_at", Double, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Index("dashboard_sessions_expires", "expires_at"),
+)
+
+
 def _rollup_triggers(target: MetaData, connection: Connection, **kw: Any) -> None:
     # Once every table exists: the triggers join runs and review_findings to their roll-ups.
     create_triggers(connection)
