@@ -23,7 +23,15 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
 from bot.app.jobs.rollups import DAY, day_of
-from bot.app.jobs.schema import finding_days, jobs, pending_pushes, review_findings, run_days, runs
+from bot.app.jobs.schema import (
+    finding_days,
+    jobs,
+    pending_pushes,
+    pull_totals,
+    review_findings,
+    run_days,
+    runs,
+)
 from bot.app.jobs.store import Store
 
 SPANS = (7, 30, 90)
@@ -32,6 +40,7 @@ FINDING_STATES = ("open", "fixed", "dismissed")
 RECENT_FAILURES = 20
 HELD_PUSHES = 50
 TOP_PULLS = 20
+FEW_PULLS = 200  # pull requests straddling the span's start read by number; more read the whole span
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,19 +306,7 @@ async def _run_figures(
     ]
     weekly_tokens = [WeekTokens(w, *by_week.get(w, [0, 0, 0])) for w in range(span.weeks)]
 
-    # Grouped by an expression, not the column: SQLite would otherwise walk runs_repo_number to save
-    # the GROUP BY's sort, reading every run of the repository row by row (0.3 s at 100,000 runs)
-    # instead of the span from the covering index. Pull request numbers start at 1; 0 is "none".
-    number = func.coalesce(runs.c.number, 0).label("number")
-    pull_rows = (
-        await conn.execute(
-            select(number, func.count(), tokens_in, tokens_out).where(in_span).group_by(number)
-        )
-    ).all()
-    pulls = sorted(
-        (PullCost(int(n) or None, int(c), int(i), int(o)) for n, c, i, o in pull_rows),
-        key=lambda p: (-(p.input_tokens + p.output_tokens), p.number or 0),
-    )
+    pulls = await _pull_costs(conn, repo, span)
 
     failure_rows = (
         await conn.execute(
@@ -329,6 +326,45 @@ async def _run_figures(
     ).all()
     failures = [Failure(*row) for row in failure_rows]
     return groups, pulls, weekly_tokens, failures
+
+
+async def _pull_costs(conn: AsyncConnection, repo: str, span: Span) -> list[PullCost]:
+    """Every pull request with runs in the span, the most expensive first. One whose runs all came
+    after `since` (its first-run bound says so) counts with its totals; the others, which had runs
+    before the span too, are summed from their runs in it."""
+    t = pull_totals.c
+    totals = (
+        await conn.execute(
+            select(t.number, t.runs, t.input_tokens, t.output_tokens, t.first_at).where(
+                t.repo == repo, t.last_at >= span.since
+            )
+        )
+    ).all()
+    found = {
+        int(n): PullCost(int(n) or None, int(c), int(i), int(o))
+        for n, c, i, o, first in totals
+        if first >= span.since
+    }
+    straddling = [int(n) for n, _, _, _, first in totals if first < span.since]
+    if straddling:
+        # Grouped by an expression, not the column: SQLite would otherwise walk runs_repo_number to
+        # save the GROUP BY's sort, reading every run of the repository row by row instead of the span
+        # from the covering index. Pull request numbers start at 1; 0 is "none".
+        number = func.coalesce(runs.c.number, 0).label("number")
+        query = (
+            select(number, func.count(), func.sum(runs.c.input_tokens), func.sum(runs.c.output_tokens))
+            .where(runs.c.repo == repo, runs.c.created_at >= span.since)
+            .group_by(number)
+        )
+        if len(straddling) <= FEW_PULLS:
+            # A few: their own runs through runs_repo_number, instead of the whole span.
+            named = [n for n in straddling if n]
+            picked = runs.c.number.in_(named)
+            query = query.where(or_(picked, runs.c.number.is_(None)) if 0 in straddling else picked)
+        for n, c, i, o in (await conn.execute(query)).all():
+            if c:
+                found[int(n)] = PullCost(int(n) or None, int(c), int(i or 0), int(o or 0))
+    return sorted(found.values(), key=lambda p: (-(p.input_tokens + p.output_tokens), p.number or 0))
 
 
 async def _finding_figures(

@@ -26,6 +26,7 @@ from bot.app.jobs.schema import (
     jobs,
     leases,
     metadata,
+    pull_totals,
     redeliveries,
     review_findings,
     run_checkpoints,
@@ -148,6 +149,7 @@ def _rollups(conn: Connection) -> None:
     already there, all in the upgrade's transaction; and its server-side sessions."""
     dashboard_sessions.create(conn, checkfirst=True)
     run_days.create(conn, checkfirst=True)
+    pull_totals.create(conn, checkfirst=True)
     finding_days.create(conn, checkfirst=True)
     rollups.create_triggers(conn)
     rollups.backfill(conn)

@@ -2,12 +2,16 @@
 
 The dashboard sums a repository's runs and findings over 7, 30 or 90 days; summing 100,000 rows per
 page is what made a big repository's page slow on SQLite. `run_days` and `finding_days` hold the same
-sums per repository and UTC day (`floor(time / 86400)`), and triggers on `runs` and `review_findings`
-move a row's contribution whenever it is inserted, changed or deleted. A trigger runs inside the
-statement that wrote the row, so the roll-ups commit or roll back with it: no writer (the runs ledger,
-the findings ledger, retention, a test's or a benchmark's bulk insert) can leave them behind.
+sums per repository and UTC day (`floor(time / 86400)`); `pull_totals` each pull request's runs and
+tokens of all time, with bounds on when its runs were created (a pull request whose first run is
+inside the span counts whole; only the others are summed from their runs). Triggers on `runs` and
+`review_findings` move a row's contribution whenever it is inserted, changed or deleted. A trigger
+runs inside the statement that wrote the row, so the roll-ups commit or roll back with it: no writer
+(the runs ledger, the findings ledger, retention, a test's or a benchmark's bulk insert) can leave
+them behind.
 
-A roll-up row that falls to zero is deleted, so the tables only hold days that had something. On
+A roll-up row that falls to zero is deleted (a pull request's bounds only widen: a run taken away
+leaves them bounds, never wrong ones), so the tables only hold days that had something. On
 PostgreSQL a change takes its two roll-up rows (the old key's and the new key's) in key order, so two
 transactions moving runs in opposite directions cannot deadlock on them.
 
@@ -25,6 +29,8 @@ DAY = 86400.0
 
 RUN_KEY = ("repo", "day", "skill", "status", "installation_id")
 RUN_SUMS = ("runs", "timed", "duration_ms", "input_tokens", "output_tokens")
+PULL_KEY = ("repo", "number")
+PULL_SUMS = ("runs", "input_tokens", "output_tokens")
 FINDING_KEY = ("repo", "day", "state")
 FINDING_SUMS = ("posted", "left_open")
 # What the triggers watch: a change of any other column (a finding's reactions etag, a run's summary)
@@ -78,12 +84,23 @@ def _run_values(dialect: str, row: str, sign: str) -> list[str]:
 
 
 def _upsert(
-    dialect: str, table: str, key: tuple[str, ...], sums: tuple[str, ...], values: list[str], when: str = ""
+    dialect: str,
+    table: str,
+    key: tuple[str, ...],
+    sums: tuple[str, ...],
+    values: list[str],
+    when: str = "",
+    bounds: tuple[str, str] | None = None,
 ) -> str:
     """Add `values` to the row of their key, creating it, then drop that row if it fell to nothing;
-    only `when` the condition (SQL on the trigger's row) holds."""
-    columns = ", ".join((*key, *sums))
+    only `when` the condition (SQL on the trigger's row) holds. `bounds` names a lowest and a highest
+    column (their values last): they only widen, so they stay bounds when a row is taken away."""
+    columns = ", ".join((*key, *sums, *(bounds or ())))
     added = ", ".join(f"{s} = {table}.{s} + excluded.{s}" for s in sums)
+    if bounds is not None:
+        low, high = ("LEAST", "GREATEST") if dialect == "postgresql" else ("min", "max")
+        added += f", {bounds[0]} = {low}({table}.{bounds[0]}, excluded.{bounds[0]})"
+        added += f", {bounds[1]} = {high}({table}.{bounds[1]}, excluded.{bounds[1]})"
     match = " AND ".join(f"{k} = {v}" for k, v in zip(key, values[: len(key)], strict=True))
     empty = " AND ".join(f"{s} = 0" for s in sums)
     conflict = f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {added}"
@@ -97,8 +114,25 @@ def _upsert(
     return f"{insert} SELECT {', '.join(values)} WHERE {when} {conflict}; {delete}"
 
 
+def _pull_values(row: str, sign: str) -> list[str]:
+    """A run's share of its pull request's totals (number 0 for a run on none)."""
+    return [
+        f"{row}.repo",
+        f"COALESCE({row}.number, 0)",
+        sign,
+        f"{sign} * COALESCE({row}.input_tokens, 0)",
+        f"{sign} * COALESCE({row}.output_tokens, 0)",
+        f"{row}.created_at",
+        f"{row}.created_at",
+    ]
+
+
 def _run_change(dialect: str, row: str, sign: str) -> str:
-    return _upsert(dialect, "run_days", RUN_KEY, RUN_SUMS, _run_values(dialect, row, sign))
+    days = _upsert(dialect, "run_days", RUN_KEY, RUN_SUMS, _run_values(dialect, row, sign))
+    pulls = _upsert(
+        dialect, "pull_totals", PULL_KEY, PULL_SUMS, _pull_values(row, sign), bounds=("first_at", "last_at")
+    )
+    return f"{days} {pulls}"
 
 
 def _finding_change(dialect: str, row: str, sign: str) -> str:
@@ -195,8 +229,8 @@ def backfill(conn: Connection) -> None:
     """Fill the roll-ups from the rows already there (the upgrade to v12), in the same transaction
     that creates the triggers, so no write falls between the two."""
     dialect = conn.dialect.name
-    conn.execute(text("DELETE FROM run_days"))
-    conn.execute(text("DELETE FROM finding_days"))
+    for table in ("run_days", "pull_totals", "finding_days"):
+        conn.execute(text(f"DELETE FROM {table}"))  # noqa: S608
     values = _run_values(dialect, "runs", "1")
     sums = ", ".join(f"SUM({v})" for v in values[len(RUN_KEY) :])
     keys = ", ".join(values[: len(RUN_KEY)])
@@ -204,6 +238,14 @@ def backfill(conn: Connection) -> None:
         text(
             f"INSERT INTO run_days ({', '.join((*RUN_KEY, *RUN_SUMS))}) "  # noqa: S608
             f"SELECT {keys}, {sums} FROM runs GROUP BY {keys}"
+        )
+    )
+    conn.execute(
+        text(
+            "INSERT INTO pull_totals (repo, number, runs, input_tokens, output_tokens, first_at, last_at) "
+            "SELECT repo, COALESCE(number, 0), COUNT(*), SUM(COALESCE(input_tokens, 0)), "
+            "SUM(COALESCE(output_tokens, 0)), MIN(created_at), MAX(created_at) FROM runs "
+            "GROUP BY repo, COALESCE(number, 0)"
         )
     )
     created, updated = _day(dialect, "created_at"), _day(dialect, "updated_at")

@@ -348,6 +348,21 @@ run_days = Table(
     Column("output_tokens", BigInteger, nullable=False),
 )
 
+# A pull request's runs and tokens of all time (number 0: runs on none), and the earliest and latest
+# creation time its runs may have (bounds: deleting a run does not narrow them).
+pull_totals = Table(
+    "pull_totals",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", BigInteger, primary_key=True, autoincrement=False),
+    Column("runs", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("first_at", Double, nullable=False),
+    Column("last_at", Double, nullable=False),
+    Index("pull_totals_repo_first", "repo", "first_at", "last_at"),
+)
+
 # A finding counts as `posted` on the day it was created, under its state now (lower case), and, while
 # fixed or dismissed, as `left_open` on the day of its last update.
 finding_days = Table(

@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
+from bot.app.dashboard import queries
 from bot.app.dashboard.queries import Span, installation_figures, repo_figures
 from bot.app.jobs import rollups
 from bot.app.jobs.retention import prune
-from bot.app.jobs.schema import finding_days, review_findings, run_days, runs, schema_version
+from bot.app.jobs.schema import finding_days, pull_totals, review_findings, run_days, runs, schema_version
 from bot.app.jobs.store import Store
 from bot.app.reviews.ledger import FindingsLedger, Posted
 from tests.support.db import FakeClock, opened
@@ -117,6 +118,27 @@ async def test_the_rollups_equal_the_raw_rows_after_mixed_writes(
     assert len(raw_runs) > 100 and sum(v[1] for v in raw_findings.values()) > 10  # the mix did happen
     assert stored_runs == raw_runs  # and no row fell to zero without being deleted
     assert stored_findings == raw_findings
+    await _assert_pull_totals(clocked_store)
+
+
+async def _assert_pull_totals(store: Store) -> None:
+    """Each pull request's sums are exact; its times bound those of its runs left."""
+    async with store.read() as conn:
+        run_rows = (await conn.execute(select(runs))).mappings().all()
+        stored = {(r.repo, r.number): r for r in (await conn.execute(select(pull_totals))).all()}
+    want: dict[tuple[str, int], list[Any]] = {}
+    for r in run_rows:
+        item = want.setdefault((r["repo"], r["number"] or 0), [0, 0, 0, math.inf, -math.inf])
+        item[0] += 1
+        item[1] += r["input_tokens"] or 0
+        item[2] += r["output_tokens"] or 0
+        item[3] = min(item[3], r["created_at"])
+        item[4] = max(item[4], r["created_at"])
+    assert stored.keys() == want.keys()
+    for key, (n, i, o, first, last) in want.items():
+        row = stored[key]
+        assert (row.runs, row.input_tokens, row.output_tokens) == (n, i, o)
+        assert row.first_at <= first and row.last_at >= last
 
 
 def _expected(run_rows: list[Any], finding_rows: list[Any], repo: str, span: Span) -> dict[str, Any]:
@@ -149,12 +171,26 @@ def _expected(run_rows: list[Any], finding_rows: list[Any], repo: str, span: Spa
         "weekly_runs": [weekly[w] for w in range(span.weeks)],
         "findings": {s: states[s] for s in ("open", "fixed", "dismissed")},
         "weekly_findings": [(left[(w, "fixed")], left[(w, "dismissed")]) for w in range(span.weeks)],
+        "pulls": sorted(
+            ((-(i + o), n, c, i, o) for n, (c, i, o) in _pull_sums(run_rows, repo, span).items())
+        ),
     }
 
 
+def _pull_sums(run_rows: list[Any], repo: str, span: Span) -> dict[int, tuple[int, int, int]]:
+    sums: dict[int, tuple[int, int, int]] = {}
+    for r in run_rows:
+        if r["repo"] == repo and r["created_at"] >= span.since:
+            c, i, o = sums.get(r["number"] or 0, (0, 0, 0))
+            sums[r["number"] or 0] = (c + 1, i + (r["input_tokens"] or 0), o + (r["output_tokens"] or 0))
+    return sums
+
+
+@pytest.mark.parametrize("few_pulls", [200, 0], ids=["straddling-by-number", "straddling-whole-span"])
 async def test_the_page_through_the_rollups_equals_the_raw_figures(
-    clocked_store: Store, fake_clock: FakeClock
+    clocked_store: Store, fake_clock: FakeClock, few_pulls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(queries, "FEW_PULLS", few_pulls)
     await _mixed_writes(clocked_store, fake_clock)
     async with clocked_store.read() as conn:
         run_rows = list((await conn.execute(select(runs))).mappings().all())
@@ -177,6 +213,17 @@ async def test_the_page_through_the_rollups_equals_the_raw_figures(
                 assert [w.runs for w in figures.weekly_tokens] == want["weekly_runs"]
                 assert figures.findings == want["findings"]
                 assert [(w.fixed, w.dismissed) for w in figures.weekly_findings] == want["weekly_findings"]
+                assert figures.pull_count == len(want["pulls"])
+                assert [
+                    (
+                        -(p.input_tokens + p.output_tokens),
+                        p.number or 0,
+                        p.runs,
+                        p.input_tokens,
+                        p.output_tokens,
+                    )
+                    for p in figures.pulls
+                ] == want["pulls"][:20]
             installation = await installation_figures(clocked_store, span)
             by_repo = {r.repo: r for r in installation.repos}
             for repo in REPOS:
@@ -201,10 +248,12 @@ async def test_the_upgrade_to_v12_fills_the_rollups_from_existing_rows(db_url: s
                 await conn.execute(text("DROP TRIGGER run_days_change ON runs"))
                 await conn.execute(text("DROP TRIGGER finding_days_change ON review_findings"))
             await conn.execute(text("DROP TABLE run_days"))
+            await conn.execute(text("DROP TABLE pull_totals"))
             await conn.execute(text("DROP TABLE finding_days"))
             await conn.execute(schema_version.update().values(version=11))
     async with opened(db_url, clock) as store:
         assert await _stored_rollups(store) == want
+        await _assert_pull_totals(store)
         # and the triggers are back: a new run lands in its day at once
         run = await store.create_run(repo="new/repo", number=1, skill="review", requester="x")
         await store.update_run(run, status="succeeded", input_tokens=5)
