@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from sqlalchemy import BigInteger, Integer, and_, case, cast, func, or_, select
+from sqlalchemy import BigInteger, Integer, Subquery, and_, case, cast, func, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -194,9 +194,19 @@ def _day_expr(column: Any, dialect: str) -> ColumnElement[Any]:
 
 def _in_days(column: Any, days: tuple[int, ...], dialect: str) -> ColumnElement[bool]:
     """Rows of these days: a range per day for the index (a second wider, for a time a float division
-    puts on the next day), then the day's expression, so the split matches the roll-ups' exactly."""
+    puts on the next day), then the day's expression, so the split matches the roll-ups' exactly.
+    For more than one day, `_cut_rows`."""
     ranges = [and_(column >= d * DAY - 1, column < (d + 1) * DAY + 1) for d in days]
     return and_(or_(*ranges), _day_expr(column, dialect).in_(days))
+
+
+def _cut_rows(
+    columns: list[Any], where: list[ColumnElement[bool]], column: Any, days: tuple[int, ...], dialect: str
+) -> Subquery:
+    """The rows of several days, one range of the index per day (UNION ALL): with the days' ranges
+    OR-ed in one WHERE, SQLite reads the whole span from the first one on and filters."""
+    parts = [select(*columns).where(*where, _in_days(column, (d,), dialect)) for d in days]
+    return (union_all(*parts) if len(parts) > 1 else parts[0]).subquery()
 
 
 def _whole_days(day: Any, span: Span, cut: tuple[int, ...]) -> ColumnElement[bool]:
@@ -246,27 +256,31 @@ async def _run_figures(
 ) -> tuple[list[RunGroup], list[PullCost], list[WeekTokens], list[Failure]]:
     dialect = conn.dialect.name
     in_span = and_(runs.c.repo == repo, runs.c.created_at >= span.since)
-    tokens_in = func.coalesce(func.sum(runs.c.input_tokens), 0)
-    tokens_out = func.coalesce(func.sum(runs.c.output_tokens), 0)
     cut = span.cut_days
     # The cut days from the raw runs (covering index runs_repo_created), by command, outcome and week.
-    week = _week_of(runs.c.created_at, span, dialect).label("week")
-    milliseconds = _milliseconds(runs.c.started_at, runs.c.finished_at)
+    r = runs.c
+    cut_runs = _cut_rows(
+        [r.skill, r.status, r.created_at, r.started_at, r.finished_at, r.input_tokens, r.output_tokens],
+        [in_span],
+        r.created_at,
+        cut,
+        dialect,
+    ).c
+    week = _week_of(cut_runs.created_at, span, dialect).label("week")
+    milliseconds = _milliseconds(cut_runs.started_at, cut_runs.finished_at)
     raw_rows = (
         await conn.execute(
             select(
-                runs.c.skill,
-                runs.c.status,
+                cut_runs.skill,
+                cut_runs.status,
                 week,
                 func.count(),
                 # NULL when a run has no start or no end: SUM and COUNT skip it.
                 func.coalesce(func.sum(milliseconds), 0),
                 func.count(milliseconds),
-                tokens_in,
-                tokens_out,
-            )
-            .where(in_span, _in_days(runs.c.created_at, cut, dialect))
-            .group_by(runs.c.skill, runs.c.status, week)
+                func.coalesce(func.sum(cut_runs.input_tokens), 0),
+                func.coalesce(func.sum(cut_runs.output_tokens), 0),
+            ).group_by(cut_runs.skill, cut_runs.status, week)
         )
     ).all()
     # Every other day of the span from the roll-ups, by day: each day lies in one week.
@@ -397,18 +411,16 @@ async def _finding_figures(
 
     # Left `open` per week: the cut days raw (review_findings_repo_state_updated), the rest rolled up.
     cut = span.cut_days
-    left = _week_of(f.updated_at, span, dialect).label("week")
+    cut_left = _cut_rows(
+        [f.state, f.updated_at],
+        [f.repo == repo, f.state.in_(("fixed", "dismissed")), f.updated_at >= span.since],
+        f.updated_at,
+        cut,
+        dialect,
+    ).c
+    left = _week_of(cut_left.updated_at, span, dialect).label("week")
     left_rows = (
-        await conn.execute(
-            select(left, f.state, func.count())
-            .where(
-                f.repo == repo,
-                f.state.in_(("fixed", "dismissed")),
-                f.updated_at >= span.since,
-                _in_days(f.updated_at, cut, dialect),
-            )
-            .group_by(left, f.state)
-        )
+        await conn.execute(select(left, cut_left.state, func.count()).group_by(left, cut_left.state))
     ).all()
     rolled = (
         await conn.execute(
