@@ -225,6 +225,14 @@ def create_triggers(conn: Connection) -> None:
         conn.exec_driver_sql(statement)
 
 
+def drop_triggers(conn: Connection) -> None:
+    """Take the triggers away (what a database before v12 lacks): the upgrade tests build one."""
+    statements = trigger_statements(conn.dialect.name)
+    for statement in statements:
+        if statement.startswith("DROP TRIGGER"):
+            conn.exec_driver_sql(statement)
+
+
 def backfill(conn: Connection) -> None:
     """Fill the roll-ups from the rows already there (the upgrade to v12), in the same transaction
     that creates the triggers, so no write falls between the two."""

@@ -241,12 +241,7 @@ async def test_the_upgrade_to_v12_fills_the_rollups_from_existing_rows(db_url: s
         await _mixed_writes(store, clock, seed=7)
         want = await _raw_rollups(store)
         async with store.write() as conn:  # a v11 database: no roll-ups, no triggers
-            if store.is_sqlite:
-                for name in rollups.ROLLUP_TRIGGERS:
-                    await conn.execute(text(f"DROP TRIGGER {name}"))
-            else:
-                await conn.execute(text("DROP TRIGGER run_days_change ON runs"))
-                await conn.execute(text("DROP TRIGGER finding_days_change ON review_findings"))
+            await conn.run_sync(rollups.drop_triggers)
             await conn.execute(text("DROP TABLE run_days"))
             await conn.execute(text("DROP TABLE pull_totals"))
             await conn.execute(text("DROP TABLE finding_days"))
