@@ -1,14 +1,16 @@
 """The dashboard's reads: a repository's runs, costs, findings, held pushes and failures over a span,
 and every repository at once for the operator.
 
-Sums over a span come from the daily roll-ups (`run_days`, `finding_days`, kept by triggers: see
-jobs/rollups.py) for every whole day inside it. A span and its weeks end at the time of the request, so
+Sums over a span come from the roll-ups kept by triggers (jobs/rollups.py): `run_days` and
+`finding_days` for every whole day inside it. A span and its weeks end at the time of the request, so
 their edges cut days in two: the days holding an edge are summed from the raw rows instead, by the
-same expression of the day, so each row is counted once, from one side or the other. The short lists
-(last failures, held pushes, the most expensive pull requests) are read from the raw tables through
-their indexes (`runs_repo_created`, `review_findings_repo_created`, `review_findings_repo_state_updated`,
-`pending_pushes_repo_number`, `jobs_state_run_after`). Everything is grouped in the database; only the
-groups come back (bench/dashboard.py times a repository with 100,000 runs).
+same expression of the day, so each row is counted once, from one side or the other. The pull requests
+come from `pull_totals`, and from their runs only for those that also had runs before the span. The
+short lists (last failures, held pushes) are read from the raw tables. Raw reads go through indexes
+(`runs_repo_created`, `runs_repo_number`, `review_findings_repo_created`,
+`review_findings_repo_state_updated`, `pending_pushes_repo_number`, `jobs_state_run_after`).
+Everything is grouped in the database; only the groups come back (bench/dashboard.py times a
+repository with 100,000 runs).
 """
 
 from __future__ import annotations
