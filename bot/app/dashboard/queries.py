@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from sqlalchemy import BigInteger, Integer, Subquery, and_, case, cast, func, or_, select, union_all
+from sqlalchemy import BigInteger, Integer, Subquery, and_, case, cast, func, literal, or_, select, union_all
 from sqlalchemy.ext.asyncio import AsyncConnection
 from sqlalchemy.sql.elements import ColumnElement
 
@@ -43,6 +43,46 @@ RECENT_FAILURES = 20
 HELD_PUSHES = 50
 TOP_PULLS = 20
 FEW_PULLS = 200  # pull requests straddling the span's start read by number; more read the whole span
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """An instant that cuts its day between two weeks (`before`, `after`; -1 is outside the span).
+
+    The day's roll-up is given whole to one side, and the raw rows of the other side are moved across:
+    the shorter side, so at most half a day is read raw (after `now` nothing is, as a rule)."""
+
+    at: float
+    before: int
+    after: int
+    short_after: bool = False
+
+    @property
+    def day(self) -> int:
+        return day_of(self.at)
+
+    @property
+    def read_after(self) -> bool:
+        """Whether the raw rows read are those from the edge to the day's end (else its start to the edge)."""
+        return self.short_after or self.at - self.day * DAY > DAY / 2
+
+    @property
+    def rolled_week(self) -> int:
+        """The week the day's roll-up goes to: the side not read raw."""
+        return self.before if self.read_after else self.after
+
+    def moved(self) -> tuple[int, int]:
+        """The raw rows' move: out of the week the roll-up went to, into their own."""
+        return (self.before, self.after) if self.read_after else (self.after, self.before)
+
+    def rows(self, column: Any, dialect: str) -> ColumnElement[bool]:
+        """The raw rows of the side read: by a range for the index, and the day's expression, so they
+        are exactly rows the day's roll-up holds."""
+        if self.read_after:
+            bounds = and_(column >= self.at, column < (self.day + 1) * DAY + 1)
+        else:
+            bounds = and_(column >= self.day * DAY - 1, column < self.at)
+        return and_(bounds, _day_expr(column, dialect) == self.day)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,11 +110,14 @@ class Span:
         return day_of(self.since)
 
     @property
-    def cut_days(self) -> tuple[int, ...]:
-        """The days an edge of the span or of one of its weeks falls in, the oldest first. `now` is one:
-        rows after it (a clock behind the database's) count in the span but in none of its weeks."""
-        edges = [self.since, *(self.week_start(w) for w in range(1, self.weeks)), self.now]
-        return tuple(sorted({day_of(edge) for edge in edges}))
+    def edges(self) -> list[Edge]:
+        """Each instant that cuts a day in two: the span's start (what is before it is out, week -1),
+        each week's start, and `now` (what is after it, a clock behind the database's, counts in the
+        span but in none of its weeks: week `weeks`). At most one falls in a day."""
+        edges = [Edge(self.since, -1, 0)]
+        edges += [Edge(self.week_start(w), w - 1, w) for w in range(1, self.weeks)]
+        edges.append(Edge(self.now, self.weeks - 1, self.weeks, short_after=True))
+        return edges
 
     def week_of_day(self, day: int) -> int:
         """The week a whole day inside the span belongs to (no week starts within it)."""
@@ -176,17 +219,6 @@ class InstallationFigures:
     oldest_queued: float | None  # when the longest-waiting job became due
 
 
-def _week_of(column: Any, span: Span, dialect: str) -> ColumnElement[Any]:
-    """The week index (0 the oldest) of a time column, computed in the database.
-
-    PostgreSQL's cast to integer rounds, SQLite's truncates; both floor here (the values are >= 0
-    inside the span)."""
-    offset = (column - span.week_start(0)) / WEEK
-    if dialect == "postgresql":
-        return cast(func.floor(offset), Integer)
-    return cast(offset, Integer)
-
-
 def _day_expr(column: Any, dialect: str) -> ColumnElement[Any]:
     """The roll-up day of a time column, by the expression the triggers use (jobs/rollups.py)."""
     if dialect == "postgresql":
@@ -194,26 +226,36 @@ def _day_expr(column: Any, dialect: str) -> ColumnElement[Any]:
     return cast(column / DAY, Integer)
 
 
-def _in_days(column: Any, days: tuple[int, ...], dialect: str) -> ColumnElement[bool]:
-    """Rows of these days: a range per day for the index (a second wider, for a time a float division
-    puts on the next day), then the day's expression, so the split matches the roll-ups' exactly.
-    For more than one day, `_cut_rows`."""
-    ranges = [and_(column >= d * DAY - 1, column < (d + 1) * DAY + 1) for d in days]
-    return and_(or_(*ranges), _day_expr(column, dialect).in_(days))
+def _in_first_day(column: Any, span: Span, dialect: str) -> ColumnElement[bool]:
+    """The rows of the day `since` falls in (those the roll-ups hold for it): a range for the index, a
+    second wider each way for a time a float division puts on the next day, then the day's expression."""
+    day = span.first_day
+    return and_(column >= day * DAY - 1, column < (day + 1) * DAY + 1, _day_expr(column, dialect) == day)
 
 
-def _cut_rows(
-    columns: list[Any], where: list[ColumnElement[bool]], column: Any, days: tuple[int, ...], dialect: str
+def _edge_rows(
+    columns: list[Any], where: list[ColumnElement[bool]], column: Any, span: Span, dialect: str
 ) -> Subquery:
-    """The rows of several days, one range of the index per day (UNION ALL): with the days' ranges
-    OR-ed in one WHERE, SQLite reads the whole span from the first one on and filters."""
-    parts = [select(*columns).where(*where, _in_days(column, (d,), dialect)) for d in days]
-    return (union_all(*parts) if len(parts) > 1 else parts[0]).subquery()
+    """The raw rows of every edge's side read, tagged with the edge's index (`part`): one range of the
+    index per edge (UNION ALL), since with the ranges OR-ed SQLite reads the span from the first on."""
+    parts = [
+        select(literal(i).label("part"), *columns).where(*where, edge.rows(column, dialect))
+        for i, edge in enumerate(span.edges)
+    ]
+    return union_all(*parts).subquery()
 
 
-def _whole_days(day: Any, span: Span, cut: tuple[int, ...]) -> ColumnElement[bool]:
-    """Roll-up days inside the span that no edge cuts."""
-    return and_(day > span.first_day, day.not_in(cut))
+def _rolled_week(day: int, span: Span) -> int:
+    """The week of a day's roll-up: the week it lies in, or for a day an edge cuts, that edge's choice."""
+    for edge in span.edges:
+        if edge.day == day:
+            return edge.rolled_week
+    return span.week_of_day(day)
+
+
+def _after_first_day(day: Any, span: Span) -> ColumnElement[bool]:
+    """Roll-up days wholly inside the span (the totals that need no edge but `since`)."""
+    return and_(day > span.first_day)
 
 
 def _milliseconds(started: Any, finished: Any) -> ColumnElement[Any]:
@@ -258,34 +300,7 @@ async def _run_figures(
 ) -> tuple[list[RunGroup], list[PullCost], list[WeekTokens], list[Failure]]:
     dialect = conn.dialect.name
     in_span = and_(runs.c.repo == repo, runs.c.created_at >= span.since)
-    cut = span.cut_days
-    # The cut days from the raw runs (covering index runs_repo_created), by command, outcome and week.
-    r = runs.c
-    cut_runs = _cut_rows(
-        [r.skill, r.status, r.created_at, r.started_at, r.finished_at, r.input_tokens, r.output_tokens],
-        [in_span],
-        r.created_at,
-        cut,
-        dialect,
-    ).c
-    week = _week_of(cut_runs.created_at, span, dialect).label("week")
-    milliseconds = _milliseconds(cut_runs.started_at, cut_runs.finished_at)
-    raw_rows = (
-        await conn.execute(
-            select(
-                cut_runs.skill,
-                cut_runs.status,
-                week,
-                func.count(),
-                # NULL when a run has no start or no end: SUM and COUNT skip it.
-                func.coalesce(func.sum(milliseconds), 0),
-                func.count(milliseconds),
-                func.coalesce(func.sum(cut_runs.input_tokens), 0),
-                func.coalesce(func.sum(cut_runs.output_tokens), 0),
-            ).group_by(cut_runs.skill, cut_runs.status, week)
-        )
-    ).all()
-    # Every other day of the span from the roll-ups, by day: each day lies in one week.
+    # Every day of the span from the roll-ups, by day (each lies in one week, or an edge says which).
     d = run_days.c
     rolled_rows = (
         await conn.execute(
@@ -299,23 +314,59 @@ async def _run_figures(
                 func.sum(d.input_tokens),
                 func.sum(d.output_tokens),
             )
-            .where(d.repo == repo, _whole_days(d.day, span, cut))
+            .where(d.repo == repo, d.day >= span.first_day)
             .group_by(d.skill, d.status, d.day)
         )
     ).all()
+    # The raw runs of the edges' sides (covering index runs_repo_created), moved across the edges.
+    r = runs.c
+    cut = _edge_rows(
+        [r.skill, r.status, r.started_at, r.finished_at, r.input_tokens, r.output_tokens],
+        [r.repo == repo],
+        r.created_at,
+        span,
+        dialect,
+    ).c
+    milliseconds = _milliseconds(cut.started_at, cut.finished_at)
+    raw_rows = (
+        await conn.execute(
+            select(
+                cut.part,
+                cut.skill,
+                cut.status,
+                func.count(),
+                # NULL when a run has no start or no end: SUM and COUNT skip it.
+                func.coalesce(func.sum(milliseconds), 0),
+                func.count(milliseconds),
+                func.coalesce(func.sum(cut.input_tokens), 0),
+                func.coalesce(func.sum(cut.output_tokens), 0),
+            ).group_by(cut.part, cut.skill, cut.status)
+        )
+    ).all()
+    sums: dict[tuple[str, str, int], list[int]] = {}
+
+    def add(skill: Any, status: Any, week: int, values: Any, sign: int = 1) -> None:
+        totals = sums.setdefault((str(skill), str(status), week), [0, 0, 0, 0, 0])
+        for index, value in enumerate(values):
+            totals[index] += sign * int(value or 0)
+
+    for skill, status, day, *values in rolled_rows:
+        add(skill, status, _rolled_week(int(day), span), values)
+    for part, skill, status, *values in raw_rows:
+        out_of, into = span.edges[int(part)].moved()
+        add(skill, status, out_of, values, -1)
+        add(skill, status, into, values)
     by_group: dict[tuple[str, str], list[int]] = {}
     by_week: dict[int, list[int]] = {}
-    rows = [tuple(row) for row in raw_rows]
-    rows += [(skill, status, span.week_of_day(int(day)), *sums) for skill, status, day, *sums in rolled_rows]
-    for skill, status, w, n, ms, timed_n, i, o in rows:
-        if not n:
+    for (skill, status, w), (n, ms, timed_n, i, o) in sums.items():
+        if w < 0 or not n:  # before the span
             continue
-        totals = by_group.setdefault((str(skill), str(status)), [0, 0, 0, 0, 0])
+        totals = by_group.setdefault((skill, status), [0, 0, 0, 0, 0])
         for index, value in enumerate((n, ms, timed_n, i, o)):
-            totals[index] += int(value)
-        weekly = by_week.setdefault(int(w), [0, 0, 0])
+            totals[index] += value
+        weekly = by_week.setdefault(w, [0, 0, 0])
         for index, value in enumerate((n, i, o)):
-            weekly[index] += int(value)
+            weekly[index] += value
     groups = [
         RunGroup(skill, status, t[0], t[1] / 1000, t[2], t[3], t[4])
         for (skill, status), t in sorted(by_group.items())
@@ -390,19 +441,18 @@ async def _finding_figures(
     f, d = review_findings.c, finding_days.c
     # Posted in the span, by state now: the first day raw (review_findings_repo_created covers it;
     # lower(state) keeps SQLite on that index), the days after it from the roll-ups.
-    first = (span.first_day,)
     state = func.lower(f.state).label("state")
     state_rows = (
         await conn.execute(
             select(state, func.count())
-            .where(f.repo == repo, f.created_at >= span.since, _in_days(f.created_at, first, dialect))
+            .where(f.repo == repo, f.created_at >= span.since, _in_first_day(f.created_at, span, dialect))
             .group_by(state)
         )
     ).all()
     rolled_states = (
         await conn.execute(
             select(d.state, func.sum(d.posted))
-            .where(d.repo == repo, _whole_days(d.day, span, first))
+            .where(d.repo == repo, _after_first_day(d.day, span))
             .group_by(d.state)
         )
     ).all()
@@ -411,29 +461,29 @@ async def _finding_figures(
         if n:
             findings[str(s)] = findings.get(str(s), 0) + int(n)
 
-    # Left `open` per week: the cut days raw (review_findings_repo_state_updated), the rest rolled up.
-    cut = span.cut_days
-    cut_left = _cut_rows(
-        [f.state, f.updated_at],
-        [f.repo == repo, f.state.in_(("fixed", "dismissed")), f.updated_at >= span.since],
-        f.updated_at,
-        cut,
-        dialect,
-    ).c
-    left = _week_of(cut_left.updated_at, span, dialect).label("week")
-    left_rows = (
-        await conn.execute(select(left, cut_left.state, func.count()).group_by(left, cut_left.state))
-    ).all()
+    # Left `open` per week: the roll-ups by day, and the edges' sides raw
+    # (review_findings_repo_state_updated) moved across them.
     rolled = (
         await conn.execute(
             select(d.day, d.state, func.sum(d.left_open))
-            .where(d.repo == repo, d.state.in_(("fixed", "dismissed")), _whole_days(d.day, span, cut))
+            .where(d.repo == repo, d.state.in_(("fixed", "dismissed")), d.day >= span.first_day)
             .group_by(d.day, d.state)
         )
     ).all()
+    cut = _edge_rows(
+        [f.state], [f.repo == repo, f.state.in_(("fixed", "dismissed"))], f.updated_at, span, dialect
+    ).c
+    left_rows = (
+        await conn.execute(select(cut.part, cut.state, func.count()).group_by(cut.part, cut.state))
+    ).all()
     moved: dict[tuple[int, str], int] = {}
-    for w, s, n in [*left_rows, *((span.week_of_day(int(day)), s, n) for day, s, n in rolled)]:
-        moved[(int(w), str(s))] = moved.get((int(w), str(s)), 0) + int(n or 0)
+    for day, state, n in rolled:
+        key = (_rolled_week(int(day), span), str(state))
+        moved[key] = moved.get(key, 0) + int(n or 0)
+    for part, state, n in left_rows:
+        out_of, into = span.edges[int(part)].moved()
+        moved[(out_of, str(state))] = moved.get((out_of, str(state)), 0) - int(n)
+        moved[(into, str(state))] = moved.get((into, str(state)), 0) + int(n)
     weekly_findings = [
         WeekFindings(w, moved.get((w, "fixed"), 0), moved.get((w, "dismissed"), 0)) for w in range(span.weeks)
     ]
@@ -465,8 +515,6 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
     connections (as `repo_figures` does)."""
     read: dict[str, list[Any]] = {}
 
-    first = (span.first_day,)
-
     async def read_runs() -> None:
         async with store.read() as conn:
             # The first day raw (runs_created_at), the days after it from the roll-ups.
@@ -481,7 +529,8 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
                         func.coalesce(func.sum(runs.c.output_tokens), 0),
                     )
                     .where(
-                        runs.c.created_at >= span.since, _in_days(runs.c.created_at, first, conn.dialect.name)
+                        runs.c.created_at >= span.since,
+                        _in_first_day(runs.c.created_at, span, conn.dialect.name),
                     )
                     .group_by(runs.c.repo)
                 )
@@ -497,7 +546,7 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
                         func.sum(d.input_tokens),
                         func.sum(d.output_tokens),
                     )
-                    .where(_whole_days(d.day, span, first))
+                    .where(_after_first_day(d.day, span))
                     .group_by(d.repo)
                 )
             ).all()
@@ -509,7 +558,7 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
             rolled = (
                 await conn.execute(
                     select(d.repo, d.state, func.sum(d.posted))
-                    .where(_whole_days(d.day, span, first))
+                    .where(_after_first_day(d.day, span))
                     .group_by(d.repo, d.state)
                 )
             ).all()
@@ -528,7 +577,7 @@ async def installation_figures(store: Store, span: Span) -> InstallationFigures:
                         .where(
                             f.repo.in_(repos),
                             f.created_at >= span.since,
-                            _in_days(f.created_at, first, conn.dialect.name),
+                            _in_first_day(f.created_at, span, conn.dialect.name),
                         )
                         .group_by(f.repo, state)
                     )
