@@ -2,7 +2,8 @@
 
 One database holds a big repository (100,000 runs over 90 days on 5,000 pull requests, 200,000
 findings, 50 held pushes) beside 50 small ones (100 runs and 200 findings each) and the same rows
-again for 20 other busy repositories (so an index on `created_at` alone would not do). The whole
+again for 20 other busy repositories (so an index on `created_at` alone would not do), inserted in
+bulk: the v12 triggers keep the daily roll-ups as for any other write. The whole
 page is timed as a browser gets it: the ASGI app of `beam-bot serve` in process, with the operator
 token, for the spans of 7, 30 and 90 days, the installation view and a CSV export.
 

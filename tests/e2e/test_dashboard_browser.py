@@ -194,3 +194,22 @@ def test_the_operator_view_with_the_token(page: Any, tmp_path: Path) -> None:
         assert [r.split("\t")[0] for r in rows] == [OTHER, REPO]
         assert page.locator("#table-queue tbody tr").count() == 1
         _shot(page, tmp_path, "installation")
+
+
+def test_the_operator_signs_in_with_the_token_form(page: Any, tmp_path: Path) -> None:
+    with dashboard_bot(tmp_path) as bot:
+        page.goto(f"{bot.url}/dashboard")
+        page.fill("#operator-token", "not-the-token")
+        page.click("#token-signin")
+        assert "not the operator token" in page.locator("#error").inner_text()
+        assert page.goto(f"{bot.url}/dashboard/installation").status == 404
+        page.goto(f"{bot.url}/dashboard")
+        page.fill("#operator-token", OPERATOR_TOKEN)
+        page.click("#token-signin")
+        page.wait_for_url(f"{bot.url}/dashboard/installation")
+        rows = page.locator("#table-repositories tbody tr").all_inner_texts()
+        assert [r.split("\t")[0] for r in rows] == [OTHER, REPO]
+        _shot(page, tmp_path, "installation-token")
+        page.click("#signout")
+        page.wait_for_url(f"{bot.url}/dashboard")
+        assert page.goto(f"{bot.url}/dashboard/installation").status == 404

@@ -3,8 +3,8 @@
 The page reads the same without JavaScript (there is none) and fetches nothing from outside the
 server (private networks have no CDN). Every value from the database or GitHub passes
 `html.escape`; a table's numbers sit beside its chart, so the chart is never the only way to read
-them. The only form posts "Sign out"; nothing on the page changes the bot's state (approving a held
-push stays on GitHub, which checks the approver's permission: the page links there).
+them. The forms sign in (the operator's token) and out; nothing on the page changes the bot's state
+(approving a held push stays on GitHub, which checks the approver's permission: the page links there).
 """
 
 from __future__ import annotations
@@ -63,7 +63,11 @@ SECURITY_HEADERS = {
 }
 
 
-def signin_page(*, configured: bool, error: str | None = None) -> HTMLResponse:
+def signin_page(
+    *, configured: bool, error: str | None = None, csrf: str | None = None, status: int | None = None
+) -> HTMLResponse:
+    """The sign-in page; with `csrf` (BEAM_DASHBOARD_TOKEN is set) also the operator's token form,
+    whose hidden field repeats the nonce of the form cookie."""
     problem = f'<p class="err" id="error">{html.escape(error)}</p>' if error else ""
     if not configured:
         body = (
@@ -81,7 +85,15 @@ def signin_page(*, configured: bool, error: str | None = None) -> HTMLResponse:
         '<p class="muted">You see a repository while GitHub says you can read it. Operators may also '
         "send the token of BEAM_DASHBOARD_TOKEN as <code>Authorization: Bearer</code>.</p>"
     )
-    return page("beam-bot dashboard", body, status=400 if error else 200)
+    if csrf is not None:
+        body += (
+            '<h2>Operator</h2><form id="token-form" method="post" action="/dashboard/token">'
+            f'<input type="hidden" name="csrf" value="{html.escape(csrf)}">'
+            '<label>Token (BEAM_DASHBOARD_TOKEN) <input id="operator-token" name="token" type="password" '
+            'autocomplete="current-password" required></label> '
+            '<button id="token-signin" type="submit">Sign in with the token</button></form>'
+        )
+    return page("beam-bot dashboard", body, status=status or (400 if error else 200))
 
 
 def not_found(who: str | None) -> HTMLResponse:

@@ -5,19 +5,24 @@ Access, decided per request before any query runs:
   again once the check is older than ten minutes), an operator, or the bearer of BEAM_DASHBOARD_TOKEN;
   anyone else gets 404, the answer a repository that does not exist gets, so a private name is
   never confirmed;
-- the installation view: an operator (admin on the App's owner account) or the token's bearer.
-Every endpoint answers GET except sign-out, and none changes the bot's state.
+- the installation view: an operator (admin on the App's owner account), the token's bearer, or a
+  session opened with that token through the sign-in page's form (POST with a CSRF nonce, the token
+  compared in constant time, wrong tries throttled: `throttle.py`).
+Sessions are kept on the server (`session_store.py`); the cookie names one. Every endpoint answers GET
+except the two sign-ins' posts and sign-out, and none changes the bot's state.
 """
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from starlette.requests import Request
@@ -34,7 +39,10 @@ from bot.app.dashboard.queries import (
     installation_figures,
     repo_figures,
 )
+from bot.app.dashboard.session_store import SessionStore
 from bot.app.dashboard.sessions import (
+    FORM_COOKIE,
+    FORM_TTL,
     SESSION_COOKIE,
     SESSION_TTL,
     SIGNIN_COOKIE,
@@ -43,6 +51,7 @@ from bot.app.dashboard.sessions import (
     Session,
 )
 from bot.app.dashboard.tables import Table, installation_tables, repo_tables
+from bot.app.dashboard.throttle import Throttle
 from bot.app.github.api import GitHubApi, GitHubError
 from bot.app.github.auth import GitHubApp
 from bot.app.jobs.store import Store
@@ -51,6 +60,8 @@ from bot.app.settings import Settings
 
 log = logging.getLogger("beam.dashboard")
 DEFAULT_DAYS = 30
+MAX_FORM = 8192  # bytes of the token form's body: a token and a nonce
+OPERATOR_NAME = "operator (token)"  # who a token session is, on the page and in logs
 _FORMATS = {"csv": "text/csv; charset=utf-8", "json": "application/json"}
 
 
@@ -89,6 +100,7 @@ class Dashboard:
         self.resources = resources
         self.clock = clock
         self._sealer: CookieSealer | None = None
+        self.throttle = Throttle()
 
     def routes(self) -> list[Route]:
         return [
@@ -96,6 +108,7 @@ class Dashboard:
             Route("/dashboard/login", self.login, methods=["GET"]),
             Route("/dashboard/callback", self.callback, methods=["GET"]),
             Route("/dashboard/logout", self.logout, methods=["POST"]),
+            Route("/dashboard/token", self.token_signin, methods=["POST"]),
             Route("/dashboard/installation", self.installation, methods=["GET"]),
             Route("/dashboard/installation/export/{table}.{fmt}", self.installation_export, methods=["GET"]),
             Route("/dashboard/repos/{owner}/{repo}", self.repo, methods=["GET"]),
@@ -120,6 +133,10 @@ class Dashboard:
             )
         return self._sealer
 
+    def sessions(self) -> SessionStore | None:
+        sealer = self.sealer()
+        return None if sealer is None else SessionStore(self.store(), sealer)
+
     def oauth_client(self) -> signin.OAuthClient | None:
         creds = self.resources.credentials
         if creds is None or not creds.client_id or creds.client_secret is None:
@@ -138,36 +155,57 @@ class Dashboard:
     def public_base(self, request: Request) -> str:
         return self.settings.public_url or str(request.base_url).rstrip("/")
 
-    def bearer_ok(self, request: Request) -> bool:
+    def token_fingerprint(self) -> str | None:
+        """What a token session keeps of BEAM_DASHBOARD_TOKEN: changing the token ends those sessions."""
         token = self.settings.dashboard_token
         if token is None:
-            return False
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not given.strip():
-            return False
-        return hmac.compare_digest(given.strip().encode(), token.get_secret_value().encode())
+            return None
+        return hashlib.sha256(b"beam-bot dashboard token\0" + token.get_secret_value().encode()).hexdigest()
 
-    async def viewer(self, request: Request) -> tuple[Viewer | None, Session | None]:
-        """Who asks, and a renewed session to send back when its check was redone (else None)."""
+    def token_ok(self, given: str) -> bool:
+        """Whether `given` is BEAM_DASHBOARD_TOKEN, in time independent of where they differ and of
+        their lengths (digests of both are compared)."""
+        token = self.settings.dashboard_token
+        if token is None or not given:
+            return False
+        want = hashlib.sha256(token.get_secret_value().encode()).digest()
+        return hmac.compare_digest(hashlib.sha256(given.encode()).digest(), want)
+
+    def bearer_ok(self, request: Request) -> bool:
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        return scheme.lower() == "bearer" and self.token_ok(given.strip())
+
+    async def viewer(self, request: Request) -> Viewer | None:
+        """Who asks. A session whose check is older than ten minutes is checked again first, and what
+        the check found is kept with it (or the session ends, when its access is gone)."""
         if self.bearer_ok(request):
-            return Viewer(None, operator=True), None
-        sealer = self.sealer()
-        if sealer is None:
-            return None, None
+            return Viewer(None, operator=True)
+        sessions = self.sessions()
+        if sessions is None:
+            return None
         now = self.clock()
-        session = sealer.open_session(request.cookies.get(SESSION_COOKIE), now)
-        if session is None:
-            return None, None
+        found = await sessions.load(request.cookies.get(SESSION_COOKIE), now)
+        if found is None:
+            return None
+        key, session = found
         if not session.stale(now):
-            return Viewer(session, session.operator), None
+            return Viewer(session, session.operator)
         renewed = await self.recheck(session, now)
         if renewed is None:
-            return None, None
-        return Viewer(renewed, renewed.operator), renewed
+            await sessions.end(key)
+            return None
+        await sessions.renew(key, renewed)
+        return Viewer(renewed, renewed.operator)
 
     async def recheck(self, session: Session, now: float) -> Session | None:
         """GitHub's answer now: the repositories the user reads and their operator role. None when the
-        token no longer works (revoked, expired): the visitor is signed out."""
+        token no longer works (revoked, expired): the visitor is signed out. A token session asks no
+        one: it holds while BEAM_DASHBOARD_TOKEN is still the token it was opened with."""
+        if session.by_token:
+            fingerprint = self.token_fingerprint()
+            if fingerprint is None or not hmac.compare_digest(fingerprint, session.token):
+                return None
+            return replace(session, checked_at=now)
         try:
             repos, operator = await self.access(session.token, session.login)
         except GitHubError as error:
@@ -187,28 +225,51 @@ class Dashboard:
         operator = await signin.is_owner_admin(api, app, token, login)
         return repos, operator
 
-    def with_session(self, response: Response, request: Request, session: Session | None) -> Response:
-        if session is not None:
-            sealer = self.sealer()
-            assert sealer is not None
+    async def signed_in(self, response: Response, request: Request, session: Session) -> Response:
+        """Store a new session and give the browser the cookie that names it."""
+        sessions = self.sessions()
+        assert sessions is not None
+        response.set_cookie(
+            SESSION_COOKIE,
+            await sessions.create(session, self.clock()),
+            max_age=SESSION_TTL,
+            path="/dashboard",
+            httponly=True,
+            secure=self.secure(request),
+            samesite="lax",
+        )
+        return response
+
+    def signin_response(
+        self, request: Request, *, error: str | None = None, status: int | None = None
+    ) -> Response:
+        """The sign-in page; with BEAM_DASHBOARD_TOKEN set, also the operator's token form and its
+        CSRF cookie (SameSite=Strict: a post from another site comes without it)."""
+        sealer = self.sealer()
+        nonce = None
+        if sealer is not None and self.settings.dashboard_token is not None:
+            nonce = secrets.token_urlsafe(24)
+        response = pages.signin_page(
+            configured=self.oauth_client() is not None, error=error, csrf=nonce, status=status
+        )
+        if nonce is not None and sealer is not None:
             response.set_cookie(
-                SESSION_COOKIE,
-                sealer.seal_session(session, self.clock()),
-                max_age=SESSION_TTL,
+                FORM_COOKIE,
+                sealer.seal_form(nonce, self.clock()),
+                max_age=FORM_TTL,
                 path="/dashboard",
                 httponly=True,
                 secure=self.secure(request),
-                samesite="lax",
+                samesite="strict",
             )
-        return response
+        return self.forget(response, request)
 
-    async def guarded(self, request: Request) -> tuple[Viewer | None, Session | None, Response | None]:
+    async def guarded(self, request: Request) -> tuple[Viewer | None, Response | None]:
         try:
-            viewer, renewed = await self.viewer(request)
+            viewer = await self.viewer(request)
         except Unavailable as error:
             log.warning("dashboard: GitHub could not be asked about a session's access: %s", error)
             return (
-                None,
                 None,
                 pages.page(
                     "GitHub is unreachable",
@@ -216,7 +277,7 @@ class Dashboard:
                     status=503,
                 ),
             )
-        return viewer, renewed, None
+        return viewer, None
 
     def span(self, request: Request) -> Span | None:
         raw = request.query_params.get("days", str(DEFAULT_DAYS))
@@ -235,20 +296,19 @@ class Dashboard:
             return pages.page(
                 "beam-bot dashboard", "<p>The App is not registered yet: open / first.</p>", status=503
             )
-        viewer, renewed, refused = await self.guarded(request)
+        viewer, refused = await self.guarded(request)
         if refused is not None:
             return refused
         if viewer is None:
-            return self.forget(pages.signin_page(configured=self.oauth_client() is not None), request)
-        if viewer.session is None:
+            return self.signin_response(request)
+        if viewer.session is None or viewer.session.by_token:
             return RedirectResponse("/dashboard/installation", status_code=303)
-        response = pages.home_page(viewer.session.login, viewer.session.repos, operator=viewer.operator)
-        return self.with_session(response, request, renewed)
+        return pages.home_page(viewer.session.login, viewer.session.repos, operator=viewer.operator)
 
     async def login(self, request: Request) -> Response:
         client, sealer = self.oauth_client(), self.sealer()
         if client is None or sealer is None:
-            return pages.signin_page(configured=False)
+            return self.signin_response(request)
         flow = signin.new_signin()
         target = signin.authorize_url(self.settings.github_web_url, client, self.redirect_uri(request), flow)
         response = RedirectResponse(target, status_code=303)
@@ -269,23 +329,18 @@ class Dashboard:
     async def callback(self, request: Request) -> Response:
         client, sealer = self.oauth_client(), self.sealer()
         if client is None or sealer is None:
-            return pages.signin_page(configured=False)
+            return self.signin_response(request)
         now = self.clock()
         flow = sealer.open_signin(request.cookies.get(SIGNIN_COOKIE), now)
         state, code = request.query_params.get("state", ""), request.query_params.get("code", "")
         if flow is None or not state or not hmac.compare_digest(state.encode(), flow.state.encode()):
-            return self.forget(
-                pages.signin_page(
-                    configured=True,
-                    error="The sign-in could not be checked (its state does "
-                    "not match this browser's, or it took longer than ten minutes). Sign in again.",
-                ),
+            return self.signin_response(
                 request,
+                error="The sign-in could not be checked (its state does "
+                "not match this browser's, or it took longer than ten minutes). Sign in again.",
             )
         if not code:
-            return self.forget(
-                pages.signin_page(configured=True, error="GitHub sent no code. Sign in again."), request
-            )
+            return self.signin_response(request, error="GitHub sent no code. Sign in again.")
         assert self.resources.github is not None
         try:
             token = await signin.exchange_code(
@@ -299,22 +354,58 @@ class Dashboard:
             login = await signin.user_login(self.api(), token)
             repos, operator = await self.access(token, login)
         except signin.SignInError as error:
-            return self.forget(pages.signin_page(configured=True, error=str(error)), request)
+            return self.signin_response(request, error=str(error))
         except (GitHubError, httpx.HTTPError) as error:
             log.warning("dashboard: sign-in failed at GitHub: %s", error)
-            return self.forget(
-                pages.signin_page(configured=True, error="GitHub did not answer the sign-in. Try again."),
-                request,
-            )
+            return self.signin_response(request, error="GitHub did not answer the sign-in. Try again.")
         log.info(
             "dashboard: %s signed in (%d repositories%s)", login, len(repos), ", operator" if operator else ""
         )
         session = Session(login, token, repos, now, operator)
         response = RedirectResponse(_local(flow.back_to), status_code=303)
         response.delete_cookie(SIGNIN_COOKIE, path="/dashboard")
-        return self.with_session(response, request, session)
+        return await self.signed_in(response, request, session)
+
+    async def token_signin(self, request: Request) -> Response:
+        """The operator's token form: a right token opens an operator session; a wrong one gets 401
+        and no session, and past the throttle's count 429 without being compared at all."""
+        sealer, fingerprint = self.sealer(), self.token_fingerprint()
+        if sealer is None or fingerprint is None:
+            return PlainTextResponse(
+                "The operator's token sign-in is off: BEAM_DASHBOARD_TOKEN is not set.\n", status_code=404
+            )
+        now = self.clock()
+        client = request.client.host if request.client is not None else "-"
+        if self.throttle.blocked(client, now):
+            return self.signin_response(
+                request, error="Too many wrong tokens. Wait ten minutes, then try again.", status=429
+            )
+        form = await _read_form(request)
+        if form is None:
+            return self.signin_response(request, error="The form was too large or not a form.", status=400)
+        nonce = sealer.open_form(request.cookies.get(FORM_COOKIE), now)
+        given_nonce = form.get("csrf", "")
+        if nonce is None or not hmac.compare_digest(given_nonce.encode(), nonce.encode()):
+            return self.signin_response(
+                request,
+                error="The form could not be checked (it is older than an hour, or was not sent from "
+                "this page). Sign in again.",
+                status=403,
+            )
+        if not self.token_ok(form.get("token", "")):
+            self.throttle.failed(client, now)
+            log.warning("dashboard: a wrong operator token from %s", client)
+            return self.signin_response(request, error="That is not the operator token.", status=401)
+        log.info("dashboard: an operator signed in with the token from %s", client)
+        session = Session(OPERATOR_NAME, fingerprint, (), now, operator=True, by_token=True)
+        response = RedirectResponse("/dashboard/installation", status_code=303)
+        response.delete_cookie(FORM_COOKIE, path="/dashboard")
+        return await self.signed_in(response, request, session)
 
     async def logout(self, request: Request) -> Response:
+        sessions = self.sessions()
+        if sessions is not None:
+            await sessions.end_cookie(request.cookies.get(SESSION_COOKIE), self.clock())
         return self.forget(RedirectResponse("/dashboard", status_code=303), request)
 
     def forget(self, response: Response, request: Request) -> Response:
@@ -329,20 +420,18 @@ class Dashboard:
         found = await self._repo_tables(request)
         if isinstance(found, Response):
             return found
-        viewer, renewed, figures, tables = found
-        return self.with_session(pages.repo_page(figures, tables, viewer.login), request, renewed)
+        viewer, figures, tables = found
+        return pages.repo_page(figures, tables, viewer.login)
 
     async def repo_export(self, request: Request) -> Response:
         found = await self._repo_tables(request)
         if isinstance(found, Response):
             return found
-        _, renewed, figures, tables = found
-        return self.with_session(self.export(request, tables, figures.repo), request, renewed)
+        _, figures, tables = found
+        return self.export(request, tables, figures.repo)
 
-    async def _repo_tables(
-        self, request: Request
-    ) -> Response | tuple[Viewer, Session | None, RepoFigures, dict[str, Table]]:
-        viewer, renewed, refused = await self.guarded(request)
+    async def _repo_tables(self, request: Request) -> Response | tuple[Viewer, RepoFigures, dict[str, Table]]:
+        viewer, refused = await self.guarded(request)
         if refused is not None:
             return refused
         repo = f"{request.path_params['owner']}/{request.path_params['repo']}"
@@ -357,26 +446,26 @@ class Dashboard:
             repo = next((r for r in viewer.session.repos if r.lower() == repo.lower()), repo)
         figures = await repo_figures(self.store(), repo, span)
         prices = Policy.from_settings(self.settings).prices
-        return viewer, renewed, figures, repo_tables(figures, prices, self.settings.github_web_url)
+        return viewer, figures, repo_tables(figures, prices, self.settings.github_web_url)
 
     async def installation(self, request: Request) -> Response:
         found = await self._installation_tables(request)
         if isinstance(found, Response):
             return found
-        viewer, renewed, figures, tables = found
-        return self.with_session(pages.installation_page(figures, tables, viewer.login), request, renewed)
+        viewer, figures, tables = found
+        return pages.installation_page(figures, tables, viewer.login)
 
     async def installation_export(self, request: Request) -> Response:
         found = await self._installation_tables(request)
         if isinstance(found, Response):
             return found
-        _, renewed, _, tables = found
-        return self.with_session(self.export(request, tables, "installation"), request, renewed)
+        _, _, tables = found
+        return self.export(request, tables, "installation")
 
     async def _installation_tables(
         self, request: Request
-    ) -> Response | tuple[Viewer, Session | None, InstallationFigures, dict[str, Table]]:
-        viewer, renewed, refused = await self.guarded(request)
+    ) -> Response | tuple[Viewer, InstallationFigures, dict[str, Table]]:
+        viewer, refused = await self.guarded(request)
         if refused is not None:
             return refused
         if viewer is None or not viewer.operator:
@@ -385,12 +474,7 @@ class Dashboard:
         if span is None:
             return PlainTextResponse(f"days must be one of {', '.join(map(str, SPANS))}\n", status_code=400)
         figures = await installation_figures(self.store(), span)
-        return (
-            viewer,
-            renewed,
-            figures,
-            installation_tables(figures, Policy.from_settings(self.settings).prices),
-        )
+        return viewer, figures, installation_tables(figures, Policy.from_settings(self.settings).prices)
 
     def export(self, request: Request, tables: dict[str, Table], what: str) -> Response:
         table = tables.get(request.path_params["table"])
@@ -401,6 +485,22 @@ class Dashboard:
         name = f"{what.replace('/', '-')}-{table.name}.{fmt}"
         headers = {**pages.SECURITY_HEADERS, "Content-Disposition": f'attachment; filename="{name}"'}
         return Response(body, media_type=_FORMATS[fmt], headers=headers)
+
+
+async def _read_form(request: Request) -> dict[str, str] | None:
+    """An urlencoded form of at most MAX_FORM bytes, each field's first value; None for anything else."""
+    if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+        return None
+    body = b""
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_FORM:
+            return None
+    try:
+        fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return {name: values[0] for name, values in fields.items()}
 
 
 def _local(path: str) -> str:

@@ -14,24 +14,29 @@ from collections.abc import Callable, Mapping
 from sqlalchemy import Connection, insert, inspect, select, text, update
 from sqlalchemy.ext.asyncio import AsyncConnection
 
+from bot.app.jobs import rollups
 from bot.app.jobs.schema import (
     app_credentials,
     auto_reviews,
+    dashboard_sessions,
     effects,
+    finding_days,
     held_commits,
     installation_turns,
     jobs,
     leases,
     metadata,
+    pull_totals,
     redeliveries,
     review_findings,
     run_checkpoints,
+    run_days,
     runs,
     schema_version,
     usage_counters,
 )
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # A migration takes a database at version `v - 1` to version `v`; it runs inside the upgrade's
 # transaction, on a sync connection (DDL reads best that way).
@@ -137,6 +142,20 @@ def _dashboard_indexes(conn: Connection) -> None:
 
 
 MIGRATIONS[11] = _dashboard_indexes
+
+
+def _rollups(conn: Connection) -> None:
+    """v12: the dashboard's daily roll-ups (issue 44), their triggers, and their sums of the rows
+    already there, all in the upgrade's transaction; and its server-side sessions."""
+    dashboard_sessions.create(conn, checkfirst=True)
+    run_days.create(conn, checkfirst=True)
+    pull_totals.create(conn, checkfirst=True)
+    finding_days.create(conn, checkfirst=True)
+    rollups.create_triggers(conn)
+    rollups.backfill(conn)
+
+
+MIGRATIONS[12] = _rollups
 
 
 class SchemaError(RuntimeError):

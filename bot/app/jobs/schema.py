@@ -32,6 +32,8 @@ from sqlalchemy import (
     text,
 )
 
+from bot.app.jobs.rollups import create_triggers
+
 JOB_STATES = ("queued", "running", "done", "failed", "dead")
 DEFAULT_MAX_ATTEMPTS = 5
 
@@ -327,6 +329,78 @@ review_findings = Table(
     Index("review_findings_repo_created", "repo", "created_at", "state"),  # covering the counts by state
     Index("review_findings_repo_state_updated", "repo", "state", "updated_at"),
 )
+
+# Issue 44: daily roll-ups of runs and findings for the dashboard, kept by triggers (jobs/rollups.py).
+# `day` is floor(time / 86400) in UTC. A run counts on the day it was created, under its command,
+# status and installation (0 for none); durations are whole milliseconds of the runs that had both ends.
+run_days = Table(
+    "run_days",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("day", BigInteger, primary_key=True, autoincrement=False),
+    Column("skill", Text, primary_key=True),
+    Column("status", Text, primary_key=True),
+    Column("installation_id", BigInteger, primary_key=True, autoincrement=False),
+    Column("runs", BigInteger, nullable=False),
+    Column("timed", BigInteger, nullable=False),
+    Column("duration_ms", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+)
+
+# A pull request's runs and tokens of all time (number 0: runs on none), and the earliest and latest
+# creation time its runs may have (bounds: deleting a run does not narrow them).
+pull_totals = Table(
+    "pull_totals",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("number", BigInteger, primary_key=True, autoincrement=False),
+    Column("runs", BigInteger, nullable=False),
+    Column("input_tokens", BigInteger, nullable=False),
+    Column("output_tokens", BigInteger, nullable=False),
+    Column("first_at", Double, nullable=False),
+    Column("last_at", Double, nullable=False),
+    Index("pull_totals_repo_first", "repo", "first_at", "last_at"),
+)
+
+# A finding counts as `posted` on the day it was created, under its state now (lower case), and, while
+# fixed or dismissed, as `left_open` on the day of its last update.
+finding_days = Table(
+    "finding_days",
+    metadata,
+    Column("repo", Text, primary_key=True),
+    Column("day", BigInteger, primary_key=True, autoincrement=False),
+    Column("state", Text, primary_key=True),
+    Column("posted", BigInteger, nullable=False),
+    Column("left_open", BigInteger, nullable=False),
+)
+
+
+# Issue 44: the dashboard's signed-in sessions (dashboard/session_store.py). `id` is the SHA-256 of the
+# random id the browser's cookie carries, `token` the user's GitHub token sealed with the cookies' key:
+# a copy of the database opens no session and reads no token.
+dashboard_sessions = Table(
+    "dashboard_sessions",
+    metadata,
+    Column("id", Text, primary_key=True),
+    Column("login", Text, nullable=False),
+    Column("token", Text, nullable=False),
+    Column("repos", _Json, nullable=False),
+    Column("operator", Boolean, nullable=False),
+    Column("by_token", Boolean, nullable=False),
+    Column("checked_at", Double, nullable=False),
+    Column("created_at", Double, nullable=False),
+    Column("expires_at", Double, nullable=False),
+    Index("dashboard_sessions_expires", "expires_at"),
+)
+
+
+def _rollup_triggers(target: MetaData, connection: Connection, **kw: Any) -> None:
+    # Once every table exists: the triggers join runs and review_findings to their roll-ups.
+    create_triggers(connection)
+
+
+event.listen(metadata, "after_create", _rollup_triggers)
 
 # A run's conversation after its last finished tool round, so a retried run continues from there.
 run_checkpoints = Table(

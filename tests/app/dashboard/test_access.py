@@ -8,6 +8,7 @@ refuses a code exchanged without the PKCE verifier it was issued for.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,11 +18,14 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
+from pydantic import SecretStr
+from sqlalchemy import select, update
 from starlette.applications import Starlette
 
 from bot.app.dashboard.routes import Dashboard
-from bot.app.dashboard.sessions import SESSION_COOKIE, SIGNIN_COOKIE, CookieSealer, Session
+from bot.app.dashboard.sessions import FORM_COOKIE, SESSION_COOKIE, SIGNIN_COOKIE, CookieSealer
 from bot.app.dashboard.signin import challenge
+from bot.app.jobs.schema import dashboard_sessions
 from tests.support import dashboard_data
 from tests.support.fake_github import FakeGitHub
 from tests.support.fake_github_web import FakeGitHubWeb
@@ -137,9 +141,7 @@ async def test_signed_out_and_forged_or_expired_cookies_see_nothing(env: Env) ->
 
     # A cookie sealed with another key (a forger's) and one whose bytes were changed.
     forger = CookieSealer([b"not-the-server-key"])
-    forged = forger.seal_session(
-        Session("mallory", "ghu_x", (REPO, OTHER), time.time(), operator=True), time.time()
-    )
+    forged = forger.seal_session_id("a-session-id-of-mallorys-choosing", time.time())
     env.client.cookies.set(SESSION_COOKIE, forged, domain="beam.test", path="/dashboard")
     assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
     assert (await env.client.get("/dashboard/installation")).status_code == 404
@@ -316,3 +318,114 @@ async def test_the_owner_of_an_app_on_a_personal_account_is_an_operator(env: Env
     await env.client.post("/dashboard/logout")
     await env.sign_in("maintainer")
     assert (await env.client.get("/dashboard/installation")).status_code == 404
+
+
+# --- sessions kept on the server ---------------------------------------------------------------------
+
+
+async def test_a_user_who_reads_500_repositories_keeps_a_small_cookie(env: Env) -> None:
+    many = [f"octo-org/repo-{n:03d}" for n in range(500)]
+    for name in many:
+        env.fake.add_repo(name, installation_id=1, private=True)
+        env.fake.add_collaborator(name, "maintainer", "read")
+    done = await env.sign_in()
+    [cookie] = [c for c in done.headers.get_list("set-cookie") if c.startswith(f"{SESSION_COOKIE}=")]
+    assert len(cookie) < 400  # the 501 names (about 11 KB) stay on the server
+    home = await env.client.get("/dashboard")
+    assert home.status_code == 200 and home.text.count('href="/dashboard/repos/octo-org/repo-') == 500
+    assert (await env.client.get("/dashboard/repos/octo-org/repo-499?days=7")).status_code == 200
+    async with store_of(env.app).read() as conn:
+        [row] = (await conn.execute(select(dashboard_sessions))).all()
+    assert len(row.repos) == 501 and "ghu_" not in row.token  # the user token is sealed there too
+
+
+async def test_a_signed_out_or_expired_session_is_refused_with_its_cookie(env: Env) -> None:
+    await env.sign_in()
+    cookie = env.client.cookies.get(SESSION_COOKIE, path="/dashboard")
+    assert cookie is not None
+    await env.client.post("/dashboard/logout")
+    async with store_of(env.app).read() as conn:
+        assert (await conn.execute(select(dashboard_sessions))).all() == []
+    # The old cookie, replayed: still sealed by the server and within its age, but its session is gone.
+    env.client.cookies.set(SESSION_COOKIE, cookie, domain="beam.test", path="/dashboard")
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+
+    await env.sign_in()
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200
+    async with store_of(env.app).write() as conn:  # the server's clock says it expired
+        await conn.execute(update(dashboard_sessions).values(expires_at=time.time() - 1))
+    assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
+    await env.sign_in("boss")  # a new sign-in clears the expired row away
+    async with store_of(env.app).read() as conn:
+        assert [r.login for r in (await conn.execute(select(dashboard_sessions))).all()] == ["boss"]
+
+
+# --- the operator's token form -------------------------------------------------------------------------
+
+
+async def _token_form(env: Env) -> str:
+    page = await env.client.get("/dashboard")
+    assert page.status_code == 200 and 'id="token-form"' in page.text
+    assert env.client.cookies.get(FORM_COOKIE, path="/dashboard") is not None
+    return _nonce(page)
+
+
+def _nonce(page: httpx.Response) -> str:
+    """The form's nonce: each page showing the form has a new one (and a new cookie with it)."""
+    found = re.search(r'name="csrf" value="([^"]+)"', page.text)
+    assert found is not None
+    return found.group(1)
+
+
+async def test_the_operator_signs_in_with_the_token_through_the_form(env: Env) -> None:
+    csrf = await _token_form(env)
+    done = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN})
+    assert done.status_code == 303 and done.headers["location"] == "/dashboard/installation"
+    view = await env.client.get("/dashboard/installation?days=90")
+    assert view.status_code == 200 and REPO in view.text and OTHER in view.text
+    assert "operator (token)" in view.text
+    assert (await env.client.get(f"/dashboard/repos/{OTHER}")).status_code == 200
+    assert (await env.client.get("/dashboard")).headers["location"] == "/dashboard/installation"
+    # Ten minutes on, the session is checked against the token configured now: changed, it ends.
+    env.dashboard.clock = lambda: time.time() + 601
+    assert (await env.client.get("/dashboard/installation")).status_code == 200
+    env.dashboard.resources.settings = env.dashboard.settings.model_copy(
+        update={"dashboard_token": SecretStr("a-new-operator-token-9876543210")}
+    )
+    env.dashboard.clock = lambda: time.time() + 1300
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
+
+
+async def test_a_wrong_token_gets_401_and_no_session(env: Env) -> None:
+    csrf = await _token_form(env)
+    wrong = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN + "x"})
+    assert wrong.status_code == 401 and "not the operator token" in wrong.text
+    assert not any(c.startswith(f"{SESSION_COOKIE}=") for c in wrong.headers.get_list("set-cookie"))
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
+    async with store_of(env.app).read() as conn:
+        assert (await conn.execute(select(dashboard_sessions))).all() == []
+
+
+async def test_the_form_needs_its_csrf_cookie_and_nonce(env: Env) -> None:
+    csrf = await _token_form(env)
+    other = await env.client.post("/dashboard/token", data={"csrf": "guessed", "token": OPERATOR_TOKEN})
+    assert other.status_code == 403
+    env.client.cookies.delete(FORM_COOKIE, domain="beam.test", path="/dashboard")  # a post from elsewhere
+    bare = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN})
+    assert bare.status_code == 403
+    assert (await env.client.post("/dashboard/token", content=b"{}")).status_code == 400
+    assert (await env.client.get("/dashboard/installation")).status_code == 404
+
+
+async def test_wrong_tokens_are_throttled(env: Env) -> None:
+    csrf = await _token_form(env)
+    for n in range(5):
+        wrong = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": f"guess-{n}"})
+        assert wrong.status_code == 401
+        csrf = _nonce(wrong)
+    stopped = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN})
+    assert stopped.status_code == 429 and "Too many wrong tokens" in stopped.text
+    env.dashboard.clock = lambda: time.time() + 601  # the window passes
+    csrf = await _token_form(env)
+    done = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN})
+    assert done.status_code == 303
