@@ -96,6 +96,8 @@ class Runner:
             body, repo=REPO, number=NUMBER, commenter=user, comment_id=comment.id, installation_id=None
         )
         payload["repository"]["clone_url"] = self.git.repo_url(REPO)
+        # What GitHub's payload says of the commenter (read only to gate the start's model check).
+        payload["comment"]["author_association"] = "MEMBER" if user == "maintainer" else "NONE"
         return payload
 
     def bot_comments(self) -> list[str]:
@@ -251,6 +253,8 @@ def test_a_command_from_a_reader_is_refused_before_any_model_call(runner: Runner
 
     assert done.returncode == 0, done.stderr
     assert runner.llm.requests == []  # the Clinejection lesson: nothing reached a model
+    assert runner.llm.checks == []  # not even the start's model check, for a stranger's comment
+    assert "model: not checked" in done.stdout
     assert runner.fake.reviews_on(REPO, NUMBER) == []
     [refusal] = runner.bot_comments()
     assert "@reader" in refusal and "write" in refusal

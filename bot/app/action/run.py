@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 import httpx
@@ -129,7 +129,12 @@ async def run_action(env: Mapping[str, str], out: TextIO, err: TextIO) -> int:
         out.write(f"beam-bot action: nothing to do for this {environment.event} event\n")
         return 0
     # The model check in one line, before the work: a wrong key or model is said first, with its fix.
-    out.write(await start_line(env) + "\n")
+    # Not for a comment of someone GitHub does not call a collaborator: the permission check comes
+    # later, and a stranger's `/beam` may not cost the repository's key even a check's two calls.
+    if _from_a_collaborator(payload):
+        out.write(await start_line(env) + "\n")
+    else:
+        out.write("model: not checked for a comment of someone who is not a collaborator\n")
     out.flush()
     prices = Prices(settings.price_input_per_mtok, settings.price_output_per_mtok)
     stopped: list[str] = []
@@ -229,6 +234,19 @@ async def action_handler(
             return TokenAuth(api, environment.token, login or ACTIONS_LOGIN)
 
         yield build_handler(ActionResources(settings, client, store), auth)
+
+
+_COLLABORATORS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+
+
+def _from_a_collaborator(payload: Mapping[str, Any]) -> bool:
+    """Whether the event is not a comment, or a comment whose author GitHub's own payload calls an
+    owner, member or collaborator (`author_association`, set by GitHub, not by the commenter). It
+    gates only the start's model check: who may run a command is still the permission check's."""
+    comment = payload.get("comment")
+    if not isinstance(comment, Mapping):
+        return True
+    return comment.get("author_association") in _COLLABORATORS
 
 
 async def _run(environment: ActionEnvironment, settings: Settings, prices: Prices) -> Outcome:
