@@ -72,6 +72,7 @@ class ChangeRun:
     # What the run produced, for a caller that posts it (`beam-bot review <URL> --post`).
     review: LocalReview | None = None
     answer: str = ""
+    missing: str = ""  # a partial review: what it did not cover (its partial line)
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -213,6 +214,7 @@ class ChangeRun:
         if end is not None:  # what every door says after a pass (reviews/posting.py)
             review.posted_with = end.posted_with
             notes += pass_notes(end, coverage, context.lint, len(change.files), len(files))
+            self.missing = end.reason if end.kind == "partial" else ""
         else:
             if guard.stop is not None:
                 notes += stopped_outcome(guard.stop, text).get("notes", [])
