@@ -27,8 +27,8 @@ from bot.app.jobs.store import Store
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
 from bot.app.reviews.abandoned import AbandonedReviews
-from bot.app.reviews.review import KIND as AUTO_REVIEW
-from bot.app.reviews.review import ReviewJob
+from bot.app.reviews.auto_review_job import KIND as AUTO_REVIEW
+from bot.app.reviews.auto_review_job import ReviewJob
 from bot.app.reviews.state import ReviewStates
 from bot.app.reviews.threads import ThreadReplies
 from bot.app.reviews.trigger import ReviewTrigger

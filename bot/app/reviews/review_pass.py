@@ -1,7 +1,8 @@
 """One review pass: the calls of a review, the overflow retry, the answer read from a call or from the
-text, and the end it came to. `/beam review` (reviews/command.py), automatic reviews (reviews/agent.py)
-and `beam-bot run review` (bot/local/change_run.py) each call it, and pass in only their own way of
-posting (`PostReview`: selection, the findings ledger, the draft, GitHub or the terminal).
+text, and the end it came to. `/beam review` (reviews/command.py), automatic reviews
+(reviews/auto_review_run.py) and `beam-bot run review` (bot/local/change_run.py) each call it, and pass
+in the one poster (reviews/posting.py `Poster`) with their own door: GitHub through effects/writer.py,
+or the terminal.
 
 A pass ends in exactly one of three ways (`PassEnd.kind`, pass_end.py), the same on every path (issue
 29):

@@ -11,12 +11,12 @@ import logging
 import re
 
 from bot.app import commands
+from bot.app.context.prompt import build_thread_prompt
 from bot.app.github.client import InstallationClient
 from bot.app.github.payloads import CommentEvent
 from bot.app.permissions import permission_at_least
 from bot.app.repo_config import load_repo_config
 from bot.app.reviews import render
-from bot.app.reviews.prompt import build_thread_prompt
 from bot.app.runs import render as run_render
 from bot.beam.completion import CompletionClient
 

@@ -25,9 +25,9 @@ from bot.app.github.client import GitHubApp, InstallationClient, event_client
 from bot.app.github.payloads import PullRequestEvent
 from bot.app.jobs.queue import JobQueue
 from bot.app.reviews import render
-from bot.app.reviews.agent import Target
+from bot.app.reviews.auto_review_job import KIND, check_key, job_key
+from bot.app.reviews.auto_review_run import Target
 from bot.app.reviews.publish import finish_check
-from bot.app.reviews.review import KIND, check_key, job_key
 from bot.app.reviews.scope import is_ignore_label, skip_reason
 from bot.app.reviews.settings import load_review_settings
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates

@@ -22,6 +22,7 @@ import anyio
 import anyio.lowlevel
 
 from bot.app.context.linters import lint_skipped
+from bot.app.context.prompt import build_review_prompts
 from bot.app.context.review_context import UntrustedSection, review_context
 from bot.app.effects.journal import Journal
 from bot.app.git.blob_budget import BlobBudget
@@ -34,7 +35,6 @@ from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
 from bot.app.reviews.pass_end import PassEnd, PassPrompts
 from bot.app.reviews.posting import Draft, Poster
-from bot.app.reviews.prompt import build_review_prompts
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
 from bot.app.reviews.state import Entry

@@ -36,7 +36,7 @@ from bot.app.repo_config.review_config import AutoReviewConfig
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
-from bot.app.reviews.agent import AgentReview, Target
+from bot.app.reviews.auto_review_run import AgentReview, Target
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
