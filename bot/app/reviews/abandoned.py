@@ -231,8 +231,8 @@ class AbandonedReviews:
                 entry = said[-1]  # the range was dealt with before the job died: its line stands
             else:
                 state, _ = await self.states.record(repo, number, entry)
-            await publish_summary(gh, self.states, state, await self._login())
-        await finish_check(gh, repo, check_id, entry)
+            await publish_summary(self.deps.effects(gh), self.states, state, await self._login())
+        await finish_check(self.deps.effects(gh), repo, check_id, entry)
 
     async def _login(self) -> str:
         login = await self.deps.identity.login()

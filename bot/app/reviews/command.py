@@ -95,7 +95,7 @@ class RunFindings:
         states = ReviewStates(flow.store)
         state = await states.get(flow.repo, flow.number)
         if state is not None and state.summary_comment_id is not None:
-            await publish_summary(flow.gh, states, state, self.bot_login)
+            await publish_summary(flow.effects, states, state, self.bot_login)
         line = review_render.findings_line({str(k): v for k, v in counts.items()})
         return [line] if line else []
 
