@@ -149,8 +149,11 @@ class ReviewJob:
         run = _Range(self, gh, target, state, pull, check_id)
         try:
             await self._decide(run, target, pull)
-        except Reschedule:
-            raise  # a write of an earlier attempt may still land (effects/writer.py): not an error
+        except Reschedule as error:
+            # A write of an earlier attempt may still land (effects/writer.py): not an error. The job
+            # wakes again later, on the same check run: it goes back to the row, as for a retry.
+            await run.after_error(error, last=False)
+            raise
         except Exception as error:
             await run.after_error(error, last=job.attempts >= job.max_attempts)
             raise
