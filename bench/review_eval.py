@@ -10,7 +10,7 @@ before, so the table says what each part adds:
 - `bare`: one call with the raw `git diff`, asked for JSON findings `[{path, line, claim}]`, read
   leniently (fenced or not, wrapped or not);
 - `pipeline`: the automatic review as the bot runs it, through its own review pass
-  (reviews/review_pass.py, in process) with the prompts of reviews/agent.py (numbered hunks, token
+  (reviews/review_pass.py, in process) with the prompts of reviews/auto_review_run.py (numbered hunks, token
   budget and order, linter findings on changed lines), the `review` skill's tool loop with the
   sandbox tools and `review_change`; the findings are the inline comments it would post. Issue 30's
   steps are off: no structured output, whole files' hunks, one pass, no verification;
@@ -70,14 +70,14 @@ from review_eval_cases import (
 )
 from review_judge import praises, states_bug
 
-from bot.app.context.prompt import MAX_BODY_CHARS
+from bot.app.context.prompt import AUTO_REVIEW_TASK as TASK
+from bot.app.context.prompt import MAX_BODY_CHARS, build_review_prompts
 from bot.app.context.review_context import review_context
 from bot.app.github.models import PullFile, PullRequest
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews.claims import problem_claims
 from bot.app.reviews.pass_end import PassPrompts
-from bot.app.reviews.prompt import TASK, build_review_prompts
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
 from bot.app.runs.usage import Meter, RunGuard
@@ -152,7 +152,7 @@ def pull_request(base: str, head: str, files: list[ChangedFile]) -> PullRequest:
 
 def plain_prompt(pull: PullRequest, scope: Scope) -> str:
     """The automatic review's prompt before issue 21's items 1-3: raw patches, GitHub's order, a
-    character cap, no linters (reviews/prompt.py as it was then, with today's task)."""
+    character cap, no linters (context/prompt.py as it was then, with today's task)."""
     data = [
         f"repository: {REPO}",
         f"pull request #{pull.number}: {pull.title}",
@@ -194,7 +194,7 @@ class Steps:
 
 async def review_agent(client: Metered, repo: Path, base: str, head: str, *, steps: Steps) -> list[Finding]:
     """One automatic review through the bot's own review pass (reviews/review_pass.py), with the
-    prompts reviews/agent.py builds; its posted comments are the findings."""
+    prompts reviews/auto_review_run.py builds; its posted comments are the findings."""
     files = changed_files(repo, base, head)
     pull, scope = pull_request(base, head, files), Scope(pull_files(files), total=len(files))
     tree = WorkingTree(SandboxRoot(repo), ["main"], allowed_push_branches=set())
@@ -233,7 +233,7 @@ async def review_agent(client: Metered, repo: Path, base: str, head: str, *, ste
         run_id=str(uuid.uuid4()),
         repository=REPO,
         number=1,
-        fold_outside=False,  # as reviews/agent.py: automatic reviews comment on changed lines only
+        fold_outside=False,  # as reviews/auto_review_run.py: automatic reviews comment on changed lines only
         passes=steps.passes,
         verify=steps.verify,
         structured=steps.structured,

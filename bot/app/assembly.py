@@ -27,9 +27,8 @@ from bot.app.jobs.store import Store
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
 from bot.app.reviews.abandoned import AbandonedReviews
-from bot.app.reviews.command_findings import command_findings
-from bot.app.reviews.review import KIND as AUTO_REVIEW
-from bot.app.reviews.review import ReviewJob
+from bot.app.reviews.auto_review_job import KIND as AUTO_REVIEW
+from bot.app.reviews.auto_review_job import ReviewJob
 from bot.app.reviews.state import ReviewStates
 from bot.app.reviews.threads import ThreadReplies
 from bot.app.reviews.trigger import ReviewTrigger
@@ -134,7 +133,6 @@ def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> Job
         outage_wait=settings.github_outage_wait,
         refresh_token=refresh_token,
         checks=checker(settings, checkouts),
-        review_findings=command_findings,  # `/beam review` keeps the ledger too (issue 21)
         max_fetch_bytes=settings.max_fetch_bytes,
     )
     timing = PollTiming(

@@ -17,12 +17,12 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import anyio
 
 from bot.app.assembly import FINAL_COMMENT_MARGIN
-from bot.app.context.diff_context import cut_diff
+from bot.app.context.diff_context import DiffCut, overflow_retry
 from bot.app.context.linters import lint_skipped
 from bot.app.context.prompt import Coverage
 from bot.app.context.review_context import ReviewContext
@@ -30,12 +30,13 @@ from bot.app.github.models import PullFile
 from bot.app.limits.policy import Policy
 from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
 from bot.app.reviews.pass_end import BuildPrompts, PassPrompts
+from bot.app.reviews.posting import Draft, Poster, pass_notes
 from bot.app.reviews.review_pass import ReviewPass
-from bot.app.reviews.selection import rules_sections, select_findings
+from bot.app.reviews.selection import rules_sections
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES
 from bot.app.runs.host_tools import ToolReport
-from bot.app.runs.skill_agent import answered_in_text_note, run_prompts, run_tools, skill_runner
+from bot.app.runs.skill_agent import run_prompts, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
 from bot.beam.commit_tree import CommitTree
@@ -72,6 +73,7 @@ class ChangeRun:
     # What the run produced, for a caller that posts it (`beam-bot review <URL> --post`).
     review: LocalReview | None = None
     answer: str = ""
+    missing: str = ""  # a partial review: what it did not cover (its partial line)
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -130,13 +132,11 @@ class ChangeRun:
             out, mode, self.activity(), show_answer=not is_review, meter=usage.meter, streams_from=client
         )
 
-        async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-            # `review.severity` and `max_comments` apply as on GitHub (reviews/command.py).
-            rules = self.config.review
-            chosen = select_findings(comments, rules)
-            held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
-            body = f"{body}\n\n{held}" if held else body
-            return await review.post(render.with_usage(body, usage.summary(printer.tool_steps)), chosen.kept)
+        async def to_terminal(draft: Draft) -> int:
+            return await review.post(draft.body, draft.comments)
+
+        # `review.severity` and `max_comments` apply as on GitHub: the one poster (reviews/posting.py).
+        poster = Poster(self.config.review, to_terminal, lambda: usage.summary(printer.tool_steps))
 
         def blob_url(rel: str, start: int, end: int) -> str:
             return f"{rel}#L{start}-L{end}"
@@ -163,7 +163,7 @@ class ChangeRun:
             built.append((coverage, context))
             return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
 
-        def overflowed() -> None:
+        def overflowed(cut: DiffCut | None = None) -> None:
             printer.clear()
             err.write(f"beam-bot run: {OVERFLOW_RETRY}\n")
 
@@ -180,7 +180,7 @@ class ChangeRun:
                             prompts=prompts,
                             meter=usage.meter,
                             guard=guard,
-                            post=post_review,
+                            post=poster,
                             blob_url=blob_url,
                             run_id=run_id,
                             repository=change.repository,
@@ -214,20 +214,17 @@ class ChangeRun:
         # A review answered as structured output ran no tool loop, so it has no agent result.
         printer.finish(usage.meter)
         self.answer = text = result.text if result is not None else ""
-        stop = end.stop if end is not None else guard.stop
-        if stop is not None:
-            notes += stopped_outcome(stop, text).get("notes", [])
-        if end is not None:
+        if end is not None:  # what every door says after a pass (reviews/posting.py)
             review.posted_with = end.posted_with
-            if end.kind == "partial":
-                notes.append(end.reason)
-            if result is not None and end.posted_with != "review_change":
-                notes += answered_in_text_note(result)
-        truncated = report.truncated + (end.truncated if end is not None else [])
-        notes += render.not_read_note(
-            coverage.skipped, coverage.cut + truncated, len(change.files), len(files)
-        )
-        notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
+            notes += pass_notes(end, coverage, context.lint, len(change.files), len(files))
+            self.missing = end.reason if end.kind == "partial" else ""
+        else:
+            if guard.stop is not None:
+                notes += stopped_outcome(guard.stop, text).get("notes", [])
+            notes += render.not_read_note(
+                coverage.skipped, coverage.cut + report.truncated, len(change.files), len(files)
+            )
+            notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
         if is_review and as_json:
             printed = review_report(review, result, usage.meter, notes, end.held if end else ())
             out.write(json.dumps(printed, ensure_ascii=False) + "\n")
@@ -250,17 +247,20 @@ class ChangeRun:
         usage: RunUsage,
         guard: RunGuard,
         printer: FramePrinter,
-        overflowed: Callable[[], None],
+        overflowed: Callable[[DiffCut | None], None],
         notes: list[str],
     ) -> AgentResult:
         """Every skill but `review`: one call, retried once with half the diff (by whole hunks) when the
         model's context overflowed before any tool ran, as on GitHub (runs/run.py)."""
 
-        built = await prompts(files, False, 0)
         tools = run_tools(tree, report, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
         hub = RiverBeam()
         hub.register_agent(skill_runner(self.skill.name, usage.meter, tools, should_stop=guard))
-        for retry in (False, True):
+
+        async def build(shown: list[PullFile], one_call: bool) -> PassPrompts:
+            return await prompts(shown, one_call, 0)
+
+        async def call(built: PassPrompts, cut: DiffCut | None) -> AgentResult:
             request = InvokeRequest(
                 agent_name=self.skill.name,
                 content=[ContentPart.text_part(built.calls[0])],
@@ -268,15 +268,12 @@ class ChangeRun:
                 request_id=uuid.uuid4(),
                 metadata={"repository": self.change.repository, "number": 0},
             )
-            try:
-                return (await hub.invoke(request, on_frame=printer)).result
-            except BeamError as error:
-                if error.code != "BEM-092" or retry or printer.tool_steps > 0:
-                    raise
-                overflowed()
-                sent = built.call_files[0] if built.call_files else []  # the files the prompt showed
-                cut = cut_diff(files, sent)
-                built = await prompts(cut.files, True, 0)
-                built.calls = [f"{cut.named()}\n\n{text}" for text in built.calls]
-                notes.append(cut.named())
-        raise AssertionError("unreachable: the retry returns or raises")
+            return (await hub.invoke(request, on_frame=printer)).result
+
+        def cut_named(cut: DiffCut) -> None:
+            overflowed(cut)
+            notes.append(cut.named())
+
+        return await overflow_retry(
+            files, build, call, ran=lambda: printer.tool_steps > 0, on_overflow=cut_named
+        )

@@ -4,8 +4,10 @@ The pull request is read through the API with a token (GITHUB_TOKEN, else GH_TOK
 `gh` CLI is logged in with), its commits are fetched into a temporary repository (the token reaches
 git only in its environment, never in argv or a file), and the run is `beam-bot run`'s change run
 (change_run.py), the GitHub commands' own prompt, tools and review pass, with the pull request's
-title and description. The review is printed as `run review` prints it; `--post` posts it with the
-same typed call the App makes (a review, event COMMENT, with the inline comments it kept).
+title and description. The review is printed as `run review` prints it, its draft built by the one
+poster (reviews/posting.py); `--post` is its GitHub door: the same typed call the App makes (a review,
+event COMMENT, with the inline comments it kept). A partial review is posted too, as the App posts
+one (its body says it is partial); the run then says what is missing and exits 3.
 
 `--post` posts only new findings: the App and the Action leave on each inline comment the finding's
 key as a hidden marker (reviews/findings.py), and a finding already there in a comment of the bot's
@@ -41,7 +43,7 @@ from bot.app.github.models import PullRequest
 from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
-from bot.local.change_run import ChangeRun
+from bot.local.change_run import EXIT_PARTIAL, ChangeRun
 from bot.local.git import TemporaryWorktree, UsageError, check_repository, check_stopped
 from bot.local.options import RunOptions, resolve_skill
 from bot.local.output import inline_comments
@@ -105,7 +107,8 @@ async def run_pull(
     err: TextIO = sys.stderr,
 ) -> int:
     """0 done, 1 a failed run or GitHub call, 2 bad usage (a bad URL, no token, a wrong model
-    setting), 128+N a signal (Ctrl-C: 130), 141 a closed output pipe."""
+    setting), 3 a partial review (with `--post`, posted, and what it misses said), 4 not reviewed,
+    128+N a signal (Ctrl-C: 130), 141 a closed output pipe."""
     env = os.environ if env is None else env
     prog = f"beam-bot {options.skill}"
     posting = Posting()
@@ -224,10 +227,17 @@ async def _run(
         aclose = getattr(client, "aclose", None)
         if owned and aclose is not None:
             await aclose()
-    if code != 0 or not options.post:
+    # A partial review is posted as the App posts it (its body says it is partial), then the exit
+    # code still says what is missing.
+    if code not in (0, EXIT_PARTIAL) or not options.post:
         return code
     login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN
-    return await _post(options, target, pull, change_run, gh, login, out, err, posting)
+    posted = await _post(options, target, pull, change_run, gh, login, out, err, posting)
+    if posted != 0 or code != EXIT_PARTIAL:
+        return posted
+    what = change_run.missing.removeprefix("**partial:** ") or "not every file was read."
+    out.write(f"partial: the posted review covers part of the change: {what}\n")
+    return EXIT_PARTIAL
 
 
 async def new_findings(

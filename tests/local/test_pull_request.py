@@ -13,6 +13,8 @@ import pytest
 
 from bot.beam.errors import BeamError
 from bot.local.pull_target import find_token, parse_pull_url
+from tests.e2e.test_review_ends import ENV, FILES, capped_after_one_call
+from tests.support.fake_github_state import PullFile
 from tests.support.openai_server import chat_response, text_message
 from tests.support.pull_request_stack import NUMBER, REPO, URL, Stack, pull_request_stack
 from tests.support.terminal import Terminal, screen_lines
@@ -183,3 +185,33 @@ def test_a_bad_github_token_or_an_outage_is_one_line(stack: Stack, tmp_path: Pat
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and done.stderr.startswith("beam-bot review: GitHub ")
     assert list(fresh.iterdir()) == []
+
+
+def _added(text: str) -> str:
+    lines = text.splitlines()
+    return f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines)
+
+
+def test_post_posts_a_partial_review_says_what_is_missing_and_exits_3(stack: Stack) -> None:
+    """As the App posts a partial review (issue 41): what the first of two calls found is posted once,
+    its body saying where it stopped; the run says what is missing and exits 3."""
+    main = stack.fake.pull(REPO, NUMBER).base_sha
+    head = stack.git.commit(REPO, FILES, branch="modules", message="Add modules")
+    stack.git.create_pull_ref(REPO, 8, head)
+    files = [PullFile(name, additions=40, deletions=0, patch=_added(text)) for name, text in FILES.items()]
+    stack.fake.add_pull(
+        REPO, number=8, title="Add modules", head_ref="modules", head_sha=head, base_sha=main, files=files
+    )
+    capped_after_one_call(stack.llm)
+
+    done = stack.cli("review", f"https://github.com/{REPO}/pull/8", "--post", env=stack.env(**ENV))
+
+    assert done.returncode == 3, done.stdout + done.stderr
+    [review] = stack.fake.reviews_on(REPO, 8)
+    assert "**partial:** stopped by" in review.body and "after 1 of 2 files" in review.body
+    assert "model `fake-model`" in review.body  # the footer, as on every door
+    [comment] = [stack.fake.comments[i] for i in review.comment_ids]
+    assert (comment.path, comment.line) == ("src/alpha.py", 2)
+    assert "posted:" in done.stdout
+    assert "partial: the posted review covers part of the change: stopped by" in done.stdout
+    assert "after 1 of 2 files" in done.stdout.split("partial: the posted review")[1]

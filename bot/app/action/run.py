@@ -40,7 +40,7 @@ from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.limits.policy import Prices
 from bot.app.logs import configure_logging
-from bot.app.reviews.review import KIND as AUTO_REVIEW
+from bot.app.reviews.auto_review_job import KIND as AUTO_REVIEW
 from bot.app.settings import Settings, SettingsError, load_settings
 from bot.app.web.app import GITHUB_HEADERS
 from bot.app.web.intake import installation_of, job_key_for

@@ -21,10 +21,12 @@ for the fix to be taken out, and a hunk that only removed lines was folded to on
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, TypeVar
 
 from bot.app.github.models import PullFile
+from bot.beam.errors import BeamError
 
 MAX_REMOVED_SHOWN = 40  # removed lines shown in one place, at most
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,\d+)? \+(?P<new>\d+)(?:,\d+)? @@ ?(?P<section>.*)$")
@@ -240,3 +242,47 @@ def cut_diff(files: list[PullFile], sent: list[str], share: float = 0.5) -> Diff
         out.append(item.model_copy(update={"patch": "\n".join(kept)}))
         cut.kept += size
     return cut
+
+
+OVERFLOW_CODE = "BEM-092"  # the model's context overflowed
+
+
+class CallPrompts(Protocol):
+    """What a skill built for its calls (context/prompt.py `Coverage`, a review's `PassPrompts`)."""
+
+    calls: list[str]  # the prompt of every call
+    call_files: list[list[str]]  # the files each call reads
+
+
+P = TypeVar("P", bound=CallPrompts)
+T = TypeVar("T")
+
+
+async def overflow_retry(
+    files: list[PullFile],
+    build: Callable[[list[PullFile], bool], Awaitable[P]],
+    call: Callable[[P, DiffCut | None], Awaitable[T]],
+    *,
+    ran: Callable[[], bool],
+    on_overflow: Callable[[DiffCut], object] | None = None,
+    cut: DiffCut | None = None,
+) -> T:
+    """The calls of every skill (`SkillRun`, the review pass, `beam-bot run`), retried once when the
+    model's context overflowed (BEM-092) before anything ran (`ran`): the diff of the files the first
+    call showed is cut to half by whole hunks (`cut_diff`), built again as one call (`build(files,
+    True)`), and the cut named at the head of every prompt and handed to `call`, which says it in its
+    answer. A second overflow, or one after a tool ran, is the caller's to end with. `cut`: an
+    earlier overflow in the same run (another vote of a review): straight to the cut diff."""
+    if cut is None:
+        first = await build(files, False)
+        try:
+            return await call(first, None)
+        except BeamError as error:
+            if error.code != OVERFLOW_CODE or ran():
+                raise
+        cut = cut_diff(files, first.call_files[0] if first.call_files else [f.filename for f in files])
+        if on_overflow is not None:
+            on_overflow(cut)
+    retry = await build(cut.files, True)
+    retry.calls = [f"{cut.named()}\n\n{text}" for text in retry.calls]
+    return await call(retry, cut)

@@ -1,5 +1,5 @@
 """The diff part of a prompt, shared by `/beam review` (context/prompt.py), automatic reviews
-(reviews/prompt.py) and `beam-bot run`: numbered hunks (diff_context.py) of the files that matter,
+(context/prompt.py) and `beam-bot run`: numbered hunks (diff_context.py) of the files that matter,
 each widened to its enclosing function or class when focused (focus.py), packed into calls within
 the token budget (budget.py), each call with the linters' findings on its files and the extra
 sections a caller adds, all of it data from outside.

@@ -9,7 +9,7 @@ neutral as always, titled "The review failed" (or superseded / cancelled when th
 on or was closed meanwhile); the summary comment gets the head's failed line (the state's merge rules
 apply, and a head whose range was already dealt with keeps its line); the run row becomes `failed`.
 
-Which head: each attempt notes its generation and head in the journal (review.py `attempt_key`). A
+Which head: each attempt notes its generation and head in the journal (auto_review_job.py `attempt_key`). A
 job that died before noting one is taken to be at the pull request's newest generation, unless a
 later review job of the pull request was queued (only a newer push queues one): that one has it.
 
@@ -37,9 +37,9 @@ from bot.app.jobs.schema import effects, jobs
 from bot.app.jobs.signals import Reschedule
 from bot.app.reviews import render
 from bot.app.reviews.admission import end_abandoned
-from bot.app.reviews.agent import Target
+from bot.app.reviews.auto_review_job import KIND, attempt_key, held_check
+from bot.app.reviews.auto_review_run import Target
 from bot.app.reviews.publish import finish_check, publish_summary
-from bot.app.reviews.review import KIND, attempt_key, held_check
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
 from bot.app.runs.run import RunDeps
 from bot.beam.errors import CATALOG
@@ -80,7 +80,7 @@ class GaveUpJob:
     @property
     def code(self) -> str:
         """BEM-339 when its worker was lost on the last attempt, the code the job's error starts with
-        when it is catalogued (BEM-380: it waited for GitHub as long as it may, review.py; BEM-395:
+        when it is catalogued (BEM-380: it waited for GitHub as long as it may, auto_review_job.py; BEM-395:
         the Action's job was cancelled, action/finish.py), BEM-340 for any other end."""
         if self.last_error.startswith(LOST_ON_LAST_ATTEMPT):
             return "BEM-339"
@@ -231,8 +231,8 @@ class AbandonedReviews:
                 entry = said[-1]  # the range was dealt with before the job died: its line stands
             else:
                 state, _ = await self.states.record(repo, number, entry)
-            await publish_summary(gh, self.states, state, await self._login())
-        await finish_check(gh, repo, check_id, entry)
+            await publish_summary(self.deps.effects(gh), self.states, state, await self._login())
+        await finish_check(self.deps.effects(gh), repo, check_id, entry)
 
     async def _login(self) -> str:
         login = await self.deps.identity.login()

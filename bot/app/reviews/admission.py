@@ -29,7 +29,7 @@ from bot.app.jobs.store import Store
 from bot.app.limits.ledger import ACTIVE, Ledger, OverLimit, RunRequest
 from bot.app.limits.policy import effective
 from bot.app.repo_config import RepoLimits
-from bot.app.reviews.agent import AgentOutcome, Target
+from bot.app.reviews.auto_review_run import AgentOutcome, Target
 from bot.app.runs.run import RUN_NAMESPACE, RunDeps
 from bot.beam.errors import CATALOG
 

@@ -3,11 +3,10 @@
 The run (runs/run.py `SkillRun`) owns what every command has: 👀, the tracking comment, the checkout,
 the caps, the final state and the waits for GitHub. This module gives it its two hooks, as `/beam
 author` gets its own from the approvals layer: `step` (the findings ledger before and after, the pass,
-and how a command posts: selection by `review.severity` and `max_comments`, the screen of dismissed
-findings, the draft kept before it is posted) and `recover` (a review an earlier attempt finished is
-posted from its draft, or found on GitHub, and the model is not asked again). A pass that did not
-review ends the run as a failure with its BEM code (`BeamError`): the tracking comment says why, and
-no review is posted.
+and its door: the draft posting.py builds, kept before it is posted through effects/writer.py) and
+`recover` (a review an earlier attempt finished is posted from its draft, or found on GitHub, and the
+model is not asked again). A pass that did not review ends the run as a failure with its BEM code
+(`BeamError`): the tracking comment says why, and no review is posted.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,24 +22,27 @@ from typing import Any
 import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS
-from bot.app.context.linters import lint_skipped
 from bot.app.context.prompt import Coverage
 from bot.app.context.review_context import ReviewContext, UntrustedSection
 from bot.app.effects.conversation import RunConversation
 from bot.app.effects.writer import Written
 from bot.app.git.checkout import RunTree
-from bot.app.github.client import InlineComment, PullFile, PullRequest
+from bot.app.github.client import PullFile, PullRequest
 from bot.app.repo_config.review_rules import ReviewRules
+from bot.app.reviews import render as review_render
 from bot.app.reviews.drafts import ReviewDraft, keep_draft, kept_draft
+from bot.app.reviews.finding_flow import FindingFlow
+from bot.app.reviews.findings import fresh_findings
 from bot.app.reviews.pass_end import BuildPrompts, PassPrompts
+from bot.app.reviews.posting import Draft, Poster, pass_notes
+from bot.app.reviews.publish import publish_summary
 from bot.app.reviews.review_pass import ReviewPass
-from bot.app.reviews.selection import rules_sections, select_findings
+from bot.app.reviews.selection import rules_sections
+from bot.app.reviews.state import ReviewStates
 from bot.app.runs import render
 from bot.app.runs.deps import RUN_NAMESPACE, Outcome
-from bot.app.runs.findings_hook import ReviewFindings
 from bot.app.runs.memory import RunMemory
 from bot.app.runs.run import SkillRun, list_paths
-from bot.app.runs.skill_agent import answered_in_text_note
 from bot.app.runs.tracker import Tracker
 from bot.app.runs.usage import stopped_outcome
 from bot.beam.commit_tree import CommitTree
@@ -53,42 +55,60 @@ log = logging.getLogger("beam.reviews")
 
 @dataclass
 class RunFindings:
-    """The findings ledger's steps within one run, with what the run needs to call them: its tree, the
-    head, the bot's login, and every comment the model reported (before any filter), which decides
-    which open findings are fixed. Without a ledger (`findings` None) each step passes through."""
+    """The findings ledger's steps within one run (finding_flow.py, as an automatic review keeps it),
+    with what the run needs to call them: its tree, the head and the bot's login. Without a login the
+    App cannot tell its own comments, so no ledger is kept (`flow` None) and each step passes through.
 
-    findings: ReviewFindings | None
+    Before the run, the 👎s are read and the model is told what was dismissed. While it posts, a new
+    finding that repeats a dismissed one is dropped, and each one left gets the hidden marker by which
+    the ledger finds the posted comment. After it, the open findings the new commits fixed are
+    answered and their threads resolved. Unlike an automatic review, `/beam review` posts a finding
+    again when it is still open: the maintainer asked for a whole review."""
+
+    flow: FindingFlow | None
     tree: Path
     head: str
     bot_login: str
-    reported: list[dict[str, Any]] = field(default_factory=list)
 
     async def before(self, rules: ReviewRules, paths: Sequence[str]) -> list[UntrustedSection] | None:
-        return await self.findings.before(rules, paths) if self.findings is not None else None
+        if self.flow is None:
+            return None
+        await self.flow.read_reactions()
+        return await self.flow.sections(rules, paths)
 
     async def screen(self, comments: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        self.reported.extend(comments)
-        if self.findings is None:
+        """The comments to post: without those that repeat a dismissed finding, each marked so that
+        `record` finds it among the pull request's review comments."""
+        if self.flow is None:
             return comments
-        return await self.findings.screen(comments, self.tree, self.head)
+        return fresh_findings(await self.flow.screen(comments, self.tree, self.head), None, set())
 
-    async def after(self) -> list[str]:
-        """The notes for the run's answer: the count of the pull request's findings, if any."""
-        if self.findings is None:
+    async def after(self, reported: list[dict[str, Any]]) -> list[str]:
+        """Fix the open findings the new head changed and `reported` (all the review said) does not
+        repeat; the note counting the pull request's findings."""
+        flow = self.flow
+        if flow is None:
             return []
-        line = await self.findings.after(self.reported, self.tree, self.head, self.bot_login)
+        await flow.settle_fixed(reported, self.tree, self.head)
+        counts = await flow.ledger.counts(flow.repo, flow.number)
+        # The automatic reviews' summary comment, where the pull request has one, counts them too.
+        states = ReviewStates(flow.store)
+        state = await states.get(flow.repo, flow.number)
+        if state is not None and state.summary_comment_id is not None:
+            await publish_summary(flow.effects, states, state, self.bot_login)
+        line = review_render.findings_line({str(k): v for k, v in counts.items()})
         return [line] if line else []
 
 
-async def ledger_of(run: SkillRun) -> tuple[ReviewFindings, str] | None:
-    """The findings ledger of this `/beam review` and the bot's login, when the app gave one."""
-    make = run.deps.review_findings
-    login = await run.deps.identity.login() if make is not None else ""
-    if make is None or not login:
+async def ledger_of(run: SkillRun) -> tuple[FindingFlow, str] | None:
+    """The findings ledger of this `/beam review` and the bot's login, when the login is known."""
+    login = await run.deps.identity.login()
+    if not login:
         return None
     repo, permission = run.ctx.event.repository.full_name, run.ctx.config.trigger_permission
     fetch_diff = partial(run.deps.checkouts.mirrors.fetch_diff_blobs, repo)
-    return make(run.deps.store, run.ctx.gh, run.effects, repo, run.number, permission, fetch_diff), login
+    flow = FindingFlow(run.deps.store, run.ctx.gh, run.effects, repo, run.number, permission, fetch_diff)
+    return flow, login
 
 
 async def post_draft(run: SkillRun, draft: ReviewDraft) -> Written:
@@ -146,25 +166,20 @@ async def review_step(
     event = run.ctx.event
     blob_base = f"{event.repository.html_url}/blob/{head_sha}"
     ledger = await ledger_of(run)
-    findings, login = ledger if ledger is not None else (None, "")
-    found = RunFindings(findings, run_tree.path, head_sha, login)
+    flow, login = ledger if ledger is not None else (None, "")
+    found = RunFindings(flow, run_tree.path, head_sha, login)
     rules = run.ctx.config.review  # `review.severity` and `max_comments` (issue 21)
     paths = [f.filename for f in files]
     # The findings ledger's sections (path instructions, findings dismissed), or the instructions alone.
     sections = await found.before(rules, paths) or rules_sections(rules, paths)
 
-    async def post_review(body: str, comments: list[dict[str, Any]]) -> int:
-        # A finding dismissed on this pull request stays dismissed.
-        chosen = select_findings(await found.screen(comments), rules)
-        held = render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
-        body = f"{body}\n\n{held}" if held else body
-        fields = InlineComment.model_fields
-        inline = [
-            InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in chosen.kept
-        ]
-        body = render.with_usage(body, run.usage.summary(len(run.progress.tools)))
-        return (await post_draft(run, ReviewDraft(head_sha, body, inline, chosen.kept))).id
+    async def through_writer(draft: Draft) -> int:
+        return (await post_draft(run, ReviewDraft(head_sha, draft.body, draft.inline(), draft.comments))).id
 
+    # A finding dismissed on this pull request stays dismissed.
+    poster = Poster(
+        rules, through_writer, lambda: run.usage.summary(len(run.progress.tools)), screens=[found.screen]
+    )
     built: list[tuple[Coverage, ReviewContext]] = []
     # Facts are kept per pull request by the server and come back as fenced data (issue 28).
     memory = RunMemory(run.deps.store, event.repository.full_name, run.number)
@@ -193,7 +208,7 @@ async def review_step(
         prompts=build,
         meter=run.usage.meter,
         guard=guard,
-        post=post_review,
+        post=poster,
         blob_url=lambda path, start, end: f"{blob_base}/{path}#L{start}-L{end}",
         run_id=run.run_id,
         repository=event.repository.full_name,
@@ -219,21 +234,9 @@ async def review_step(
     known = set(await anyio.to_thread.run_sync(list_paths, tree))
     # Findings written as JSON are the review's; the answer is what the model said besides.
     answer = render.link_citations(end.answer if end.posted_with != "json" else "", known, blob_base)
-    notes: list[str] = []
-    if end.kind == "partial":
-        notes.append(end.reason)
-    if end.stop is not None:
-        notes += stopped_outcome(end.stop, "").get("notes", [])
-    if end.posted_with == "text":
-        notes.append(render.PLAIN_TEXT_REVIEW)
-    if end.result is not None and end.posted_with != "review_change":
-        notes += answered_in_text_note(end.result)
-    if end.cut is not None:
-        notes.append(end.cut.named())
-    notes += render.fetch_cap_note(tree.refused if isinstance(tree, CommitTree) else [])
     posted = await run.effects.done(run.key("review"))
     answer = render.review_posted(posted.html_url if posted else "", answer)
-    notes += await found.after()  # fixed findings answered; the count of them all
-    notes += render.not_read_note(coverage.skipped, coverage.cut + end.truncated, total, len(files))
-    notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
+    refused = tree.refused if isinstance(tree, CommitTree) else []
+    notes = pass_notes(end, coverage, context.lint, total, len(files), refused=refused)
+    notes += await found.after(poster.reported)  # fixed findings answered; the count of them all
     return Outcome(answer=answer, notes=notes, result=end.result)

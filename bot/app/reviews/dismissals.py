@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from bot.app.effects.journal import Journal
 from bot.app.effects.writer import GitHubEffects
 from bot.app.github.client import InstallationClient
 from bot.app.github.models import is_bot_login
@@ -90,7 +91,9 @@ class Dismissals:
         """The summary comment counts findings: say the new count now, not at the next review."""
         state = await self.states.get(repo, number)
         if state is not None and state.summary_comment_id is not None and bot_login is not None:
-            await publish_summary(gh, self.states, state, bot_login)
+            await publish_summary(
+                GitHubEffects(gh, Journal(self.states.store)), self.states, state, bot_login
+            )
 
     async def _allowed(self, gh: InstallationClient, repo: str, branch: str, login: str) -> tuple[bool, str]:
         owner, name = repo.split("/", 1)

@@ -1,6 +1,6 @@
 """A finished review that GitHub could not take yet, kept in the effects journal
 (`<run id>:review-draft`): the next attempt posts it from there, without asking the model again.
-`/beam review` (command.py) keeps a `ReviewDraft`; an automatic review (agent.py) keeps its body and
+`/beam review` (command.py) keeps a `ReviewDraft`; an automatic review (auto_review_run.py) keeps its body and
 comments under the same key."""
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ class ReviewDraft:
 
 
 def draft_key(run_id: str) -> str:
-    """Where a review the model finished waits to be posted (an automatic review's too, reviews/agent.py)."""
+    """Where a review the model finished waits to be posted (an automatic review's too,
+    reviews/auto_review_run.py)."""
     return f"{run_id}:review-draft"
 
 

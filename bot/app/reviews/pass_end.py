@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from bot.app.context.diff_context import OVERFLOW_CODE as OVERFLOW_CODE  # BEM-092, for every skill
 from bot.app.context.diff_context import DiffCut
 from bot.app.github.models import PullFile
 from bot.app.runs import render
@@ -23,7 +24,6 @@ PostedWith = Literal["review_change", "structured", "json", "text"]
 
 NO_ANSWER_CODE = "BEM-095"  # the model's answers held no review at all
 CAPPED_CODE = "BEM-096"  # a per-run cap stopped the review before any call answered
-OVERFLOW_CODE = "BEM-092"
 # Where a call's answer fell back to plain text (the runner's `answered_in_text`), its code leads.
 _WHY_CODE = re.compile(r"^(BEM-\d{3})")
 _CONTEXT_SIZE = re.compile(

@@ -1,13 +1,15 @@
 """The two things an automatic review shows besides the review itself: the summary comment (one per
-pull request, edited, never posted twice) and the `beam / review` check run (always neutral)."""
+pull request, edited, never posted twice) and the `beam / review` check run (always neutral). Both
+are written through effects/writer.py, the one path of a job's GitHub writes, as the review is: the
+summary comment is created under a journal key, so a retry adopts the one an attempt began."""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
 
+from bot.app.effects.writer import GitHubEffects
 from bot.app.github.api import GitHubError
-from bot.app.github.client import InstallationClient
 from bot.app.reviews import render
 from bot.app.reviews.ledger import FindingsLedger
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
@@ -19,13 +21,18 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-async def start_check(gh: InstallationClient, repo: str, check_id: int) -> None:
+def summary_key(repo: str, number: int, replacing: int | None = None) -> str:
+    """The journal key of a pull request's summary comment; another once the first was deleted."""
+    return f"{repo}#{number}/review:summary" + (f":after-{replacing}" if replacing is not None else "")
+
+
+async def start_check(effects: GitHubEffects, repo: str, check_id: int) -> None:
     owner, name = repo.split("/", 1)
-    await gh.update_check_run(owner, name, check_id, status="in_progress", started_at=_now())
+    await effects.update_check_run(owner, name, check_id, status="in_progress", started_at=_now())
 
 
 async def finish_check(
-    gh: InstallationClient, repo: str, check_id: int | None, entry: Entry, *, quiet: bool = False
+    effects: GitHubEffects, repo: str, check_id: int | None, entry: Entry, *, quiet: bool = False
 ) -> None:
     """Complete a check run, conclusion neutral: the bot advises, it never gates a merge."""
     if check_id is None:
@@ -40,7 +47,7 @@ async def finish_check(
     if entry.url:
         fields["details_url"] = entry.url
     try:
-        await gh.update_check_run(owner, name, check_id, **fields)
+        await effects.update_check_run(owner, name, check_id, **fields)
     except GitHubError as error:
         if not quiet:
             raise
@@ -48,11 +55,12 @@ async def finish_check(
 
 
 async def publish_summary(
-    gh: InstallationClient, states: ReviewStates, state: ReviewState, bot_login: str
+    effects: GitHubEffects, states: ReviewStates, state: ReviewState, bot_login: str
 ) -> None:
     """Edit the pull request's summary comment to list `state.entries` and count the findings (the
     ledger's open, fixed and dismissed); create it the first time."""
     owner, name = state.repo.split("/", 1)
+    gh = effects.gh
     counts = await FindingsLedger(states.store).counts(state.repo, state.number)
     body = render.summary(state.entries, {str(k): v for k, v in counts.items()})
     comment_id = state.summary_comment_id
@@ -66,13 +74,16 @@ async def publish_summary(
                 comment_id = comment.id
                 await states.set_summary_comment(state.repo, state.number, comment_id)
                 break
+    replacing = None
     if comment_id is not None:
         try:
-            await gh.update_comment(owner, name, comment_id, body)
+            await effects.edit(None, owner, name, comment_id, body, kind="summary")
             return
         except GitHubError as error:
             if error.status != 404:
                 raise
             log.info("%s#%s: the summary comment was deleted; posting it again", state.repo, state.number)
-    comment = await gh.create_comment(owner, name, state.number, body)
-    await states.set_summary_comment(state.repo, state.number, comment.id)
+            replacing = comment_id
+    key = summary_key(state.repo, state.number, replacing)
+    made = await effects.comment(key, owner, name, state.number, body, kind="summary")
+    await states.set_summary_comment(state.repo, state.number, made.id)

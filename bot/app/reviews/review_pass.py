@@ -1,7 +1,8 @@
 """One review pass: the calls of a review, the overflow retry, the answer read from a call or from the
-text, and the end it came to. `/beam review` (reviews/command.py), automatic reviews (reviews/agent.py)
-and `beam-bot run review` (bot/local/change_run.py) each call it, and pass in only their own way of
-posting (`PostReview`: selection, the findings ledger, the draft, GitHub or the terminal).
+text, and the end it came to. `/beam review` (reviews/command.py), automatic reviews
+(reviews/auto_review_run.py) and `beam-bot run review` (bot/local/change_run.py) each call it, and pass
+in the one poster (reviews/posting.py `Poster`) with their own door: GitHub through effects/writer.py,
+or the terminal.
 
 A pass ends in exactly one of three ways (`PassEnd.kind`, pass_end.py), the same on every path (issue
 29):
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app import markdown as md
-from bot.app.context.diff_context import DiffCut, cut_diff
+from bot.app.context.diff_context import DiffCut, overflow_retry
 from bot.app.context.review_context import CallParts, call_session
 from bot.app.github.models import PullFile
 from bot.app.reviews.answer_checks import (
@@ -169,42 +170,41 @@ class ReviewPass:
         return end
 
     async def _vote(self, order: int, *, collect: bool) -> PassEnd:
-        """One review of the change (a vote, when there are several), with the overflow retry."""
+        """One review of the change (a vote, when there are several), with the overflow retry
+        (context/diff_context.py `overflow_retry`); an earlier vote's cut is read by the others too."""
         self._reported = []
         steps = self.tool_steps
-        if self._cut is not None:  # an earlier vote overflowed: the others read the cut diff too
-            return await self._cut_calls(order, collect)
-        prompts = await self.prompts(self.files, False, order)
-        try:
-            return await self._calls(prompts, order, collect)
-        except BeamError as error:
-            ran = self.tool_steps > steps or self._reported or self._posted is not None
-            if error.code != OVERFLOW_CODE or ran:
-                raise
-        sent = prompts.call_files[0] if prompts.call_files else [f.filename for f in self.files]
-        self._cut = cut_diff(self.files, sent)
-        if self.on_overflow is not None:
-            self.on_overflow()
-        return await self._cut_calls(order, collect)
 
-    async def _cut_calls(self, order: int, collect: bool) -> PassEnd:
-        assert self._cut is not None
-        retry = await self.prompts(self._cut.files, True, order)
-        retry.calls = [f"{self._cut.named()}\n\n{text}" for text in retry.calls]
-        try:
-            return await self._calls(retry, order, collect)
-        except BeamError as error:
-            if error.code != OVERFLOW_CODE:
-                raise
-            size = context_size(error.detail or "")
-            said = (
-                f"the server's context is {size} tokens"
-                if size
-                else "the server did not say its context size"
-            )
-            detail = f"even with the diff cut to half ({self._cut.kept} characters); {said}"
-            reason = not_reviewed_reason(OVERFLOW_CODE, detail)
-            return PassEnd("not_reviewed", OVERFLOW_CODE, detail, reason, cut=self._cut)
+        def ran() -> bool:
+            return self.tool_steps > steps or bool(self._reported) or self._posted is not None
+
+        def overflowed(cut: DiffCut) -> None:
+            self._cut = cut
+            if self.on_overflow is not None:
+                self.on_overflow()
+
+        async def build(shown: list[PullFile], one_call: bool) -> PassPrompts:
+            return await self.prompts(shown, one_call, order)
+
+        async def calls(prompts: PassPrompts, cut: DiffCut | None) -> PassEnd:
+            if cut is None:
+                return await self._calls(prompts, order, collect)
+            try:
+                return await self._calls(prompts, order, collect)
+            except BeamError as error:
+                if error.code != OVERFLOW_CODE:
+                    raise
+                return self._overflowed_again(error, cut)
+
+        return await overflow_retry(self.files, build, calls, ran=ran, on_overflow=overflowed, cut=self._cut)
+
+    def _overflowed_again(self, error: BeamError, cut: DiffCut) -> PassEnd:
+        """The cut diff overflowed too: not reviewed, with the server's context size if it said it."""
+        size = context_size(error.detail or "")
+        said = f"the server's context is {size} tokens" if size else "the server did not say its context size"
+        detail = f"even with the diff cut to half ({cut.kept} characters); {said}"
+        reason = not_reviewed_reason(OVERFLOW_CODE, detail)
+        return PassEnd("not_reviewed", OVERFLOW_CODE, detail, reason, cut=cut)
 
     async def _voted(self) -> PassEnd:
         """The votes, then the majority's findings checked, then one review posted."""

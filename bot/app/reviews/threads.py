@@ -25,12 +25,12 @@ import anyio
 from bot.app import commands
 from bot.app.commands import Command
 from bot.app.context.budget import estimate_tokens
+from bot.app.context.prompt import build_thread_prompt
 from bot.app.github.client import InstallationClient
 from bot.app.github.models import ReviewComment
 from bot.app.github.payloads import CommentEvent
 from bot.app.logs import bind as bind_log_context
 from bot.app.reviews import render
-from bot.app.reviews.prompt import build_thread_prompt
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps, run_id_for
 from bot.app.runs.usage import RunGuard, RunUsage, Stop

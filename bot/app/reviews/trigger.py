@@ -25,9 +25,9 @@ from bot.app.github.client import GitHubApp, InstallationClient, event_client
 from bot.app.github.payloads import PullRequestEvent
 from bot.app.jobs.queue import JobQueue
 from bot.app.reviews import render
-from bot.app.reviews.agent import Target
+from bot.app.reviews.auto_review_job import KIND, check_key, job_key
+from bot.app.reviews.auto_review_run import Target
 from bot.app.reviews.publish import finish_check
-from bot.app.reviews.review import KIND, check_key, job_key
 from bot.app.reviews.scope import is_ignore_label, skip_reason
 from bot.app.reviews.settings import load_review_settings
 from bot.app.reviews.state import Entry, ReviewState, ReviewStates
@@ -60,6 +60,10 @@ class ReviewTrigger:
         self.enabled_by_default = enabled_by_default
         self.crash = crash
         self.journal = Journal(states.store)
+
+    def _writes(self, gh: InstallationClient) -> GitHubEffects:
+        """The one path of the GitHub writes a delivery makes (effects/writer.py)."""
+        return GitHubEffects(gh, self.journal, self.crash, in_flight=self.in_flight)
 
     async def on_pull_event(self, event: PullRequestEvent, delivery_id: str | None = None) -> None:
         """opened, reopened, ready_for_review, synchronize, labeled, unlabeled."""
@@ -108,7 +112,7 @@ class ReviewTrigger:
         generation, stale = int(handed["generation"]), handed.get("stale")
         if isinstance(stale, int):
             entry = Entry("superseded", str(handed.get("stale_head") or ""))
-            await finish_check(gh, repo.full_name, stale, entry, quiet=True)
+            await finish_check(self._writes(gh), repo.full_name, stale, entry, quiet=True)
         if skipped is None and not settings.invalid:
             await self._queue_check(gh, repo.full_name, pull.number, generation, head)
         target = Target(
@@ -150,13 +154,13 @@ class ReviewTrigger:
     ) -> None:
         """The queued `beam / review` check run of this generation, through the journal (issue 8): a
         retry or a redelivery adopts the one an earlier attempt made."""
-        effects = GitHubEffects(gh, self.journal, self.crash, in_flight=self.in_flight)
+        effects = self._writes(gh)
         key = check_key(repo, number, generation, head, "check")
         attached = await effects.done(key)  # an earlier attempt made it and handed it to the row
         owner, name = repo.split("/", 1)
         check = await effects.check_run(key, owner, name, head, render.CHECK_NAME)
         if attached is None and not await self.states.set_check(repo, number, generation, head, check.id):
-            await finish_check(gh, repo, check.id, Entry("superseded", head), quiet=True)
+            await finish_check(effects, repo, check.id, Entry("superseded", head), quiet=True)
 
     async def pull_closed(self, event: PullRequestEvent) -> None:
         """Cancel the pull request's queued and running automatic reviews."""
@@ -168,6 +172,6 @@ class ReviewTrigger:
             gh, _ = await event_client(self.github, event)
             entry = Entry("cancelled", event.pull_request.head.sha, note=render.CLOSED)
             try:
-                await finish_check(gh, repo.full_name, check_id, entry)
+                await finish_check(self._writes(gh), repo.full_name, check_id, entry)
             except GitHubError as error:
                 log.warning("%s: could not complete check run %s: %s", repo.full_name, check_id, error)

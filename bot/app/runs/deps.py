@@ -17,7 +17,6 @@ from bot.app.github.identity import BotIdentity
 from bot.app.jobs.queue import Job
 from bot.app.jobs.store import Store
 from bot.app.limits.policy import Policy
-from bot.app.runs.findings_hook import FindingsFor
 from bot.beam.completion import CompletionClient
 from bot.beam.types import AgentResult
 
@@ -61,8 +60,6 @@ class RunDeps:
     # How long a run that GitHub fails with 5xx or no answer waits for it (BEAM_GITHUB_OUTAGE_WAIT,
     # runs/outage.py); 0: it fails at once.
     outage_wait: float = 1800.0
-    # The findings ledger of `/beam review` (runs/findings_hook.py); None: its findings are not kept.
-    review_findings: FindingsFor | None = None
     # The blob bytes one run may fetch into a partial mirror (BEAM_MAX_FETCH_BYTES, git/blob_budget.py).
     max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES
 

@@ -20,8 +20,10 @@ from typing import Any
 import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
-from bot.app.context.diff_context import cut_diff
+from bot.app.context.diff_context import DiffCut, overflow_retry
 from bot.app.context.linters import lint_skipped
+from bot.app.context.prompt import Coverage
+from bot.app.context.review_context import ReviewContext
 from bot.app.effects.conversation import RunConversation
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
@@ -286,7 +288,6 @@ class SkillRun:
         # Facts are kept per pull request (or issue) by the server, and come back as data (issue 28).
         memory = RunMemory(self.deps.store, event.repository.full_name, self.number)
         remembered = await memory.facts()
-        coverage, context = await self.workspace.prompt(tree, pull, files, total, remembered=remembered)
         guard = await self.usage.arm(self.ctx.config.limits)
         cap = guard.limits.check_runs_per_run
         extra = [
@@ -315,7 +316,16 @@ class SkillRun:
         tracker = Tracker(self.progress, self.publish)
         session = uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}")
         notes: list[str] = []
-        for retry in (False, True):
+        built: list[tuple[Coverage, ReviewContext]] = []
+
+        async def build(shown: list[PullFile], one_call: bool) -> Coverage:
+            coverage, context = await self.workspace.prompt(
+                tree, pull, shown, total, one_call=one_call, remembered=remembered
+            )
+            built.append((coverage, context))
+            return coverage
+
+        async def call(coverage: Coverage, cut: DiffCut | None) -> AgentResult:
             request = InvokeRequest(
                 agent_name=self.skill,
                 content=[ContentPart.text_part(coverage.calls[0])],
@@ -323,22 +333,19 @@ class SkillRun:
                 request_id=uuid.UUID(self.run_id),
                 metadata={"repository": event.repository.full_name, "number": self.number},
             )
-            try:
-                result = (await hub.invoke(request, on_frame=tracker)).result
-                break
-            except BeamError as error:
-                # The context overflowed (BEM-092) before any tool ran: once more with the diff cut to
-                # half, by whole hunks; a second overflow ends with the code.
-                if error.code != "BEM-092" or retry or self.progress.tools:
-                    raise
-                log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
-                memory.forget_turns()
-                cut = cut_diff(files, coverage.call_files[0] if coverage.call_files else [])
-                notes.append(cut.named())
-                coverage, _ = await self.workspace.prompt(
-                    tree, pull, cut.files, total, one_call=True, remembered=remembered
-                )
-                coverage.calls = [f"{cut.named()}\n\n{text}" for text in coverage.calls]
+            return (await hub.invoke(request, on_frame=tracker)).result
+
+        def overflowed(cut: DiffCut) -> None:
+            log.warning("run %s: the prompt overflowed the context; half the diff now", self.run_id)
+            memory.forget_turns()
+            notes.append(cut.named())
+
+        # The context overflowed (BEM-092) before any tool ran: once more with the diff cut to half, by
+        # whole hunks; a second overflow ends with the code.
+        result = await overflow_retry(
+            files, build, call, ran=lambda: bool(self.progress.tools), on_overflow=overflowed
+        )
+        coverage, context = built[-1][0], built[0][1]
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))

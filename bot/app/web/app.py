@@ -42,7 +42,7 @@ from bot.app.jobs.store import Store, build_url
 from bot.app.jobs.workers import WorkerPool
 from bot.app.limits.ledger import RUN_KIND
 from bot.app.limits.policy import Policy
-from bot.app.reviews.review import KIND as AUTO_REVIEW
+from bot.app.reviews.auto_review_job import KIND as AUTO_REVIEW
 from bot.app.settings import Settings, SettingsError, ensure_work_dir
 from bot.app.web.health import CredentialsCheck, StoreProbe, readiness
 from bot.app.web.intake import WebhookIntake

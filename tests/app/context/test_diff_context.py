@@ -5,13 +5,25 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from bot.app.context.diff_context import MAX_REMOVED_SHOWN, added_lines, format_file, parse_hunks
+from bot.app.context.diff_context import (
+    MAX_REMOVED_SHOWN,
+    OVERFLOW_CODE,
+    DiffCut,
+    added_lines,
+    cut_diff,
+    format_file,
+    overflow_retry,
+    parse_hunks,
+)
 from bot.app.github.models import PullFile
 from bot.app.reviews.diffmap import commentable_lines
+from bot.beam.errors import BeamError
 
 CALC = "".join(f"def f{n}(x):\n    return x + {n}\n\n" for n in range(1, 7))
 
@@ -137,3 +149,86 @@ def test_a_file_without_a_patch_is_named_not_guessed() -> None:
             PullFile(filename="b.py", status="renamed", previous_filename="a.py", patch=patch)
         )
         assert moved == "## b.py (renamed, from a.py, +0 -0)\n(no line changed)"
+
+
+# -- the context-overflow retry, written once for every skill (issue 41) ---------------------------
+
+
+@dataclass
+class Built:
+    """What a skill built for its calls: the prompt of each, and the files each reads."""
+
+    calls: list[str]
+    call_files: list[list[str]]
+
+
+def _big(name: str, hunks: int) -> PullFile:
+    patch = "".join(
+        f"@@ -{10 * n + 1},1 +{10 * n + 1},1 @@\n-old {n}\n+new {n} {'x' * 200}\n" for n in range(hunks)
+    )
+    return PullFile(filename=name, status="modified", additions=hunks, deletions=hunks, patch=patch)
+
+
+class Overflowing:
+    """A model whose context the first `overflows` calls overflow; it records every prompt."""
+
+    def __init__(self, overflows: int) -> None:
+        self.overflows = overflows
+        self.prompts: list[str] = []
+
+    async def __call__(self, built: Built, cut: DiffCut | None) -> str:
+        self.prompts.append(built.calls[0])
+        if len(self.prompts) <= self.overflows:
+            raise BeamError(OVERFLOW_CODE, "maximum context length is 4096 tokens")
+        return f"answered{' after the cut' if cut is not None else ''}"
+
+
+def _builder(seen: list[tuple[list[str], bool]]) -> Callable[[list[PullFile], bool], Awaitable[Built]]:
+    async def build(files: list[PullFile], one_call: bool) -> Built:
+        seen.append(([f.filename for f in files], one_call))
+        text = "\n".join(format_file(f) for f in files)
+        return Built([text], [[f.filename for f in files]])
+
+    return build
+
+
+@pytest.mark.anyio
+async def test_an_overflow_before_anything_ran_is_retried_once_with_half_the_diff_named() -> None:
+    files = [_big("a.py", 8), _big("b.py", 8)]
+    seen: list[tuple[list[str], bool]] = []
+    cuts: list[DiffCut] = []
+    model = Overflowing(overflows=1)
+
+    answer = await overflow_retry(files, _builder(seen), model, ran=lambda: False, on_overflow=cuts.append)
+
+    assert answer == "answered after the cut"
+    assert [one_call for _, one_call in seen] == [False, True]  # the retry is one call
+    [cut] = cuts
+    assert cut.kept <= cut.sent // 2
+    first, retry = model.prompts
+    assert retry.startswith(cut.named()) and len(retry) < len(first)
+
+
+@pytest.mark.anyio
+async def test_an_overflow_after_a_tool_ran_or_a_second_one_ends_with_bem_092() -> None:
+    files = [_big("a.py", 8)]
+    with pytest.raises(BeamError) as ran:
+        await overflow_retry(files, _builder([]), Overflowing(overflows=1), ran=lambda: True)
+    assert ran.value.code == OVERFLOW_CODE
+    twice = Overflowing(overflows=2)
+    with pytest.raises(BeamError) as again:
+        await overflow_retry(files, _builder([]), twice, ran=lambda: False)
+    assert again.value.code == OVERFLOW_CODE and len(twice.prompts) == 2  # retried once, not more
+
+
+@pytest.mark.anyio
+async def test_an_earlier_cut_goes_straight_to_the_cut_diff() -> None:
+    files = [_big("a.py", 8)]
+    cut = cut_diff(files, ["a.py"])
+    seen: list[tuple[list[str], bool]] = []
+    model = Overflowing(overflows=0)
+    assert (
+        await overflow_retry(files, _builder(seen), model, ran=lambda: False, cut=cut)
+        == "answered after the cut"
+    )
+    assert [one_call for _, one_call in seen] == [True] and model.prompts[0].startswith(cut.named())

@@ -19,7 +19,7 @@ from bot.app.jobs.schema import jobs
 from bot.app.jobs.workers import WorkerPool
 from bot.app.limits.policy import Limits
 from bot.app.reviews.abandoned import AbandonedReviews
-from bot.app.reviews.review import KIND, ReviewJob
+from bot.app.reviews.auto_review_job import KIND, ReviewJob
 from tests.app.reviews.test_auto_review_limits import REPO, Rig, rigged
 from tests.support.db import FakeClock
 

@@ -27,7 +27,7 @@ from bot.app.jobs.signals import Reschedule
 from bot.app.jobs.store import Store
 from bot.app.limits.ledger import Admitted, Ledger, OverLimit, RunRequest
 from bot.app.limits.policy import Limits, Policy
-from bot.app.reviews.review import KIND, ReviewJob
+from bot.app.reviews.auto_review_job import KIND, ReviewJob
 from bot.app.reviews.state import ReviewStates
 from bot.app.reviews.trigger import ReviewTrigger
 from bot.app.runs.run import RunDeps

@@ -272,7 +272,7 @@ def test_the_docs_show_a_summary_the_bot_would_write() -> None:
 def test_the_prompt_names_a_file_of_the_change_as_its_path_example() -> None:
     """A made-up example path (`src/app.py`) was read by a small model as a file to open (the 1.5B
     in bench/review_eval.py ended its review on the refusal); the example is the change's own file."""
-    from bot.app.reviews.prompt import build_review_prompt
+    from bot.app.context.prompt import build_review_prompt
 
     patch = "@@ -1 +1 @@\n-a\n+b"
     files = [PullFile(filename="lib/greeting.js", status="modified", additions=1, patch=patch)]

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.app.effects.writer import with_marker
+from bot.app.effects.journal import Journal
+from bot.app.effects.writer import GitHubEffects, with_marker
 from bot.app.github.models import Account, ReviewComment
 from bot.app.jobs.store import Store
 from bot.app.reviews import findings, render
@@ -81,7 +82,7 @@ async def test_a_comment_quoting_the_summary_marker_is_not_taken_for_the_summary
     await states.push(REPO, 3, "a" * 40, due_at=0.0)
     state, _ = await states.record(REPO, 3, Entry("skipped", "a" * 40, note="draft"))
     async with installation_client(fake, INSTALLATION) as gh:
-        await publish_summary(gh, states, state, BOT)
+        await publish_summary(GitHubEffects(gh, Journal(store)), states, state, BOT)
     assert fake.comments[tracking.id].body == f"As the PR asked:\n{render.SUMMARY_MARKER}\n"
     summaries = [c for c in fake.comments_on(REPO, 3) if c.body.startswith(render.SUMMARY_MARKER)]
     assert len(summaries) == 1 and summaries[0].id != tracking.id

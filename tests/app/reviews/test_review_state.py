@@ -7,7 +7,7 @@ import pytest
 
 from bot.app.jobs.queue import JobQueue
 from bot.app.jobs.store import Store
-from bot.app.reviews.review import KIND, job_key
+from bot.app.reviews.auto_review_job import KIND, job_key
 from bot.app.reviews.state import MAX_ENTRIES, Entry, ReviewStates
 
 pytestmark = pytest.mark.anyio

@@ -22,10 +22,11 @@ import anyio
 import anyio.lowlevel
 
 from bot.app.context.linters import lint_skipped
+from bot.app.context.prompt import build_review_prompts
 from bot.app.context.review_context import UntrustedSection, review_context
 from bot.app.effects.journal import Journal
 from bot.app.git.blob_budget import BlobBudget
-from bot.app.github.client import InlineComment, InstallationClient, PullFile, PullRequest
+from bot.app.github.client import InstallationClient, PullFile, PullRequest
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
@@ -33,10 +34,9 @@ from bot.app.reviews.drafts import draft_key
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
 from bot.app.reviews.pass_end import PassEnd, PassPrompts
-from bot.app.reviews.prompt import build_review_prompts
+from bot.app.reviews.posting import Draft, Poster
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
-from bot.app.reviews.selection import select_findings
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
 from bot.app.runs.run import RunDeps
@@ -192,41 +192,54 @@ class AgentReview:
         span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
 
         drafts = Journal(self.deps.store)
+        effects = self.deps.effects(self.gh)
+        findings = self.findings
+
+        async def dismissed(comments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            # A finding dismissed on this pull request stays dismissed.
+            return comments if findings is None else await findings.screen(comments, Path(path), head)
+
+        async def fresh(comments: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            # New findings only, on lines changed since the last review, each with its marker.
+            return fresh_findings(comments, self.changed, seen)
+
+        async def through_writer(draft: Draft) -> int | None:
+            if not draft.comments:
+                await drafts.note(draft_key(run_id), "review_draft", {"posted": None})
+                return None
+            # Through the journal of GitHub writes: a retry adopts the review an attempt began.
+            owner, name, number = self.target.owner, self.target.name, self.pull.number
+            review = await effects.review(
+                f"{run_id}:review",
+                owner,
+                name,
+                number,
+                commit_id=head,
+                body=draft.body,
+                comments=draft.inline(),
+            )
+            result.kind, result.url, result.findings = "reviewed", review.html_url, len(draft.comments)
+            if findings is not None:
+                await findings.record(draft.comments, head, self.bot_login)
+            await drafts.note(draft_key(run_id), "review_draft", {"posted": review.id})
+            return review.id
+
+        def frame(body: str) -> str:
+            covered = run_render.with_coverage(body, result.left_out, result.lint_skipped)
+            return render.review_body(covered, span, self.changed is None)
+
+        poster = Poster(
+            self.rules, through_writer, lambda: usage.summary(steps[0]), [dismissed, fresh], frame
+        )
 
         async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
             if not await self.current():
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
             # Kept before anything is posted: if GitHub cannot take it now, the job waits for GitHub
-            # (review.py) and the next attempt posts this, without asking the model again.
+            # (auto_review_job.py) and the next attempt posts this, without asking the model again.
             await drafts.note(draft_key(run_id), "review_draft", {"body": body, "comments": comments})
-            if self.findings is not None:  # a finding dismissed on this pull request stays dismissed
-                comments = await self.findings.screen(comments, Path(path), head)
-            chosen = select_findings(fresh_findings(comments, self.changed, seen), self.rules)
-            kept = chosen.kept
-            if not kept:
-                await drafts.note(draft_key(run_id), "review_draft", {"posted": None})
-                return None
-            rules = self.rules
-            held = run_render.not_posted(chosen.below, chosen.over, rules.severity, rules.max_comments)
-            body = f"{body}\n\n{held}" if held else body
-            fields = InlineComment.model_fields
-            inline = [InlineComment.model_validate({k: v for k, v in c.items() if k in fields}) for c in kept]
-            review = await self.gh.create_review(
-                self.target.owner,
-                self.target.name,
-                self.pull.number,
-                commit_id=head,
-                body=run_render.with_usage(
-                    render.review_body(body, span, self.changed is None), usage.summary(steps[0])
-                ),
-                comments=inline,
-            )
-            result.kind, result.url, result.findings = "reviewed", review.html_url, len(inline)
-            if self.findings is not None:
-                await self.findings.record(kept, head, self.bot_login)
-            await drafts.note(draft_key(run_id), "review_draft", {"posted": review.id})
-            return review.id
+            return await poster(body, comments)
 
         blob_base = f"{self.target.html_url}/blob/{head}"
         guard = await usage.arm(self.limits)
@@ -235,9 +248,6 @@ class AgentReview:
             steps[0] += frame.type is StreamChunkType.TOOL
             if not await self.current():
                 scope.cancel()
-
-        async def post_covered(body: str, comments: list[dict[str, Any]]) -> int | None:
-            return await post(run_render.with_coverage(body, result.left_out, result.lint_skipped), comments)
 
         async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
             limits = self.deps.policy.limits
@@ -274,7 +284,7 @@ class AgentReview:
             prompts=prompts,
             meter=usage.meter,
             guard=guard,
-            post=post_covered,
+            post=post,
             blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
             run_id=run_id,
             repository=self.target.repo,

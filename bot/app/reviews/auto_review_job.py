@@ -25,7 +25,6 @@ from dataclasses import replace
 from functools import partial
 
 from bot.app.effects.journal import Journal
-from bot.app.effects.writer import GitHubEffects
 from bot.app.github.api import GitHubError
 from bot.app.github.client import CheckRun, GitHubApp, InstallationClient, PullRequest
 from bot.app.jobs.queue import Job
@@ -36,7 +35,7 @@ from bot.app.repo_config.review_config import AutoReviewConfig
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
 from bot.app.reviews.admission import ReviewRun, author_of
-from bot.app.reviews.agent import AgentReview, Target
+from bot.app.reviews.auto_review_run import AgentReview, Target
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.publish import finish_check, publish_summary, start_check
 from bot.app.reviews.scope import Scope, changed_since, diff_digest, scope_of, skip_reason, touches_paths
@@ -143,14 +142,18 @@ class ReviewJob:
                 # check run's completion landed: make both say it now.
                 said = [e for e in state.entries if e.head == head]
                 entry = said[-1] if said else Entry("no_findings", head)
-                await publish_summary(gh, self.states, state, await self.bot_login())
-                await finish_check(gh, target.repo, check_id, entry)
+                effects = self.deps.effects(gh)
+                await publish_summary(effects, self.states, state, await self.bot_login())
+                await finish_check(effects, target.repo, check_id, entry)
             return
         run = _Range(self, gh, target, state, pull, check_id)
         try:
             await self._decide(run, target, pull)
-        except Reschedule:
-            raise  # a write of an earlier attempt may still land (effects/writer.py): not an error
+        except Reschedule as error:
+            # A write of an earlier attempt may still land (effects/writer.py): not an error. The job
+            # wakes again later, on the same check run: it goes back to the row, as for a retry.
+            await run.after_error(error, last=False)
+            raise
         except Exception as error:
             await run.after_error(error, last=job.attempts >= job.max_attempts)
             raise
@@ -203,6 +206,8 @@ class _Range:
             pull,
             check_id,
         )
+        # The summary comment, the check run's updates and the review: one path of GitHub writes.
+        self.effects = job.deps.effects(gh)
 
     async def current(self) -> bool:
         now = await self.job.states.get(self.target.repo, self.target.number)
@@ -218,8 +223,8 @@ class _Range:
                 repo, number, entry, reviewed_head=head, diff_digest=digest
             )
             if changed or state.summary_comment_id is None:
-                await publish_summary(self.gh, self.job.states, state, await self.job.bot_login())
-        await finish_check(self.gh, repo, self.check_id, entry)
+                await publish_summary(self.effects, self.job.states, state, await self.job.bot_login())
+        await finish_check(self.effects, repo, self.check_id, entry)
 
     async def after_error(self, error: Exception, *, last: bool) -> None:
         """Before the job is retried or given up: a retry takes the check run back from the row (left
@@ -233,7 +238,7 @@ class _Range:
             return
         note = str(error) if isinstance(error, GitHubError) else type(error).__name__
         entry = Entry("failed" if await self.current() else "superseded", head, note=note)
-        await finish_check(self.gh, repo, self.check_id, entry, quiet=True)
+        await finish_check(self.effects, repo, self.check_id, entry, quiet=True)
 
     async def review(
         self,
@@ -264,16 +269,12 @@ class _Range:
             return
         if self.check_id is None:
             # Through the journal (issue 8): a retry adopts the check run an earlier attempt made.
-            effects = GitHubEffects(
-                self.gh,
-                Journal(self.job.states.store),
-                self.job.deps.crash,
-                in_flight=self.job.deps.in_flight,
-            )
             key = check_key(self.target.repo, self.target.number, state.generation, head, "check-job")
-            check = await effects.check_run(key, self.target.owner, self.target.name, head, render.CHECK_NAME)
+            check = await self.effects.check_run(
+                key, self.target.owner, self.target.name, head, render.CHECK_NAME
+            )
             self.check_id = check.id
-        await start_check(self.gh, self.target.repo, self.check_id)
+        await start_check(self.effects, self.target.repo, self.check_id)
         skipped = render.coverage(scope.total, len(scope.files), scope.unread, scope.ignored)
         base = Entry("no_findings", head, since=since, full=changed is None, skipped_files=skipped)
         # The findings ledger (issue 21): the 👎s since the last review, then what the model is told.
