@@ -32,6 +32,7 @@ from bot.app.reviews.auto_review_job import ReviewJob
 from bot.app.reviews.state import ReviewStates
 from bot.app.reviews.threads import ThreadReplies
 from bot.app.reviews.trigger import ReviewTrigger
+from bot.app.runs.deps import run_timeout
 from bot.app.runs.run import RunDeps
 from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.settings import Settings
@@ -44,10 +45,6 @@ log = logging.getLogger("beam.checks")
 
 # How a way in other than the App authenticates its client (github/auth.py's `TokenAuth`).
 AuthFactory = Callable[[GitHubApi], GitHubApp]
-
-# A run stops this long before the worker's hard job timeout, so it can still write its final comment.
-FINAL_COMMENT_MARGIN = 60.0
-
 
 class RunMetrics(Protocol):
     """The part of the web layer's metrics the job handler feeds (`web.metrics.Metrics` has it)."""
@@ -125,7 +122,7 @@ def build_dispatcher(runtime: Resources, auth: AuthFactory | None = None) -> Job
         llm=llm_client(settings),
         installation_token=installation_token,
         identity=BotIdentity(github, settings.bot_login),
-        run_timeout=max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
+        run_timeout=run_timeout(settings.job_timeout),
         policy=Policy.from_settings(settings),
         observe=runtime.metrics.observe_skill_run,
         crash=CrashPoints.from_env(os.environ),  # a test hook; unset outside tests

@@ -21,7 +21,6 @@ from typing import TextIO
 
 import anyio
 
-from bot.app.assembly import FINAL_COMMENT_MARGIN
 from bot.app.context.diff_context import DiffCut, overflow_retry
 from bot.app.context.linters import lint_skipped
 from bot.app.context.prompt import Coverage
@@ -34,7 +33,7 @@ from bot.app.reviews.posting import Draft, Poster, pass_notes
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.selection import rules_sections
 from bot.app.runs import render
-from bot.app.runs.deps import MAX_PULL_FILES
+from bot.app.runs.deps import MAX_PULL_FILES, run_timeout
 from bot.app.runs.host_tools import ToolReport
 from bot.app.runs.skill_agent import run_prompts, run_tools, skill_runner
 from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
@@ -96,7 +95,7 @@ class ChangeRun:
             config.config,
             config.errors,
             Policy.from_settings(settings),
-            max(30.0, settings.job_timeout - FINAL_COMMENT_MARGIN),
+            run_timeout(settings.job_timeout),
         )
 
     def activity(self) -> str:

@@ -29,6 +29,14 @@ RESUMABLE_SKILLS = frozenset({"review", "summarize", "commit-notes"})
 # them (issue 43, bot/beam/commit_tree.py). `consume` is `/beam ask`'s skill.
 READING_SKILLS = frozenset({"review", "summarize", "commit-notes", "ask", "consume"})
 DEFAULT_MAX_FETCH_BYTES = 256 * 1024 * 1024
+# A run stops this long before the worker's hard job timeout, so it can still write its final comment.
+FINAL_COMMENT_MARGIN = 60.0
+
+
+def run_timeout(job_timeout: float) -> float:
+    """How long a run may work under a job timeout: the margin for its final comment taken off, at
+    least 30 s. The App's worker and `beam-bot run` both stop a run here."""
+    return max(30.0, job_timeout - FINAL_COMMENT_MARGIN)
 
 
 def run_id_for(job: Job) -> str:
