@@ -252,9 +252,13 @@ def review_stack(
     *,
     draft: bool = False,
     files: dict[str, str] | None = None,
+    structured: bool = False,
     **env: str,
 ) -> Iterator[Story]:
+    """The bot and its fake GitHub with a seeded pull request. `structured`: the model server takes
+    schemas from the start, as the start's model check finds it (a refusal then is remembered)."""
     with bot_stack(tmp_path, **env) as bot:
+        bot.llm.structured = structured
         story = Story(bot)
         story.seed(config, draft=draft, files=files)
         bot.start()

@@ -114,12 +114,17 @@ def test_a_fixed_finding_is_answered_and_its_thread_resolved(story: Story) -> No
     assert "Findings: 2 open, 1 fixed, 0 dismissed." in answer
 
 
-def test_a_review_answered_as_structured_output_records_what_it_used(story: Story) -> None:
+def test_a_review_answered_as_structured_output_records_what_it_used(tmp_path: Path) -> None:
     """On a server that answers to a schema, the review and the check of its finding are two
     structured calls and no tool loop runs. The run's row took its usage and model from the tool
     loop's result, so such a review was recorded as having used nothing."""
+    with review_stack(tmp_path, "version: 1\n", structured=True) as story:
+        story.bot.llm.fallback_text = "Done."
+        _structured_review_records_its_usage(story)
+
+
+def _structured_review_records_its_usage(story: Story) -> None:
     llm = story.bot.llm
-    llm.structured = True
     claim = {
         "path": "src/calc.py",
         "line": LINE_F2,
