@@ -30,6 +30,7 @@ case (the server's `usage`), wall time per case; then each configuration against
         [--corpus real --mirrors DIR] [--cases a,b] [--limit 12] [--variants bare,pipeline] \
         [--max-tokens 512] [--json out.json]
     .venv/bin/python bench/review_eval.py --check-judge bench/data/real_bugs/judge_check.json
+    .venv/bin/python bench/review_eval.py --runs run1.json run2.json run3.json [--unread]
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from review_eval_cases import (
     undump,
 )
 from review_judge import praises, states_bug
+from review_runs import runs_table, unread, verdicts
 
 from bot.app.context.prompt import AUTO_REVIEW_TASK as TASK
 from bot.app.context.prompt import MAX_BODY_CHARS, build_review_prompts
@@ -279,6 +281,12 @@ CONFIGS: dict[str, Config] = {
         Config("focused", "+ focused passes", _agent(Steps(structured=True, focus=True))),
         Config("votes3", "+ votes (3)", _agent(Steps(structured=True, focus=True, passes=3))),
         Config("verify", "+ verification", _agent(Steps(structured=True, focus=True, passes=3, verify=True))),
+        # Issue 41's rows: each of one structured pass and focused passes, with and without verification.
+        Config(
+            "structured_verify",
+            "structured, whole change, verified",
+            _agent(Steps(structured=True, verify=True)),
+        ),
         # What a repository gets without a `review` section: one focused pass, verified.
         Config(
             "default",
@@ -288,10 +296,16 @@ CONFIGS: dict[str, Config] = {
     )
 }
 VARIANTS = tuple(CONFIGS)
-# `--staged`: the `verify` run's stages read as the rows they equal, at the tokens and seconds spent
-# when each was reached. Its first vote is a focused pass (order 0, no verification) and its majority
-# is what `votes3` posts; both go through the same claims rule (reviews/claims.py) `_post` applies.
-STAGED = {"vote 1": "focused", "majority": "votes3"}
+# `--staged`: a verified run's stages read as the rows they equal, at the tokens and seconds spent
+# when each was reached. The `verify` run's first vote is a focused pass (order 0) and its majority is
+# what `votes3` posts; a one-pass verified run's findings just before the check are what the same
+# review unverified posts. Each goes through the claims rule (reviews/claims.py) `_post` applies, so
+# one verified run gives its unverified row too.
+STAGED: dict[str, dict[str, str]] = {
+    "verify": {"vote 1": "focused", "majority": "votes3"},
+    "default": {"before verification": "focused"},
+    "structured_verify": {"before verification": "structured"},
+}
 DEFAULT_VARIANTS = "bare,pipeline,structured,focused,votes3,verify"
 LABELS = {name: c.label for name, c in CONFIGS.items()}
 
@@ -307,7 +321,8 @@ async def run_case(
     mirrors: Path | None = None,
     staged: dict[str, CaseResult] | None = None,
 ) -> CaseResult:
-    """One case through one configuration; with `staged`, also the rows its stages equal (STAGED)."""
+    """One case through one configuration; with `staged`, also the rows its stages equal
+    (`STAGED[variant]`)."""
     result = CaseResult(case)
     with tempfile.TemporaryDirectory(prefix="review-eval-") as scratch:
         repo = Path(scratch) / "repo"
@@ -318,9 +333,9 @@ async def run_case(
         def mark(name: str, comments: list[dict[str, Any]]) -> None:
             if name == "dropped by verification":  # what was held back, and the check's answer
                 result.dropped = list(comments)
-            if staged is not None and name in STAGED:
+            if staged is not None and name in STAGED.get(variant, {}):
                 findings = as_findings(problem_claims(comments).kept)
-                staged[STAGED[name]] = CaseResult(
+                staged[STAGED[variant][name]] = CaseResult(
                     case, findings, client.prompt_tokens, time.monotonic() - started
                 )
 
@@ -440,6 +455,14 @@ async def main(options: argparse.Namespace) -> None:
     if options.check_judge:
         print(check_judge(Path(options.check_judge)))
         return
+    if options.runs:  # whole runs of one setting: each row's mean and spread (review_runs.py)
+        runs = [undump(json.loads(Path(p).read_text("utf-8"))) for p in options.runs]
+        read = verdicts()
+        if options.unread:
+            print(json.dumps(unread(runs, read), indent=1))
+        else:
+            print(runs_table(runs, LABELS, _row_order, read))
+        return
     names = [n for n in (options.cases or "").split(",") if n]
     cases = spread(load_corpus(options.corpus, names=names or None), options.limit)
     if any(c.real is not None for c in cases) and options.mirrors is None:
@@ -468,18 +491,27 @@ async def main(options: argparse.Namespace) -> None:
         return client.with_max_tokens(options.max_tokens)
 
     results: dict[str, list[CaseResult]] = {v: [] for v in variants}
-    staged = options.staged and "verify" in variants
-    if staged:
-        meta["staged"] = "; ".join(f"{row}: the verify run's {stage}" for stage, row in STAGED.items())
-        for row in STAGED.values():
-            results.setdefault(row, [])
+    # A row run in its own right is not also read from another run's stage.
+    staging = {
+        v: {stage: row for stage, row in STAGED[v].items() if row not in variants}
+        for v in variants
+        if options.staged and v in STAGED
+    }
+    if staging:
+        meta["staged"] = "; ".join(
+            f"{row}: the {v} run's {stage}" for v, rows in staging.items() for stage, row in rows.items()
+        )
+        for rows in staging.values():
+            for row in rows.values():
+                results.setdefault(row, [])
     for case in cases:  # case by case, every variant: a stopped run still compares like with like
         for variant in variants:
-            stages: dict[str, CaseResult] | None = {} if staged and variant == "verify" else None
+            stages: dict[str, CaseResult] | None = {} if variant in staging else None
             result = await run_case(case, variant, make_client, options.mirrors, stages)
             rows = [(variant, result)]
             if stages is not None:  # a stage never reached (the run failed first) found nothing
-                rows += [(row, stages.get(row) or replace(result, findings=[])) for row in STAGED.values()]
+                reached = staging[variant].values()
+                rows += [(row, stages.get(row) or replace(result, findings=[])) for row in reached]
             for name, row_result in rows:
                 results[name].append(row_result)
                 hit = "hit" if row_result.found else ("line" if row_result.found_line else "-")
@@ -517,8 +549,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="read the focused and votes3 rows from the verify run's stages instead of running them",
     )
     parser.add_argument("--report", nargs="+", help="print the table of --json files, calling no model")
+    parser.add_argument("--runs", nargs="+", help="whole runs' --json files: each row's mean and spread")
+    parser.add_argument(
+        "--unread", action="store_true", help="with --runs: the claims on gold lines not yet read"
+    )
     options = parser.parse_args(argv)
-    if not (options.report or options.check_judge) and not (options.base_url and options.model):
+    offline = options.report or options.check_judge or options.runs
+    if not offline and not (options.base_url and options.model):
         parser.error("--base-url and --model are needed (or --report FILE)")
     bad = set(options.variants.split(",")) - set(VARIANTS)
     if bad:

@@ -293,6 +293,7 @@ class ReviewPass:
         if described.dropped:
             lines.append(f"<sub>{described.footer()}</sub>")
         if self.verify and comments:
+            self._stage("before verification", comments)  # what the same review unverified posts
             self._checked = await self._verifier().check(comments)
             comments = self._checked.kept
             if self._checked.held:
