@@ -31,14 +31,8 @@ from starlette.routing import Route
 
 from bot.app.credentials.files import AppCredentials
 from bot.app.dashboard import pages, signin
-from bot.app.dashboard.queries import (
-    SPANS,
-    InstallationFigures,
-    RepoFigures,
-    Span,
-    installation_figures,
-    repo_figures,
-)
+from bot.app.dashboard.installation_queries import InstallationFigures, installation_figures
+from bot.app.dashboard.repo_queries import RepoFigures, repo_figures
 from bot.app.dashboard.session_store import SessionStore
 from bot.app.dashboard.sessions import (
     FORM_COOKIE,
@@ -50,6 +44,7 @@ from bot.app.dashboard.sessions import (
     CookieSealer,
     Session,
 )
+from bot.app.dashboard.spans import SPANS, Span
 from bot.app.dashboard.tables import Table, installation_tables, repo_tables
 from bot.app.dashboard.throttle import Throttle
 from bot.app.github.api import GitHubApi, GitHubError
