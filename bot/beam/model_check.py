@@ -26,9 +26,10 @@ import anyio
 import httpx
 
 from bot.beam import structured_output
+from bot.beam.chat_replies import status_of
 from bot.beam.errors import BeamError
 from bot.beam.model_env import ModelEnv, read_model_env
-from bot.beam.openai_client import OpenAiCompatible, status_of
+from bot.beam.openai_client import OpenAiCompatible
 from bot.beam.providers import KEY_VARS, endpoint, provider_of
 from bot.beam.request_fields import Adaptation
 from bot.beam.tools import ToolSpec, json_params

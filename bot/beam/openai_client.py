@@ -1,5 +1,10 @@
 """`OpenAiCompatible`: the chat-completions client, the one completion client that talks to a server.
 
+This module builds the requests and sends them: the body, the retries within one timeout, the
+fields and modes a server refused. What an answer means (a Completion or a coded error) is read by
+`chat_replies`, and a streamed answer is received and added up by `streaming`; both are kept apart
+so the same reading serves a plain and a streamed answer.
+
 The request body, the env variables and the reply parsing are Riverbeam's (riverbeam-reference.md
 section 4.1). Where we do better (ARCHITECTURE.md section 5): the HTTP status is read before the body,
 tool-call arguments may be an object, transient failures are retried within the timeout, and the
@@ -32,74 +37,38 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from datetime import UTC
-from email.utils import parsedate_to_datetime
+from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
 from typing import Any
 
 import anyio
 import httpx
 
-from bot.beam import providers, request_fields, streaming, structured_output, text_protocol
+from bot.beam import chat_replies, providers, request_fields, streaming, structured_output, text_protocol
+from bot.beam.chat_replies import Retryable, status_of
 from bot.beam.completion import Completion, CompletionClientBase, UsageSink
 from bot.beam.errors import BeamError
 from bot.beam.model_env import DEFAULT_MAX_TOKENS, DEFAULT_TIMEOUT, read_model_env
 from bot.beam.text_protocol import ToolsMode
-from bot.beam.tool_dialects import looks_like_call, read_message
 from bot.beam.tools import ToolSpec
-from bot.beam.types import AgentInput, TokenUsage
+from bot.beam.types import AgentInput
 
 log = logging.getLogger("beam.llm")
 
 MIN_MAX_TOKENS = 16
-ERROR_BODY_LIMIT = 500
 # A review wants the likeliest reading of the code, not variety (issue 30); other calls keep the
 # server's own default unless BEAM_MODEL_TEMPERATURE says otherwise.
 REVIEW_TEMPERATURE = 0.2
 REVIEW_AGENTS = frozenset({"review"})
 
 Sleep = Callable[[float], Awaitable[None]]
-# Told the tokens a streamed call has written so far (0 when a call starts).
-StreamSink = Callable[[int], None]
 
 
 def default_extra_body() -> dict[str, Any]:
     """Turns off "thinking" on chat templates that have it, as the original does by default."""
     return {"chat_template_kwargs": {"thinking": False}}
-
-
-class _Retryable(Exception):
-    """An attempt that failed in a way worth trying again; `error` is what to raise if we stop here."""
-
-    def __init__(self, error: BeamError, retry_after: float | None = None) -> None:
-        super().__init__(str(error))
-        self.error = error
-        self.retry_after = retry_after
-
-
-def retry_after_seconds(value: str | None, *, now: float | None = None) -> float | None:
-    """Seconds to wait from a `Retry-After` header, given as seconds or as an HTTP date."""
-    if value is None or not value.strip():
-        return None
-    text = value.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            when = parsedate_to_datetime(text)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:  # "-0000" or no zone: HTTP dates are always GMT
-            when = when.replace(tzinfo=UTC)
-        current = time.time() if now is None else now
-        return max(0.0, when.timestamp() - current)
-    if not math.isfinite(seconds):
-        return None
-    return max(0.0, seconds)
 
 
 class OpenAiCompatible(CompletionClientBase):
@@ -140,7 +109,7 @@ class OpenAiCompatible(CompletionClientBase):
         self._sleep: Sleep = sleep or anyio.sleep
         self._client: httpx.AsyncClient | None = None
         # Set by a caller that shows progress (the terminal): then answers are streamed.
-        self.stream_to: StreamSink | None = None
+        self.stream_to: streaming.StreamSink | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OpenAiCompatible | None:
@@ -399,7 +368,7 @@ class OpenAiCompatible(CompletionClientBase):
         while True:
             try:
                 return await self._attempt(body, deadline, offered)
-            except _Retryable as failure:
+            except Retryable as failure:
                 if attempt >= self.max_retries:
                     raise failure.error from None
                 delay = failure.retry_after
@@ -432,10 +401,10 @@ class OpenAiCompatible(CompletionClientBase):
         except (TimeoutError, httpx.TimeoutException):
             raise self._error("BEM-082", f"llm request timed out after {self.timeout:g} s") from None
         except httpx.ConnectError as exc:
-            raise _Retryable(self._error("BEM-082", f"llm request failed: {exc}")) from None
+            raise Retryable(self._error("BEM-082", f"llm request failed: {exc}")) from None
         except httpx.HTTPError as exc:
             raise self._error("BEM-082", f"llm request failed: {exc}") from None
-        return self._parse(response, offered, sent_tools)
+        return chat_replies.read_response(response, offered, sent_tools, self._error)
 
     async def _attempt_streamed(
         self,
@@ -445,150 +414,17 @@ class OpenAiCompatible(CompletionClientBase):
         offered: frozenset[str],
         sent_tools: bool,
     ) -> Completion:
-        """One streamed request: the events added up as they come (the sink told the count), then
-        read as a plain answer is. An error status, or a server that answered with plain JSON (it
-        ignores `stream`), is read as a plain answer too; events sent under another content type
-        (some proxies relabel them) are read once they are all there."""
-        sink = self.stream_to
-        if sink is not None:
-            sink(0)
-        assembly = streaming.Assembly()
-        async with self._http().stream("POST", url, json=body, headers=headers) as response:
-            ok = 200 <= response.status_code < 300
-            lines: AsyncIterator[str] = response.aiter_lines()
-            if not ok or not response.headers.get("content-type", "").startswith("text/event-stream"):
-                await response.aread()
-                if not ok or not response.content.lstrip().startswith(b"data:"):
-                    if ok:
-                        self._plain_from_now("ignored")
-                    return self._parse(response, offered, sent_tools)
-                lines = _each(response.text.splitlines())
-            try:
-                async for line in lines:
-                    payload = streaming.event_data(line)
-                    if payload is None:
-                        continue
-                    error = assembly.add(payload)
-                    if error is not None:
-                        detail = json.dumps(error, separators=(",", ":"), ensure_ascii=False)
-                        raise _Retryable(
-                            self._error("BEM-084", f"llm stream error: {detail[:ERROR_BODY_LIMIT]}")
-                        )
-                    if sink is not None:
-                        sink(assembly.tokens)
-                    if assembly.done:
-                        break
-            except httpx.TimeoutException:
-                raise  # the whole call's timeout, as for a plain request
-            except (httpx.TransportError, streaming.StreamError) as exc:
-                raise _Retryable(self._cut(assembly, str(exc) or type(exc).__name__)) from None
-        if not assembly.ended:
-            raise _Retryable(self._cut(assembly, "the server closed it"))
-        return self._read(assembly.completion(), offered)
-
-    def _cut(self, assembly: streaming.Assembly, why: str) -> BeamError:
-        return self._error("BEM-082", f"llm stream cut before its end after {assembly.tokens} tokens ({why})")
-
-    def _parse(self, response: httpx.Response, offered: frozenset[str], sent_tools: bool) -> Completion:
-        status = response.status_code
-        if not 200 <= status < 300:
-            detail = self._status_detail(response)
-            if status in (400, 404, 413, 422, 501) and text_protocol.context_overflow(detail):
-                raise self._error("BEM-092", detail)
-            if sent_tools and status in (400, 404, 422, 500, 501) and text_protocol.refuses_tools(detail):
-                raise self._error("BEM-093", detail)
-            error = self._error("BEM-084", detail)
-            if status == 429 or status >= 500:
-                raise _Retryable(error, retry_after_seconds(response.headers.get("retry-after")))
-            raise error
-        try:
-            data = json.loads(response.content)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise self._error("BEM-083", f"llm response is not JSON: {exc}") from None
-        return self._read(data, offered)
-
-    def _read(self, data: Any, offered: frozenset[str]) -> Completion:
-        """A `chat.completion` object (a plain answer's body, or a stream's added up) as a Completion."""
-        message = _first_message(data)
-        if message is None:
-            raise self._error("BEM-085", "llm response has no choices[0].message")
-        usage = _usage(data.get("usage"))
-        model = data.get("model") if isinstance(data.get("model"), str) else None
-        reading = read_message(message, offered)
-        if reading.reasoning:
-            log.debug("llm reasoning (kept out of the answer): %d characters", len(reading.reasoning))
-        finish = _finish_reason(data)
-        if reading.calls:
-            return Completion(
-                tool_calls=reading.calls,
-                usage=usage,
-                model=model,
-                problem=reading.problem,
-                finish_reason=finish,
-            )
-        if finish == "length" and (reading.problem is not None or looks_like_call(reading.text)):
-            raise self._error("BEM-091", reading.problem or "the answer ends inside a tool call")
-        return Completion(
-            text=reading.text, usage=usage, model=model, problem=reading.problem, finish_reason=finish
-        )
-
-    def _status_detail(self, response: httpx.Response) -> str:
-        code = response.status_code
-        reason = httpx.codes.get_reason_phrase(code) or "<unknown status code>"
-        try:
-            payload = json.loads(response.content)
-        except (ValueError, UnicodeDecodeError):
-            text = response.content.decode("utf-8", errors="replace")
-        else:
-            if isinstance(payload, dict) and "error" in payload:
-                payload = payload["error"]
-            text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
-        if len(text) > ERROR_BODY_LIMIT:
-            text = text[:ERROR_BODY_LIMIT] + "..."
-        return f"llm http {code} {reason}: {text}"
+        """One streamed request (`streaming.receive`), read as a plain answer is; a server that
+        answered plain JSON ignores `stream`, and is sent plain requests from then on."""
+        got = await streaming.receive(self._http(), url, headers, body, self.stream_to, self._error)
+        if isinstance(got, dict):
+            return chat_replies.read_completion(got, offered, self._error)
+        if 200 <= got.status_code < 300:
+            self._plain_from_now("ignored")
+        return chat_replies.read_response(got, offered, sent_tools, self._error)
 
     def _error(self, code: str, detail: str) -> BeamError:
         """A BeamError whose text cannot carry the key, even when a server or httpx echoes it back."""
         if self._api_key:
             detail = detail.replace(self._api_key, "[redacted]")
         return BeamError(code, detail)
-
-
-async def _each(lines: list[str]) -> AsyncIterator[str]:
-    for line in lines:
-        yield line
-
-
-def status_of(detail: str) -> int:
-    """The HTTP status in a BEM-084 detail (`llm http 400 Bad Request: ...`), 0 when there is none."""
-    parts = detail.split(" ", 3)
-    return int(parts[2]) if len(parts) > 2 and parts[:2] == ["llm", "http"] and parts[2].isdigit() else 0
-
-
-def _first_message(data: Any) -> dict[str, Any] | None:
-    if not isinstance(data, dict):
-        return None
-    choices = data.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    message = choices[0].get("message")
-    return message if isinstance(message, dict) else None
-
-
-def _usage(value: Any) -> TokenUsage | None:
-    if not isinstance(value, dict):
-        return None
-
-    def count(name: str) -> int:
-        number = value.get(name)
-        return number if isinstance(number, int) and not isinstance(number, bool) else 0
-
-    prompt, completion = count("prompt_tokens"), count("completion_tokens")
-    total = count("total_tokens") if "total_tokens" in value else prompt + completion
-    return TokenUsage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=total)
-
-
-def _finish_reason(data: dict[str, Any]) -> str | None:
-    choice = data["choices"][0]
-    reason = choice.get("finish_reason")
-    return reason if isinstance(reason, str) else None

@@ -7,8 +7,10 @@ by `index`), then, with `stream_options: {"include_usage": true}`, a last chunk 
 choices, then `data: [DONE]`. `Assembly` adds the deltas up to the `chat.completion` object a plain
 request would have got, so the client reads both the same way and nothing after it changes.
 
-A stream that ends before `[DONE]` or a finish reason was cut (a proxy's timeout, a server that
-died): the client reports it as the transport failure it is and tries again. Servers that refuse
+`receive` sends one streamed request and reads its events as they come, telling a sink the count
+(moved here from `openai_client.py`, which sends plain requests and retries both kinds). A stream
+that ends before `[DONE]` or a finish reason was cut (a proxy's timeout, a server that died): it is
+`Retryable`, the transport failure it is, and the client tries again. Servers that refuse
 `stream` (a 400 naming it) or ignore it (a plain JSON answer) are remembered per base URL and model
 for the life of the process, as a refusal of a field is (`request_fields`): their next calls are
 sent plain.
@@ -18,8 +20,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import httpx
+
+from bot.beam.chat_replies import ERROR_BODY_LIMIT, MakeError, Retryable
+from bot.beam.errors import BeamError
 
 DONE = "[DONE]"
 STREAM_OPTIONS = {"include_usage": True}
@@ -30,6 +38,9 @@ _REFUSES = re.compile(
     r"|(?:not supported|unsupported|not allowed|unrecognized|unknown)[^.]{0,60}\bstream(?:ing)?\b",
     re.IGNORECASE,
 )
+
+# Told the tokens a streamed call has written so far (0 when a call starts).
+StreamSink = Callable[[int], None]
 
 _plain: set[tuple[str, str]] = set()
 
@@ -201,3 +212,58 @@ class Assembly:
         if self.usage is not None:
             body["usage"] = self.usage
         return body
+
+
+async def receive(
+    http: httpx.AsyncClient,
+    url: str,
+    headers: dict[str, str],
+    body: dict[str, Any],
+    sink: StreamSink | None,
+    error: MakeError,
+) -> dict[str, Any] | httpx.Response:
+    """One streamed request: the events added up as they come (the sink told the count) into the
+    `chat.completion` object. An error status, or a server that answered with plain JSON (it
+    ignores `stream`), comes back as the response, read, for the caller to read as a plain answer;
+    events sent under another content type (some proxies relabel them) are read once they are all
+    there. A cut stream, or an error sent inside it, is `Retryable`; a timeout is the caller's."""
+    if sink is not None:
+        sink(0)
+    assembly = Assembly()
+    async with http.stream("POST", url, json=body, headers=headers) as response:
+        ok = 200 <= response.status_code < 300
+        lines: AsyncIterator[str] = response.aiter_lines()
+        if not ok or not response.headers.get("content-type", "").startswith("text/event-stream"):
+            await response.aread()
+            if not ok or not response.content.lstrip().startswith(b"data:"):
+                return response
+            lines = _each(response.text.splitlines())
+        try:
+            async for line in lines:
+                payload = event_data(line)
+                if payload is None:
+                    continue
+                sent_error = assembly.add(payload)
+                if sent_error is not None:
+                    detail = json.dumps(sent_error, separators=(",", ":"), ensure_ascii=False)
+                    raise Retryable(error("BEM-084", f"llm stream error: {detail[:ERROR_BODY_LIMIT]}"))
+                if sink is not None:
+                    sink(assembly.tokens)
+                if assembly.done:
+                    break
+        except httpx.TimeoutException:
+            raise  # the whole call's timeout, as for a plain request
+        except (httpx.TransportError, StreamError) as exc:
+            raise Retryable(_cut(assembly, str(exc) or type(exc).__name__, error)) from None
+    if not assembly.ended:
+        raise Retryable(_cut(assembly, "the server closed it", error))
+    return assembly.completion()
+
+
+def _cut(assembly: Assembly, why: str, error: MakeError) -> BeamError:
+    return error("BEM-082", f"llm stream cut before its end after {assembly.tokens} tokens ({why})")
+
+
+async def _each(lines: list[str]) -> AsyncIterator[str]:
+    for line in lines:
+        yield line

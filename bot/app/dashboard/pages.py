@@ -16,7 +16,9 @@ from urllib.parse import quote, urlencode
 from starlette.responses import HTMLResponse
 
 from bot.app.dashboard.charts import Series, bar_chart
-from bot.app.dashboard.queries import SPANS, InstallationFigures, RepoFigures
+from bot.app.dashboard.installation_queries import InstallationFigures
+from bot.app.dashboard.repo_queries import RepoFigures
+from bot.app.dashboard.spans import SPANS
 from bot.app.dashboard.tables import Cell, Table
 
 _STYLE = """

@@ -13,7 +13,9 @@ import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from bot.app.dashboard.queries import InstallationFigures, RepoFigures, Span
+from bot.app.dashboard.installation_queries import InstallationFigures
+from bot.app.dashboard.repo_queries import RepoFigures
+from bot.app.dashboard.spans import Span
 from bot.app.limits.policy import Prices
 
 Cell = str | int | float | None

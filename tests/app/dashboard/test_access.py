@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -20,80 +18,15 @@ import httpx
 import pytest
 from pydantic import SecretStr
 from sqlalchemy import select, update
-from starlette.applications import Starlette
 
-from bot.app.dashboard.routes import Dashboard
 from bot.app.dashboard.sessions import FORM_COOKIE, SESSION_COOKIE, SIGNIN_COOKIE, CookieSealer
 from bot.app.dashboard.signin import challenge
 from bot.app.jobs.schema import dashboard_sessions
-from tests.support import dashboard_data
+from tests.support.dashboard_env import CLIENT_ID, CLIENT_SECRET, OPERATOR_TOKEN, OTHER, REPO, SECRET, Env
 from tests.support.fake_github import FakeGitHub
-from tests.support.fake_github_web import FakeGitHubWeb
 from tests.support.web_app import registered_settings, running_app, store_of
 
 pytestmark = pytest.mark.anyio
-SECRET = "whsec-0123456789-abcdef"
-CLIENT_ID = "Iv1.dashboardtest"
-CLIENT_SECRET = "client-secret-for-tests"
-OPERATOR_TOKEN = "operator-token-0123456789"
-REPO, OTHER = "octo-org/widgets", "octo-org/secret"
-
-
-@dataclass
-class Env:
-    app: Starlette
-    client: httpx.AsyncClient
-    fake: FakeGitHub
-    web: httpx.AsyncClient
-
-    @property
-    def dashboard(self) -> Dashboard:
-        dashboard = self.app.state.dashboard
-        assert isinstance(dashboard, Dashboard)
-        return dashboard
-
-    async def sign_in(self, login: str = "maintainer") -> httpx.Response:
-        """The whole flow: the bot's redirect, GitHub's authorize page, the callback."""
-        start = await self.client.get("/dashboard/login")
-        assert start.status_code == 303
-        query = {k: v[0] for k, v in parse_qs(urlsplit(start.headers["location"]).query).items()}
-        granted = await self.web.post("/fake-web/authorize", data={**query, "login": login})
-        assert granted.status_code == 302
-        back = urlsplit(granted.headers["location"])
-        return await self.client.get(f"/dashboard/callback?{back.query}")
-
-
-@pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    fake = FakeGitHub(api_prefix="/api/v3")
-    fake.add_user(fake.app_owner, type="Organization")  # the App belongs to an organisation
-    fake.add_installation(1, "octo-org")
-    fake.add_repo(REPO, installation_id=1, private=True)
-    fake.add_repo(OTHER, installation_id=1, private=True)
-    fake.add_collaborator(REPO, "maintainer", "read")
-    fake.add_collaborator(OTHER, "boss", "admin")
-    fake.oauth.clients[CLIENT_ID] = CLIENT_SECRET
-    fake.oauth.org_roles[("beam-org", "boss")] = "admin"  # the App's owner (fake.app_owner)
-    web_app = FakeGitHubWeb(fake).app()
-    transport = httpx.ASGITransport(app=web_app)
-    settings = registered_settings(
-        tmp_path,
-        SECRET,
-        github_api_url="http://github.test/api/v3",
-        client_id=CLIENT_ID,
-        client_secret=CLIENT_SECRET,
-        dashboard_token=OPERATOR_TOKEN,
-        metrics_token=None,
-    )
-    async with (
-        running_app(settings, github_transport=transport) as (app, client),
-        httpx.AsyncClient(transport=transport, base_url="http://github.test") as web,
-    ):
-        rows = dashboard_data.standard(time.time(), REPO, OTHER)
-        async with store_of(app).write() as conn:
-            await conn.run_sync(lambda c: dashboard_data.write(c, *rows))
-        yield Env(app, client, fake, web)
-    assert fake.violations == []
 
 
 async def test_a_maintainer_signs_in_and_sees_their_repository_only(env: Env) -> None:
@@ -112,25 +45,6 @@ async def test_a_maintainer_signs_in_and_sees_their_repository_only(env: Env) ->
     assert refused.text == missing.text
     assert (await env.client.get(f"/dashboard/repos/{OTHER}/export/runs.csv")).status_code == 404
     assert (await env.client.get("/dashboard/installation")).status_code == 404
-
-
-async def test_exports_follow_the_page(env: Env) -> None:
-    await env.sign_in()
-    csv = await env.client.get(f"/dashboard/repos/{REPO}/export/failures.csv?days=7")
-    assert csv.status_code == 200 and csv.headers["content-type"].startswith("text/csv")
-    assert "attachment" in csv.headers["content-disposition"]
-    header, line = csv.text.splitlines()
-    assert header == "run,command,pull request,code,message,when,run url"
-    assert ",review,2,BEM-380,GitHub did not answer," in line
-    data = (await env.client.get(f"/dashboard/repos/{REPO}/export/findings.json?days=90")).json()
-    assert {r["state"]: r["findings"] for r in data["rows"]} == {
-        "open": 3,
-        "fixed": 2,
-        "dismissed": 1,
-        "posted": 6,
-    }
-    assert (await env.client.get(f"/dashboard/repos/{REPO}/export/nothing.csv")).status_code == 404
-    assert (await env.client.get(f"/dashboard/repos/{REPO}?days=8")).status_code == 400
 
 
 async def test_signed_out_and_forged_or_expired_cookies_see_nothing(env: Env) -> None:
@@ -156,7 +70,7 @@ async def test_signed_out_and_forged_or_expired_cookies_see_nothing(env: Env) ->
     # The genuine cookie, nine hours later: past its lifetime.
     env.client.cookies.set(SESSION_COOKIE, genuine, domain="beam.test", path="/dashboard")
     assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200
-    env.dashboard.clock = lambda: time.time() + 9 * 3600
+    env.dashboard.access.clock = lambda: time.time() + 9 * 3600
     assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
 
 
@@ -169,7 +83,7 @@ async def test_a_stale_check_is_redone_and_removed_access_is_refused(env: Env) -
 
     del env.fake.repo(REPO).collaborators["maintainer"]  # the maintainer loses access on GitHub
     assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 200  # within 10 minutes
-    env.dashboard.clock = lambda: time.time() + 601
+    env.dashboard.access.clock = lambda: time.time() + 601
     assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
     assert len(env.fake.calls_to(listing)) == asked + 1
     # The renewed session says what GitHub said: no repository, checked now.
@@ -180,7 +94,7 @@ async def test_a_stale_check_is_redone_and_removed_access_is_refused(env: Env) -
 async def test_a_revoked_token_signs_the_visitor_out(env: Env) -> None:
     await env.sign_in()
     env.fake.oauth.revoke("maintainer")
-    env.dashboard.clock = lambda: time.time() + 601
+    env.dashboard.access.clock = lambda: time.time() + 601
     assert (await env.client.get(f"/dashboard/repos/{REPO}")).status_code == 404
     home = await env.client.get("/dashboard")
     assert 'href="/dashboard/login"' in home.text
@@ -387,12 +301,12 @@ async def test_the_operator_signs_in_with_the_token_through_the_form(env: Env) -
     assert (await env.client.get(f"/dashboard/repos/{OTHER}")).status_code == 200
     assert (await env.client.get("/dashboard")).headers["location"] == "/dashboard/installation"
     # Ten minutes on, the session is checked against the token configured now: changed, it ends.
-    env.dashboard.clock = lambda: time.time() + 601
+    env.dashboard.access.clock = lambda: time.time() + 601
     assert (await env.client.get("/dashboard/installation")).status_code == 200
     env.dashboard.resources.settings = env.dashboard.settings.model_copy(
         update={"dashboard_token": SecretStr("a-new-operator-token-9876543210")}
     )
-    env.dashboard.clock = lambda: time.time() + 1300
+    env.dashboard.access.clock = lambda: time.time() + 1300
     assert (await env.client.get("/dashboard/installation")).status_code == 404
 
 
@@ -425,7 +339,7 @@ async def test_wrong_tokens_are_throttled(env: Env) -> None:
         csrf = _nonce(wrong)
     stopped = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN})
     assert stopped.status_code == 429 and "Too many wrong tokens" in stopped.text
-    env.dashboard.clock = lambda: time.time() + 601  # the window passes
+    env.dashboard.access.clock = lambda: time.time() + 601  # the window passes
     csrf = await _token_form(env)
     done = await env.client.post("/dashboard/token", data={"csrf": csrf, "token": OPERATOR_TOKEN})
     assert done.status_code == 303

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 from sqlalchemy import select, text, update
 
-from bot.app.dashboard import queries
-from bot.app.dashboard.queries import Span, installation_figures, repo_figures
+from bot.app.dashboard import repo_queries
+from bot.app.dashboard.installation_queries import installation_figures
+from bot.app.dashboard.repo_queries import repo_figures
+from bot.app.dashboard.spans import Span
 from bot.app.jobs import rollups
 from bot.app.jobs.retention import prune
 from bot.app.jobs.schema import finding_days, pull_totals, review_findings, run_days, runs, schema_version
@@ -190,7 +192,7 @@ def _pull_sums(run_rows: list[Any], repo: str, span: Span) -> dict[int, tuple[in
 async def test_the_page_through_the_rollups_equals_the_raw_figures(
     clocked_store: Store, fake_clock: FakeClock, few_pulls: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(queries, "FEW_PULLS", few_pulls)
+    monkeypatch.setattr(repo_queries, "FEW_PULLS", few_pulls)
     await _mixed_writes(clocked_store, fake_clock)
     async with clocked_store.read() as conn:
         run_rows = list((await conn.execute(select(runs))).mappings().all())

@@ -1,13 +1,13 @@
-"""The dashboard's numbers: seeded runs, costs and ledger states give exactly the figures shown, for
-each span, on SQLite and (with BEAM_TEST_POSTGRES_URL) PostgreSQL."""
+"""The repository page's numbers: seeded runs, costs and ledger states give exactly the figures shown,
+for each span, on SQLite and (with BEAM_TEST_POSTGRES_URL) PostgreSQL."""
 
 from __future__ import annotations
 
 import pytest
 
-from bot.app.dashboard.queries import Span, installation_figures, repo_figures
-from bot.app.dashboard.tables import installation_tables, repo_tables
-from bot.app.jobs.schema import jobs, queued_job
+from bot.app.dashboard.repo_queries import repo_figures
+from bot.app.dashboard.spans import Span
+from bot.app.dashboard.tables import repo_tables
 from bot.app.jobs.store import Store
 from bot.app.limits.policy import Prices
 from tests.support import dashboard_data
@@ -22,8 +22,6 @@ async def seeded(store: Store) -> None:
     rows = dashboard_data.standard(NOW)
     async with store.write() as conn:
         await conn.run_sync(lambda c: dashboard_data.write(c, *rows))
-        await conn.execute(jobs.insert().values(queued_job("review", "k1", NOW - 30)))
-        await conn.execute(jobs.insert().values(queued_job("review", "k2", NOW - 5)))
 
 
 async def test_seven_days(store: Store) -> None:
@@ -80,17 +78,6 @@ async def test_without_prices_costs_are_blank_not_zero(store: Store) -> None:
     await seeded(store)
     tables = repo_tables(await repo_figures(store, REPO, Span(7, NOW)), Prices(), "https://github.com")
     assert tables["cost"].rows == [(4, 2, 14500, 2800, None, None)]
-
-
-async def test_the_installation_view(store: Store) -> None:
-    await seeded(store)
-    figures = await installation_figures(store, Span(30, NOW))
-    tables = installation_tables(figures, PRICES)
-    assert tables["repositories"].rows == [
-        ("octo-org/secret", 1, 1, 0, 7777, 777, 0.0350, 1, 0.0, 0.0, 0),
-        (REPO, 1, 6, 1, 18500, 3600, 0.1095, 5, 40.0, 20.0, 1),
-    ]
-    assert tables["queue"].rows[0][:2] == (2, 0)
 
 
 async def test_an_empty_repository_shows_empty_tables(store: Store) -> None:
