@@ -46,6 +46,7 @@ log = logging.getLogger("beam.checks")
 # How a way in other than the App authenticates its client (github/auth.py's `TokenAuth`).
 AuthFactory = Callable[[GitHubApi], GitHubApp]
 
+
 class RunMetrics(Protocol):
     """The part of the web layer's metrics the job handler feeds (`web.metrics.Metrics` has it)."""
 
