@@ -214,15 +214,17 @@ class ThreadRun:
             history.append((event.comment.user.login, event.comment.body))
         messages = build_thread_prompt(path, line, code, history)
         guard = await self.usage.arm(self.ctx.config.limits)
+        prompt = sum(estimate_tokens(m["content"]) for m in messages)
         if await guard() is None:
-            guard.stop = guard.before_call(sum(estimate_tokens(m["content"]) for m in messages))
+            guard.stop = guard.before_call(prompt)
         completion: Completion | None = None
         failure: tuple[str, str | None] | None = None
         if guard.stop is None:
             try:
                 with anyio.fail_after(self.deps.run_timeout):
-                    completion = await self._call(messages, guard)
+                    completion = await self._call(messages, guard, prompt)
             except TimeoutError:
+                self.usage.meter.count_cut(prompt)  # cut while the model wrote: its prompt was read
                 failure = (f"the answer took longer than {self.deps.run_timeout:g} s", None)
             except BeamError as error:
                 failure = (error.message, error.code)
@@ -231,8 +233,10 @@ class ThreadRun:
                 failure = (str(error) or type(error).__name__, None)
         return self._end(completion, guard.stop, failure)
 
-    async def _call(self, messages: list[dict[str, str]], guard: RunGuard) -> Completion | None:
-        """The one model call, stopped as soon as the guard says so (None then)."""
+    async def _call(self, messages: list[dict[str, str]], guard: RunGuard, prompt: int) -> Completion | None:
+        """The one model call, stopped as soon as the guard says so (None then). A call stopped so
+        still cost its prompt, about `prompt` tokens: the meter counts it (a cancelled command's
+        calls count too, each ending before its run stops), not the 0 a call cut short reports."""
         answered: list[Completion] = []
         failed: list[Exception] = []
         async with anyio.create_task_group() as group:
@@ -258,6 +262,7 @@ class ThreadRun:
         if answered:
             guard.stop = None  # it answered before the stop was seen: the answer stands
             return answered[0]
+        self.usage.meter.count_cut(prompt)
         return None
 
     def _end(

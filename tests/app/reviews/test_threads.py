@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select, update
 
 from bot.app.approvals.flow import Approvals
+from bot.app.context.budget import estimate_tokens
 from bot.app.git.checkout import Checkouts
 from bot.app.github.api import GitHubApi
 from bot.app.github.client import GitHubApp
@@ -60,8 +61,10 @@ class HeldModel(ScriptedClient):
         super().__init__(steps)
         self.asked = anyio.Event()
         self.release = anyio.Event()
+        self.prompt: list[dict[str, Any]] = []  # what the held call was sent
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        self.prompt = list(messages)
         self.asked.set()
         await self.release.wait()
         return await super().complete(messages, tools)
@@ -314,6 +317,16 @@ async def test_cancel_stops_a_thread_answer_while_the_model_is_writing(
     (row,) = await rig.run_rows()
     assert row["status"] == "cancelled" and row["cancelled_by"] == "maintainer"
     assert len(held.requests) == 0  # held inside its call: nothing came back from it
+    # Yet the server read the prompt: the cut call is counted with its prompt's tokens as estimated
+    # before the call (no usage comes back from a call cut short), on the row, the footer and the report.
+    prompt = sum(estimate_tokens(m["content"]) for m in held.prompt)
+    assert prompt > 100
+    assert (row["input_tokens"], row["output_tokens"]) == (prompt, 0)
+    assert row["usage"]["prompt_tokens"] == prompt
+    assert f"· {prompt:,} input / 0 output tokens · 1 model call · " in answer
+    report = format_usage(await usage_by(rig.store, ("repo", "requester"), Prices(3.0, 15.0)), "today")
+    line = next(line for line in report.splitlines() if line.startswith(REPO))
+    assert line.split()[:5] == [REPO, "maintainer", "1", f"{prompt:,}", "0"]
 
 
 async def test_cancel_stops_a_queued_thread_answer_before_the_model_is_asked(rig: Rig) -> None:
