@@ -31,6 +31,7 @@ from bot.app.github.models import ReviewComment
 from bot.app.github.payloads import CommentEvent
 from bot.app.logs import bind as bind_log_context
 from bot.app.reviews import render
+from bot.app.runs import render as run_render
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps, run_id_for
 from bot.app.runs.usage import RunGuard, RunUsage, Stop
@@ -39,7 +40,8 @@ from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.reviews")
 
-THREAD_COMMAND = "thread"  # the name an answer's run goes by: its skill in `beam-bot usage` and /metrics
+# The name an answer's run goes by: its skill in `beam-bot usage` and /metrics.
+THREAD_COMMAND = run_render.THREAD_SKILL
 # How often the answer looks at its run's row (a `/beam cancel`) and its time cap while the model
 # writes: its one call is its only step, so the guard must be asked during it, not only before.
 WATCH_SECONDS = 1.0

@@ -35,6 +35,7 @@ from bot.app.limits.report import format_usage, usage_by
 from bot.app.reviews import threads
 from bot.app.reviews.threads import ThreadReplies
 from bot.app.runs.run import RunDeps
+from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import Completion, ScriptedClient
 from bot.beam.tools import ToolSpec
@@ -336,3 +337,48 @@ async def test_cancel_stops_a_queued_thread_answer_before_the_model_is_asked(rig
     (answer,) = rig.in_thread()
     assert "was cancelled by @maintainer." in answer and rig.llm.requests == []
     assert (await rig.run_rows())[0]["status"] == "cancelled"
+
+
+async def give_up(rig: Rig, job: Job, state: str) -> int:
+    """The run job ends `state` without writing its answer (a worker lost, the last attempt failed),
+    and the sweep makes its end known, as the worker pool calls it."""
+    async with rig.store.write() as conn:
+        await conn.execute(update(jobs).where(jobs.c.id == job.id).values(state=state))
+    return await finish_abandoned_runs(rig.webhooks.deps, rig.webhooks.github, job.id)
+
+
+async def test_a_thread_answer_whose_job_died_says_so_in_its_thread_not_on_the_pull_request(rig: Rig) -> None:
+    question = await rig.ask("@beam-bot is this really wrong?")
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None and job.kind == "run"
+    assert await give_up(rig, job, "dead") == 1
+    (row,) = await rig.run_rows()
+    assert rig.in_thread() == [
+        f"❌ This answer (run `{row['id'][:8]}`) failed (BEM-339): the job was given up: the process "
+        "running it was lost on its last attempt. Mention me again to retry."
+    ]
+    assert rig.said() == []  # nothing on the pull request's conversation: the question was in the thread
+    assert (row["status"], row["error_code"]) == ("failed", "BEM-339")
+    # It is the answer to that reply: delivered again, the reply is not asked again.
+    await rig.ask("", again=question)
+    assert len(await rig.run_rows()) == 1 and rig.llm.requests == []
+    assert await finish_abandoned_runs(rig.webhooks.deps, rig.webhooks.github) == 0
+    assert len(rig.in_thread()) == 1
+
+
+async def test_a_thread_answer_recorded_but_not_written_is_written_in_its_thread_by_the_sweep(
+    rig: Rig,
+) -> None:
+    await rig.ask("@beam-bot is this really wrong?")
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None
+    rig.fake.inject("POST", r"/comments/\d+/replies$", status=502)
+    with pytest.raises(Reschedule):  # the answer is recorded; GitHub refused its reply
+        await rig.webhooks.on_run(job)
+    rig.clock.advance(60)  # past the time the refused write could still land
+    assert rig.in_thread() == [] and await give_up(rig, job, "failed") == 1
+    (answer,) = rig.in_thread()
+    assert answer.startswith("f2 should add, as f1 does.\n\n<sub>model `fake-model` · 1,200 input")
+    assert rig.said() == [] and len(rig.llm.requests) == 1
+    (row,) = await rig.run_rows()
+    assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("succeeded", 1200, 80)
