@@ -352,6 +352,15 @@ def test_the_echo_model_and_the_defaults_are_described() -> None:
     assert describe_model({"OPENAI_API_KEY": "sk"}) == (
         "model: gpt-4.1-mini at https://api.openai.com/v1 (API key set: OPENAI_API_KEY)"
     )
+    # Ollama, named by its host: no key, and a model it must be told.
+    assert describe_model({"OLLAMA_HOST": "127.0.0.1:11434", "BEAM_MODEL": "qwen2.5-coder:7b"}) == (
+        "model: qwen2.5-coder:7b at http://127.0.0.1:11434/v1 (Ollama, from OLLAMA_HOST; no key)"
+    )
+    unnamed = describe_model({"OLLAMA_HOST": "127.0.0.1:11434"})
+    assert (
+        unnamed.startswith("model: not usable (")
+        and "BEAM_MODEL must name a model Ollama has pulled" in unnamed
+    )
 
 
 @pytest.mark.parametrize("stage", ["starting", "serving"])
