@@ -158,6 +158,11 @@ def limits() -> Limits:
 
 
 @pytest.fixture
+def run_timeout() -> float:
+    return 600.0  # RunDeps' own
+
+
+@pytest.fixture
 async def llm(request: pytest.FixtureRequest) -> ScriptedClient:
     """The scripted model with one answer; `held` (indirect), the same held inside its call."""
     if getattr(request, "param", None) == "held":
@@ -168,7 +173,12 @@ async def llm(request: pytest.FixtureRequest) -> ScriptedClient:
 
 @pytest.fixture
 async def rig(
-    db_url: str, fake_clock: FakeClock, tmp_path: Path, limits: Limits, llm: ScriptedClient
+    db_url: str,
+    fake_clock: FakeClock,
+    tmp_path: Path,
+    limits: Limits,
+    llm: ScriptedClient,
+    run_timeout: float,
 ) -> AsyncIterator[Rig]:
     with checked_fake_github() as fake:
         fake.add_repo(REPO, installation_id=INSTALLATION)
@@ -191,7 +201,13 @@ async def rig(
 
             policy = Policy(limits=limits, prices=Prices(3.0, 15.0))
             deps = RunDeps(
-                store, Checkouts(tmp_path / "work"), llm, token, BotIdentity(github, BOT), policy=policy
+                store,
+                Checkouts(tmp_path / "work"),
+                llm,
+                token,
+                BotIdentity(github, BOT),
+                policy=policy,
+                run_timeout=run_timeout,
             )
             approvals = Approvals(github, deps, JobQueue(store))
             webhooks = Webhooks(github, deps, approvals, threads=ThreadReplies(deps))
@@ -328,6 +344,24 @@ async def test_cancel_stops_a_thread_answer_while_the_model_is_writing(
     report = format_usage(await usage_by(rig.store, ("repo", "requester"), Prices(3.0, 15.0)), "today")
     line = next(line for line in report.splitlines() if line.startswith(REPO))
     assert line.split()[:5] == [REPO, "maintainer", "1", f"{prompt:,}", "0"]
+
+
+@pytest.mark.parametrize(("llm", "run_timeout"), [("held", 0.5)], indirect=["llm"])
+async def test_an_answer_past_the_run_timeout_fails_in_its_thread_and_counts_the_prompt_it_sent(
+    rig: Rig,
+) -> None:
+    held = rig.llm
+    assert isinstance(held, HeldModel)
+    await rig.ask("@beam-bot is this really wrong?")
+    with anyio.fail_after(WAIT):  # the model is never released: the run's own timeout ends it
+        await rig.run_next()
+    (answer,) = rig.in_thread()
+    assert answer.startswith("Sorry, I could not answer this time; mention me again to retry.")
+    prompt = sum(estimate_tokens(m["content"]) for m in held.prompt)
+    assert prompt > 100 and f"· {prompt:,} input / 0 output tokens · 1 model call · " in answer
+    (row,) = await rig.run_rows()
+    assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("failed", prompt, 0)
+    assert row["error_message"] == "the answer took longer than 0.5 s"
 
 
 async def test_cancel_stops_a_queued_thread_answer_before_the_model_is_asked(rig: Rig) -> None:
