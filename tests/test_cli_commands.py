@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -136,13 +137,15 @@ def test_ref_chooses_the_commit(checkout: tuple[Path, Path]) -> None:
     assert bad.returncode == 2 and "--ref 'no-such-ref' is not a commit" in bad.stderr
 
 
-def test_frames_are_printed_as_they_happen(checkout: tuple[Path, Path]) -> None:
+def test_frames_are_printed_as_they_happen(checkout: tuple[Path, Path], tmp_path: Path) -> None:
     work, _ = checkout
+    scratch = tmp_path / "tmp"  # the run's own TMPDIR: what it leaves behind is seen, not left in /tmp
+    scratch.mkdir()
     with FakeOpenAI() as llm:
         llm.reply_tool_calls(("list_tree", {}))
         # The model's second answer takes long: the tool frame must be on stdout before it comes.
         llm.enqueue(chat_response(text_message("late")), delay=60)
-        env = clean_env(BEAM_API_KEY="k", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="m")
+        env = clean_env(BEAM_API_KEY="k", BEAM_API_BASE_URL=llm.url, BEAM_MODEL="m", TMPDIR=str(scratch))
         process = subprocess.Popen(
             [sys.executable, "-m", "bot.cli", "run", "review", "--repo", str(work), "look"],
             env=env,
@@ -158,11 +161,17 @@ def test_frames_are_printed_as_they_happen(checkout: tuple[Path, Path]) -> None:
                 assert line, f"stdout closed early: {seen}"
                 seen.append(line)
             assert process.poll() is None  # still waiting for the model: the frame was not buffered
+            # Stopped as a person stops it (Ctrl-C), not killed: a killed run cannot remove its
+            # temporary directory, and a stopped one must.
+            process.send_signal(signal.SIGINT)
+            assert process.wait(30) == 130
         finally:
-            process.kill()
-            process.wait(10)
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
             if process.stdout is not None:
                 process.stdout.close()
+    assert list(scratch.iterdir()) == []
 
 
 # --- beam-bot pending ---------------------------------------------------------------------------------
@@ -342,6 +351,15 @@ def test_the_echo_model_and_the_defaults_are_described() -> None:
     # Issue 42: a provider's own key is described as the client will use it.
     assert describe_model({"OPENAI_API_KEY": "sk"}) == (
         "model: gpt-4.1-mini at https://api.openai.com/v1 (API key set: OPENAI_API_KEY)"
+    )
+    # Ollama, named by its host: no key, and a model it must be told.
+    assert describe_model({"OLLAMA_HOST": "127.0.0.1:11434", "BEAM_MODEL": "qwen2.5-coder:7b"}) == (
+        "model: qwen2.5-coder:7b at http://127.0.0.1:11434/v1 (Ollama, from OLLAMA_HOST; no key)"
+    )
+    unnamed = describe_model({"OLLAMA_HOST": "127.0.0.1:11434"})
+    assert (
+        unnamed.startswith("model: not usable (")
+        and "BEAM_MODEL must name a model Ollama has pulled" in unnamed
     )
 
 

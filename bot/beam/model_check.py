@@ -30,7 +30,7 @@ from bot.beam.chat_replies import status_of
 from bot.beam.errors import BeamError
 from bot.beam.model_env import ModelEnv, read_model_env
 from bot.beam.openai_client import OpenAiCompatible
-from bot.beam.providers import KEY_VARS, endpoint, provider_of
+from bot.beam.providers import KEY_VARS, OLLAMA, OLLAMA_HOST_VAR, endpoint, provider_of
 from bot.beam.request_fields import Adaptation
 from bot.beam.tools import ToolSpec, json_params
 from bot.beam.types import AgentInput, ContentPart
@@ -62,7 +62,7 @@ _CONTEXT_KEYS = ("context_length", "max_model_len", "context_window", "max_conte
 
 NO_KEY = (
     "✗ key: none set. Fix: set BEAM_API_KEY (with BEAM_API_BASE_URL and BEAM_MODEL for your server), "
-    f"or your provider's own key ({', '.join(KEY_VARS)})"
+    f"or your provider's own key ({', '.join(KEY_VARS)}), or {OLLAMA_HOST_VAR} with BEAM_MODEL for Ollama"
 )
 
 Emit = Callable[[str], None]
@@ -98,8 +98,11 @@ async def run_check(env: Mapping[str, str], emit: Emit, *, context: bool = True)
         return check
     check.said = said
     known = provider_of(said.base_url)  # the server the URL names, whichever variable the key came from
-    where = known.name if known is not None else "an OpenAI-compatible server"
-    emit(f"model {said.model} at {said.base_url} ({where}), key from {said.key_var}")
+    if said.provider is OLLAMA:  # Ollama's URL is the maintainer's own host: its variable names it
+        emit(f"model {said.model} at {said.base_url} (Ollama, from {said.key_var}; no key)")
+    else:
+        where = known.name if known is not None else "an OpenAI-compatible server"
+        emit(f"model {said.model} at {said.base_url} ({where}), key from {said.key_var}")
     async with client:
         await _first_call(client, said, emit, check)
         if check.code == 0:

@@ -7,7 +7,8 @@ Issue 42: when none of the seed's key variables is set, a provider's own (`OPENA
 `ANTHROPIC_API_KEY`...) is read, with that provider's base URL and default model unless
 `BEAM_API_BASE_URL` or `BEAM_MODEL` say otherwise (`providers`); `BEAM_MODEL_EXTRA_BODY` replaces the
 extra body, as the seed's `with_extra_body` does. Azure's key (`AZURE_OPENAI_API_KEY`) is read with
-`AZURE_OPENAI_ENDPOINT`, and `BEAM_MODEL` names the deployment.
+`AZURE_OPENAI_ENDPOINT`, and `BEAM_MODEL` names the deployment. With no key at all, `OLLAMA_HOST`
+names a local Ollama (no key; `BEAM_MODEL` is required, as Ollama serves only what was pulled).
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class ModelEnv:
     temperature: float | None
     structured: bool
     max_tokens: int
-    # The variable the key was read from, and the provider that variable names (None: the seed's).
+    # The variable the key was read from, and the provider that variable names (None: the seed's);
+    # OLLAMA_HOST for Ollama, which reads no key.
     key_var: str = "BEAM_API_KEY"
     provider: providers.Provider | None = None
     # BEAM_MODEL_EXTRA_BODY as JSON; None when unset (the client's default, adapted per provider).
@@ -60,13 +62,19 @@ class ModelEnv:
 
 
 def read_model_env(env: Mapping[str, str]) -> ModelEnv | None:
-    """The server `env` names, or None without a key (an empty BEAM_API_KEY included)."""
+    """The server `env` names, or None without a key (an empty BEAM_API_KEY included) or OLLAMA_HOST."""
     found = _key(env)
     if found is None:
         return None
     key_var, api_key, provider = found
     base_url = _first_set(env, _BASE_URL_VARS)
     model = _first_set(env, _MODEL_VARS)
+    if provider is providers.OLLAMA and not model:
+        raise BeamError(
+            "BEM-042",
+            f"{providers.OLLAMA_HOST_VAR} is set, so BEAM_MODEL must name a model Ollama has pulled "
+            "(`ollama list` shows them), such as qwen2.5-coder:7b",
+        )
     if provider is not None:
         model = provider.default_model if model is None else model
         base_url = _provider_base_url(env, provider, model) if base_url is None else base_url
@@ -100,6 +108,9 @@ def _key(env: Mapping[str, str]) -> tuple[str, str, providers.Provider | None] |
         own = _first_set(env, (provider.key_var,))
         if own:
             return provider.key_var, own, provider
+    host = _first_set(env, (providers.OLLAMA_HOST_VAR,))
+    if host and host.strip():  # no key anywhere: a local Ollama, which reads none
+        return providers.OLLAMA_HOST_VAR, providers.OLLAMA_KEY, providers.OLLAMA
     return None
 
 
@@ -108,6 +119,8 @@ def _provider_base_url(env: Mapping[str, str], provider: providers.Provider, mod
     the deployment `model` names at the endpoint its variable holds."""
     if not provider.endpoint_var:
         return provider.base_url
+    if provider is providers.OLLAMA:
+        return providers.ollama_base_url(env.get(provider.endpoint_var) or "")
     endpoint = (env.get(provider.endpoint_var) or "").strip()
     if not endpoint.startswith(("https://", "http://")):
         raise BeamError(

@@ -3,7 +3,8 @@
 A maintainer who already pays for a model has its provider's key in the environment under the
 provider's own name (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`...). When none of the seed's variables
 (`BEAM_API_KEY`, `GFS_BEAM_API_KEY`, `NVIDIA_API_KEY`) is set, that key is read, with the provider's
-base URL and a default model; `BEAM_API_BASE_URL` and `BEAM_MODEL` still win (`model_env`). Azure
+base URL and a default model; `BEAM_API_BASE_URL` and `BEAM_MODEL` still win (`model_env`). With no
+key at all, `OLLAMA_HOST` names a local Ollama, which reads none (`OLLAMA`). Azure
 OpenAI's key comes with its resource's endpoint, and its deployment URLs want the key in another
 header and an API version in the query: `endpoint` says, for any base URL, where a request goes and
 which header carries the key, so the client and the model check cannot differ on it.
@@ -94,6 +95,18 @@ AZURE_VERSION_VAR = "AZURE_OPENAI_API_VERSION"
 _DEPLOYMENTS = "/openai/deployments/"
 KEY_VARS: tuple[str, ...] = tuple(provider.key_var for provider in PROVIDERS)
 
+# Ollama, on the maintainer's machine or another of theirs: `OLLAMA_HOST`, which Ollama's own CLI
+# reads, says where it listens. It reads no key and serves the models pulled into it, so it has no
+# key variable and no default model (BEAM_MODEL names one). It is not in PROVIDERS: it is looked for
+# after every key (OLLAMA_HOST stays set in the shell of someone who has Ollama, and a key set beside
+# it is the one meant), and the Action's runner has no Ollama to name. Its endpoint ignores the seed's
+# extra body, as every field it does not know.
+OLLAMA_HOST_VAR = "OLLAMA_HOST"
+OLLAMA = Provider("Ollama", "", "", "", (), takes_extra_body=True, endpoint_var=OLLAMA_HOST_VAR)
+OLLAMA_PORT = "11434"
+# Sent as the key, which Ollama does not read: an empty bearer would be a malformed header.
+OLLAMA_KEY = "ollama"
+
 
 def provider_of(base_url: str) -> Provider | None:
     """The known provider whose endpoint `base_url` is, by its host (or, for Azure, its deployment
@@ -135,6 +148,31 @@ def azure_base_url(endpoint: str, deployment: str, api_version: str | None) -> s
         return endpoint
     version = urlencode({"api-version": api_version or AZURE_API_VERSION})
     return f"{endpoint}{_DEPLOYMENTS}{deployment}?{version}"
+
+
+def ollama_base_url(host: str) -> str:
+    """The OpenAI-compatible base URL of the Ollama `host` names, read as Ollama reads OLLAMA_HOST:
+    `127.0.0.1:11434`, `host` (port 11434), `:11434` (this machine), `http://host:11434` or
+    `https://host/prefix` (ports 80 and 443 when a scheme is given without one); then `/v1`."""
+    text = host.strip()
+    scheme, found, rest = text.partition("://")
+    port = OLLAMA_PORT
+    if not found:
+        scheme, rest = "http", text
+    elif scheme in ("http", "https"):
+        port = "80" if scheme == "http" else "443"
+    hostport, _, path = rest.partition("/")
+    if hostport.count(":") > 1 and not hostport.startswith("["):
+        hostport = f"[{hostport}]"  # a bare IPv6 address (`::1`), which Ollama takes as a host
+    parts = urlsplit(f"//{hostport}")
+    try:
+        named_port = parts.port
+    except ValueError:  # not a port Ollama would take either: its default, as Ollama does
+        named_port = None
+    name = parts.hostname or "127.0.0.1"
+    name = f"[{name}]" if ":" in name else name
+    prefix = f"/{path.strip('/')}" if path.strip("/") else ""
+    return f"{scheme}://{name}:{named_port or port}{prefix}/v1"
 
 
 def endpoint(base_url: str, api_key: str, path: str) -> tuple[str, dict[str, str]]:

@@ -41,7 +41,7 @@ from bot.local.stop import PIPE_CLOSED, signal_name, stoppable
 ECHO = (
     "echo client (no BEAM_API_KEY): the text below is the prompt a real model would get; set "
     "BEAM_API_KEY (and BEAM_API_BASE_URL, BEAM_MODEL for another server: docs/models.md), or "
-    "OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, to use one"
+    "OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY, or OLLAMA_HOST with BEAM_MODEL, to use one"
 )
 
 

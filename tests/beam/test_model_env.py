@@ -155,3 +155,39 @@ def test_azures_key_and_endpoint_name_a_deployment() -> None:
     with pytest.raises(BeamError, match="AZURE_OPENAI_ENDPOINT must be the resource's endpoint"):
         read_model_env({"AZURE_OPENAI_API_KEY": "az"})
     assert providers.by_name("azure") is providers.AZURE
+
+
+@pytest.mark.parametrize(
+    ("host", "base_url"),
+    [
+        ("127.0.0.1:11434", "http://127.0.0.1:11434/v1"),
+        ("http://gpu-box:11434", "http://gpu-box:11434/v1"),
+        ("gpu-box", "http://gpu-box:11434/v1"),  # Ollama's own default port
+        (":8080", "http://127.0.0.1:8080/v1"),
+        ("https://ollama.example/proxy/", "https://ollama.example:443/proxy/v1"),
+        ("::1", "http://[::1]:11434/v1"),
+    ],
+)
+def test_ollama_host_alone_names_ollama_with_no_key(host: str, base_url: str) -> None:
+    said = read_model_env({"OLLAMA_HOST": host, "BEAM_MODEL": "qwen2.5-coder:7b"})
+    assert said is not None and said.provider is providers.OLLAMA
+    assert (said.base_url, said.model, said.key_var) == (base_url, "qwen2.5-coder:7b", "OLLAMA_HOST")
+    client = OpenAiCompatible.from_env({"OLLAMA_HOST": host, "BEAM_MODEL": "m"})
+    assert client is not None and client.base_url == base_url
+
+
+def test_ollama_needs_a_model_and_comes_after_every_key() -> None:
+    with pytest.raises(BeamError) as raised:
+        read_model_env({"OLLAMA_HOST": "127.0.0.1:11434"})
+    assert raised.value.code == "BEM-042" and "BEAM_MODEL must name a model Ollama has pulled" in str(
+        raised.value
+    )
+    with pytest.raises(BeamError):
+        read_model_env({"OLLAMA_HOST": "127.0.0.1:11434", "BEAM_MODEL": ""})
+    # A key set beside it is the one meant; an empty OLLAMA_HOST names nothing; the base URL still wins.
+    said = read_model_env({"OLLAMA_HOST": "127.0.0.1:11434", "OPENAI_API_KEY": "sk"})
+    assert said is not None and said.provider is providers.PROVIDERS[0] and said.key_var == "OPENAI_API_KEY"
+    assert read_model_env({"OLLAMA_HOST": " ", "BEAM_MODEL": "m"}) is None
+    assert read_model_env({"OLLAMA_HOST": "h", "BEAM_MODEL": "m", "BEAM_API_KEY": ""}) is None
+    said = read_model_env({"OLLAMA_HOST": "h", "BEAM_MODEL": "m", "BEAM_API_BASE_URL": "http://proxy/v1"})
+    assert said is not None and said.base_url == "http://proxy/v1"

@@ -3,6 +3,7 @@ limits and ignored paths, forks, redelivered pushes, and answers in the bot's re
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -185,6 +186,10 @@ def test_a_thread_answer_is_a_run_that_cancel_stops_and_usage_reports(tmp_path: 
             in_thread("was cancelled by @maintainer"), timeout=30, what="the cancelled answer"
         )
         assert "never posted" not in cancelled
+        # The cut call read its prompt: the footer counts it, as estimated, with no output.
+        read = re.search(r"· ([\d,]+) input / 0 output tokens · 1 model call · ", cancelled)
+        assert read is not None and int(read[1].replace(",", "")) > 100
+        cut = int(read[1].replace(",", ""))
         assert any("asked to cancel an answer in a review thread" in c.body for c in story.bot_comments())
 
         bot.llm.reply_text("Yes: f2 should add 2.", usage=usage(1200, 80))
@@ -200,7 +205,8 @@ def test_a_thread_answer_is_a_run_that_cancel_stops_and_usage_reports(tmp_path: 
             check=True,
         ).stdout
         row = next(line for line in report.splitlines() if line.split()[:2] == [REPO, "maintainer"])
-        assert row.split()[2:5] == ["2", "1,200", "80"]  # both answers are runs; the cancelled used none
+        # Both answers are runs; the cancelled one counts the prompt its model call read.
+        assert row.split()[2:5] == ["2", f"{1200 + cut:,}", "80"]
 
 
 def test_the_summary_names_the_files_it_did_not_review(tmp_path: Path) -> None:

@@ -201,3 +201,19 @@ def test_each_providers_unknown_model_gets_its_fix(name: str) -> None:
     assert last.startswith("✗ model: 'no-such-model' not found at "), last
     what = "a deployment of this resource" if name == "azure" else "a model this key may use"
     assert f"Fix: set BEAM_MODEL to {what}" in last, last
+
+
+def test_ollama_named_by_its_host_alone_is_checked_with_no_key() -> None:
+    """OLLAMA_HOST and BEAM_MODEL, as a maintainer with Ollama has them: the first line says Ollama
+    and where its address came from, never a key; a model not pulled gets the model's fix."""
+    with stand_in("ollama", models={"qwen2.5-coder:7b"}) as llm:
+        host = f"{llm.host}:{llm.port}"
+        result = check_model({"OLLAMA_HOST": host, "BEAM_MODEL": "qwen2.5-coder:7b"})
+        missing = check_model({"OLLAMA_HOST": host, "BEAM_MODEL": "llama3"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"model qwen2.5-coder:7b at {llm.url} (Ollama, from OLLAMA_HOST; no key)"
+    assert "✓ tools: native (the model called the tool)" in lines
+    assert missing.returncode == 1 and missing.stdout.splitlines()[-1].startswith(
+        "✗ model: 'llama3' not found"
+    )

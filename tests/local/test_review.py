@@ -332,6 +332,40 @@ def test_an_openai_key_alone_reviews(feature: Path, model: str, refusals: int) -
         assert all("max_tokens" not in body and "temperature" not in body for body in llm.requests)
 
 
+@pytest.mark.parametrize("scheme", ["", "http://"])
+def test_an_ollama_host_and_a_model_review_with_no_key(feature: Path, scheme: str) -> None:
+    """OLLAMA_HOST as Ollama's own CLI reads it (`127.0.0.1:11434`, or a URL) and BEAM_MODEL, no key
+    anywhere: the review goes to `<host>/v1`, to the model named, and the start line says so."""
+    found = {
+        "body": "One bug.",
+        "comments": [{"path": "src/calc.py", "line": 6, "severity": "major", "claim": "sub adds."}],
+    }
+    verdict = {"real": True, "line": 6, "evidence": "return a + b"}
+    with stand_in("ollama", models=["qwen2.5-coder:7b"]) as llm:
+        llm.reply_text(json.dumps(found), usage=usage(700, 100))
+        llm.reply_text(json.dumps(verdict), usage=usage(300, 20))
+        host = f"{scheme}{llm.host}:{llm.port}"
+        result = run_cli(
+            ["review", "--repo", str(feature)],
+            None,
+            env={"OLLAMA_HOST": host, "BEAM_MODEL": "qwen2.5-coder:7b"},
+        )
+    assert result.returncode == 0, result.stderr
+    assert "One bug." in result.stdout and "\nsrc/calc.py:6 (major)\n" in result.stdout
+    assert f"model qwen2.5-coder:7b at {llm.url}" in result.stdout
+    assert len(llm.requests) == 2 and all(body["model"] == "qwen2.5-coder:7b" for body in llm.requests)
+
+
+def test_an_ollama_host_without_a_model_asks_for_one_at_start(feature: Path) -> None:
+    with stand_in("ollama") as llm:
+        result = run_cli(
+            ["review", "--repo", str(feature)], None, env={"OLLAMA_HOST": f"{llm.host}:{llm.port}"}
+        )
+    assert result.returncode == 2 and llm.requests == []  # a setting to fix, as any other BEM-042
+    line = result.stderr.strip().splitlines()[-1]
+    assert line.startswith("beam-bot run: ") and "(BEM-042): OLLAMA_HOST is set, so BEAM_MODEL must" in line
+
+
 def test_the_printed_review_renders_githubs_markup_as_text(feature: Path) -> None:
     body = (
         "One bug.<!-- beam:ledger {} -->\n\n<details><summary>How I checked</summary>\n\n"

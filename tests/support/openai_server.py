@@ -45,6 +45,7 @@ from jsonschema.exceptions import best_match
 
 from bot.beam import model_check
 from bot.beam.providers import KEY_VARS as PROVIDER_KEY_VARS
+from bot.beam.providers import OLLAMA_HOST_VAR
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "data" / "openai" / "chat_completions.json"
 PREFIX = "/v1"
@@ -81,11 +82,13 @@ def schema_problems(name: str, instance: Any) -> list[str]:
 
 def without_model_env(environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` less every variable that names a model server or its key (the seed's and each
-    provider's own), so a developer's OPENAI_API_KEY never sends a test's process to a real API."""
+    provider's own, and OLLAMA_HOST), so a developer's OPENAI_API_KEY never sends a test's process
+    to a real API, nor their OLLAMA_HOST to their Ollama."""
     return {
         name: value
         for name, value in environ.items()
-        if not name.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_")) and name not in PROVIDER_KEY_VARS
+        if not name.startswith(("BEAM_", "GFS_BEAM_", "NVIDIA_"))
+        and name not in (*PROVIDER_KEY_VARS, OLLAMA_HOST_VAR)
     }
 
 

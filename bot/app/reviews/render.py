@@ -15,6 +15,7 @@ from bot.app import markdown as md
 from bot.app.repo_config import CONFIG_PATH
 from bot.app.reviews.state import Entry
 from bot.app.runs import render as run_render
+from bot.app.runs.render import thread_marker
 from bot.beam.errors import CATALOG
 
 SUMMARY_MARKER = "<!-- beam-review-summary -->"
@@ -201,10 +202,6 @@ def check_output(entry: Entry) -> dict[str, str]:
 
 QUEUED_SUPERSEDED = Entry(kind="superseded", head="")
 CLOSED = "the pull request was closed"
-
-
-def thread_marker(comment_id: int) -> str:
-    return f"<!-- beam-thread-reply:{comment_id} -->"
 
 
 # The effects journal's own marker (effects/writer.py), the one line a written reply has after ours.

@@ -31,6 +31,7 @@ from bot.app.github.models import ReviewComment
 from bot.app.github.payloads import CommentEvent
 from bot.app.logs import bind as bind_log_context
 from bot.app.reviews import render
+from bot.app.runs import render as run_render
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import RunDeps, run_id_for
 from bot.app.runs.usage import RunGuard, RunUsage, Stop
@@ -39,7 +40,8 @@ from bot.beam.errors import BeamError
 
 log = logging.getLogger("beam.reviews")
 
-THREAD_COMMAND = "thread"  # the name an answer's run goes by: its skill in `beam-bot usage` and /metrics
+# The name an answer's run goes by: its skill in `beam-bot usage` and /metrics.
+THREAD_COMMAND = run_render.THREAD_SKILL
 # How often the answer looks at its run's row (a `/beam cancel`) and its time cap while the model
 # writes: its one call is its only step, so the guard must be asked during it, not only before.
 WATCH_SECONDS = 1.0
@@ -214,15 +216,17 @@ class ThreadRun:
             history.append((event.comment.user.login, event.comment.body))
         messages = build_thread_prompt(path, line, code, history)
         guard = await self.usage.arm(self.ctx.config.limits)
+        prompt = sum(estimate_tokens(m["content"]) for m in messages)
         if await guard() is None:
-            guard.stop = guard.before_call(sum(estimate_tokens(m["content"]) for m in messages))
+            guard.stop = guard.before_call(prompt)
         completion: Completion | None = None
         failure: tuple[str, str | None] | None = None
         if guard.stop is None:
             try:
                 with anyio.fail_after(self.deps.run_timeout):
-                    completion = await self._call(messages, guard)
+                    completion = await self._call(messages, guard, prompt)
             except TimeoutError:
+                self.usage.meter.count_cut(prompt)  # cut while the model wrote: its prompt was read
                 failure = (f"the answer took longer than {self.deps.run_timeout:g} s", None)
             except BeamError as error:
                 failure = (error.message, error.code)
@@ -231,8 +235,10 @@ class ThreadRun:
                 failure = (str(error) or type(error).__name__, None)
         return self._end(completion, guard.stop, failure)
 
-    async def _call(self, messages: list[dict[str, str]], guard: RunGuard) -> Completion | None:
-        """The one model call, stopped as soon as the guard says so (None then)."""
+    async def _call(self, messages: list[dict[str, str]], guard: RunGuard, prompt: int) -> Completion | None:
+        """The one model call, stopped as soon as the guard says so (None then). A call stopped so
+        still cost its prompt, about `prompt` tokens: the meter counts it (a cancelled command's
+        calls count too, each ending before its run stops), not the 0 a call cut short reports."""
         answered: list[Completion] = []
         failed: list[Exception] = []
         async with anyio.create_task_group() as group:
@@ -258,6 +264,7 @@ class ThreadRun:
         if answered:
             guard.stop = None  # it answered before the stop was seen: the answer stands
             return answered[0]
+        self.usage.meter.count_cut(prompt)
         return None
 
     def _end(

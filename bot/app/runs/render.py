@@ -65,6 +65,26 @@ def _marker(run_id: str) -> str:
     return MARKER.format(run_id=run_id)
 
 
+# The skill an answer in one of the bot's review threads runs as (reviews/threads.py): its run has no
+# tracking comment, and what it says goes to the thread it answers.
+THREAD_SKILL = "thread"
+
+
+def thread_marker(comment_id: int) -> str:
+    """The last line of the bot's answer to review comment `comment_id` (reviews/render.answers)."""
+    return f"<!-- beam-thread-reply:{comment_id} -->"
+
+
+def thread_gave_up(comment_id: int, run_id: str, reason: str, code: str) -> str:
+    """An answer in a review thread whose job gave up before it answered (runs/sweep.py), said in the
+    thread where the question is. It ends with an answer's marker: a second delivery of the question
+    is not asked again, and a new mention is a new question."""
+    return (
+        f"❌ This answer (run `{run_id[:8]}`) failed ({code}): {md.untrusted(reason.rstrip('.'))}. "
+        f"Mention me again to retry.\n\n{thread_marker(comment_id)}"
+    )
+
+
 def _steps(progress: Progress, limit: int = 30) -> str:
     shown = progress.tools[-limit:]
     lines = [f"- [x] {tool}" for tool in shown]

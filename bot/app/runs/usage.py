@@ -49,6 +49,13 @@ class Meter:
             prompt_tokens=self.input_tokens, completion_tokens=self.output_tokens, total_tokens=self.tokens
         )
 
+    def count_cut(self, prompt_tokens: int) -> None:
+        """A call stopped before it answered (a `/beam cancel` or a time cap while the model wrote): no
+        usage comes back from it, yet the server read its prompt and bills it. It counts as a call with
+        `prompt_tokens` as the caller estimated them; its output, never received, is not known."""
+        self.calls += 1
+        self.input_tokens += max(0, prompt_tokens)
+
     def _count(self, completion: Completion) -> Completion:
         self.calls += 1
         if completion.usage is not None:

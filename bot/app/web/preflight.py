@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from bot.app.jobs.offline import describe
 from bot.app.jobs.store import Store, build_url
 from bot.app.settings import Settings, SettingsError, ensure_work_dir
+from bot.beam import providers
 from bot.beam.errors import BeamError
 from bot.beam.model_env import DEFAULT_BASE_URL, DEFAULT_MODEL, read_model_env
 
@@ -63,6 +64,8 @@ def describe_model(env: Mapping[str, str] | None = None) -> str:
             return f"model: the echo model (no API key set; with BEAM_API_KEY: {where})"
     except BeamError as error:
         return f"model: not usable ({error})"
+    if said.provider is providers.OLLAMA:
+        return f"model: {said.model} at {said.base_url} (Ollama, from {said.key_var}; no key)"
     from_var = "" if said.provider is None else f": {said.key_var}"
     return f"model: {said.model} at {said.base_url} (API key set{from_var})"
 

@@ -21,6 +21,7 @@ import pytest
 from sqlalchemy import select, update
 
 from bot.app.approvals.flow import Approvals
+from bot.app.context.budget import estimate_tokens
 from bot.app.git.checkout import Checkouts
 from bot.app.github.api import GitHubApi
 from bot.app.github.client import GitHubApp
@@ -34,6 +35,7 @@ from bot.app.limits.report import format_usage, usage_by
 from bot.app.reviews import threads
 from bot.app.reviews.threads import ThreadReplies
 from bot.app.runs.run import RunDeps
+from bot.app.runs.sweep import finish_abandoned_runs
 from bot.app.webhooks.handlers import Webhooks
 from bot.beam.completion import Completion, ScriptedClient
 from bot.beam.tools import ToolSpec
@@ -60,8 +62,10 @@ class HeldModel(ScriptedClient):
         super().__init__(steps)
         self.asked = anyio.Event()
         self.release = anyio.Event()
+        self.prompt: list[dict[str, Any]] = []  # what the held call was sent
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[ToolSpec]) -> Completion:
+        self.prompt = list(messages)
         self.asked.set()
         await self.release.wait()
         return await super().complete(messages, tools)
@@ -154,6 +158,11 @@ def limits() -> Limits:
 
 
 @pytest.fixture
+def run_timeout() -> float:
+    return 600.0  # RunDeps' own
+
+
+@pytest.fixture
 async def llm(request: pytest.FixtureRequest) -> ScriptedClient:
     """The scripted model with one answer; `held` (indirect), the same held inside its call."""
     if getattr(request, "param", None) == "held":
@@ -164,7 +173,12 @@ async def llm(request: pytest.FixtureRequest) -> ScriptedClient:
 
 @pytest.fixture
 async def rig(
-    db_url: str, fake_clock: FakeClock, tmp_path: Path, limits: Limits, llm: ScriptedClient
+    db_url: str,
+    fake_clock: FakeClock,
+    tmp_path: Path,
+    limits: Limits,
+    llm: ScriptedClient,
+    run_timeout: float,
 ) -> AsyncIterator[Rig]:
     with checked_fake_github() as fake:
         fake.add_repo(REPO, installation_id=INSTALLATION)
@@ -187,7 +201,13 @@ async def rig(
 
             policy = Policy(limits=limits, prices=Prices(3.0, 15.0))
             deps = RunDeps(
-                store, Checkouts(tmp_path / "work"), llm, token, BotIdentity(github, BOT), policy=policy
+                store,
+                Checkouts(tmp_path / "work"),
+                llm,
+                token,
+                BotIdentity(github, BOT),
+                policy=policy,
+                run_timeout=run_timeout,
             )
             approvals = Approvals(github, deps, JobQueue(store))
             webhooks = Webhooks(github, deps, approvals, threads=ThreadReplies(deps))
@@ -314,6 +334,34 @@ async def test_cancel_stops_a_thread_answer_while_the_model_is_writing(
     (row,) = await rig.run_rows()
     assert row["status"] == "cancelled" and row["cancelled_by"] == "maintainer"
     assert len(held.requests) == 0  # held inside its call: nothing came back from it
+    # Yet the server read the prompt: the cut call is counted with its prompt's tokens as estimated
+    # before the call (no usage comes back from a call cut short), on the row, the footer and the report.
+    prompt = sum(estimate_tokens(m["content"]) for m in held.prompt)
+    assert prompt > 100
+    assert (row["input_tokens"], row["output_tokens"]) == (prompt, 0)
+    assert row["usage"]["prompt_tokens"] == prompt
+    assert f"· {prompt:,} input / 0 output tokens · 1 model call · " in answer
+    report = format_usage(await usage_by(rig.store, ("repo", "requester"), Prices(3.0, 15.0)), "today")
+    line = next(line for line in report.splitlines() if line.startswith(REPO))
+    assert line.split()[:5] == [REPO, "maintainer", "1", f"{prompt:,}", "0"]
+
+
+@pytest.mark.parametrize(("llm", "run_timeout"), [("held", 0.5)], indirect=["llm"])
+async def test_an_answer_past_the_run_timeout_fails_in_its_thread_and_counts_the_prompt_it_sent(
+    rig: Rig,
+) -> None:
+    held = rig.llm
+    assert isinstance(held, HeldModel)
+    await rig.ask("@beam-bot is this really wrong?")
+    with anyio.fail_after(WAIT):  # the model is never released: the run's own timeout ends it
+        await rig.run_next()
+    (answer,) = rig.in_thread()
+    assert answer.startswith("Sorry, I could not answer this time; mention me again to retry.")
+    prompt = sum(estimate_tokens(m["content"]) for m in held.prompt)
+    assert prompt > 100 and f"· {prompt:,} input / 0 output tokens · 1 model call · " in answer
+    (row,) = await rig.run_rows()
+    assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("failed", prompt, 0)
+    assert row["error_message"] == "the answer took longer than 0.5 s"
 
 
 async def test_cancel_stops_a_queued_thread_answer_before_the_model_is_asked(rig: Rig) -> None:
@@ -323,3 +371,48 @@ async def test_cancel_stops_a_queued_thread_answer_before_the_model_is_asked(rig
     (answer,) = rig.in_thread()
     assert "was cancelled by @maintainer." in answer and rig.llm.requests == []
     assert (await rig.run_rows())[0]["status"] == "cancelled"
+
+
+async def give_up(rig: Rig, job: Job, state: str) -> int:
+    """The run job ends `state` without writing its answer (a worker lost, the last attempt failed),
+    and the sweep makes its end known, as the worker pool calls it."""
+    async with rig.store.write() as conn:
+        await conn.execute(update(jobs).where(jobs.c.id == job.id).values(state=state))
+    return await finish_abandoned_runs(rig.webhooks.deps, rig.webhooks.github, job.id)
+
+
+async def test_a_thread_answer_whose_job_died_says_so_in_its_thread_not_on_the_pull_request(rig: Rig) -> None:
+    question = await rig.ask("@beam-bot is this really wrong?")
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None and job.kind == "run"
+    assert await give_up(rig, job, "dead") == 1
+    (row,) = await rig.run_rows()
+    assert rig.in_thread() == [
+        f"❌ This answer (run `{row['id'][:8]}`) failed (BEM-339): the job was given up: the process "
+        "running it was lost on its last attempt. Mention me again to retry."
+    ]
+    assert rig.said() == []  # nothing on the pull request's conversation: the question was in the thread
+    assert (row["status"], row["error_code"]) == ("failed", "BEM-339")
+    # It is the answer to that reply: delivered again, the reply is not asked again.
+    await rig.ask("", again=question)
+    assert len(await rig.run_rows()) == 1 and rig.llm.requests == []
+    assert await finish_abandoned_runs(rig.webhooks.deps, rig.webhooks.github) == 0
+    assert len(rig.in_thread()) == 1
+
+
+async def test_a_thread_answer_recorded_but_not_written_is_written_in_its_thread_by_the_sweep(
+    rig: Rig,
+) -> None:
+    await rig.ask("@beam-bot is this really wrong?")
+    job = await JobQueue(rig.store).claim("w", 30.0)
+    assert job is not None
+    rig.fake.inject("POST", r"/comments/\d+/replies$", status=502)
+    with pytest.raises(Reschedule):  # the answer is recorded; GitHub refused its reply
+        await rig.webhooks.on_run(job)
+    rig.clock.advance(60)  # past the time the refused write could still land
+    assert rig.in_thread() == [] and await give_up(rig, job, "failed") == 1
+    (answer,) = rig.in_thread()
+    assert answer.startswith("f2 should add, as f1 does.\n\n<sub>model `fake-model` · 1,200 input")
+    assert rig.said() == [] and len(rig.llm.requests) == 1
+    (row,) = await rig.run_rows()
+    assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("succeeded", 1200, 80)
