@@ -82,10 +82,10 @@ class ChangeRun:
     run_timeout: float
     # A second door the review leaves by, besides the terminal (`beam-bot review <URL> --post`).
     door: Door | None = None
-    # What the run produced, for a caller that posts it (`beam-bot review <URL> --post`).
-    review: LocalReview | None = None
+    # What the run produced, for `beam-bot <skill> <URL> --post`: another skill's answer, posted after
+    # the run, and what a partial review did not cover (its partial line).
     answer: str = ""
-    missing: str = ""  # a partial review: what it did not cover (its partial line)
+    missing: str = ""
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -133,7 +133,7 @@ class ChangeRun:
         run_id = str(uuid.uuid4())
         usage = RunUsage(client, None, run_id, 0, self.policy, time.monotonic())
         guard = await usage.arm(self.config.limits)
-        review = self.review = LocalReview(change.head_sha, root=path)
+        review = LocalReview(change.head_sha, root=path)
         for problem in self.config_errors:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
@@ -176,7 +176,7 @@ class ChangeRun:
                             meter=usage.meter,
                             guard=guard,
                             post=poster,
-                            blob_url=lambda rel, start, end: f"{rel}#L{start}-L{end}",
+                            blob_url=lambda rel, first, last: f"{rel}#L{first}-L{last}",
                             run_id=run_id,
                             repository=change.repository,
                             number=0,
