@@ -72,6 +72,7 @@ from review_eval_cases import (
 from review_judge import praises, states_bug
 from review_runs import runs_table, unread, verdicts
 
+from bot.app.context.pass_prompts import PassPrompts
 from bot.app.context.prompt import AUTO_REVIEW_TASK as TASK
 from bot.app.context.prompt import MAX_BODY_CHARS, build_review_prompts
 from bot.app.context.review_context import review_context
@@ -79,7 +80,6 @@ from bot.app.github.models import PullFile, PullRequest
 from bot.app.limits.policy import Limits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews.claims import problem_claims
-from bot.app.reviews.pass_end import PassPrompts
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
 from bot.app.runs.usage import Meter, RunGuard

@@ -1,17 +1,17 @@
 """`review`, `summarize`, `commit-notes` and `ask` on a local change, built as `/beam` builds them.
 
-The change becomes the pull request's objects (`change.py`); the prompt comes from
-`bot.app.context.prompt.build_prompt`, the tools and the runner from `bot.app.runs.skill_agent`, the
+The change becomes the pull request's objects (`change.py`); the prompts come from
+`bot.app.context.pass_prompts`, the tools and the runner from `bot.app.runs.skill_agent`, the
 limits from the server's settings (`BEAM_MAX_TOKENS_PER_RUN`, `BEAM_MAX_MINUTES_PER_RUN`,
 `BEAM_JOB_TIMEOUT`) lowered by the repository's `.github/beam.yml` on its default branch, as on
-GitHub. What differs is only what a checkout cannot have: the review is printed instead of posted, a
+GitHub. What differs is only what a checkout cannot have: the review is printed (and, with
+`review <URL> --post`, posted through a second door as well, pull_request.py), a
 run is not recorded, cancelled or counted against an installation's monthly budget, and tool links
 are paths of the checkout.
 """
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
 from collections.abc import Callable
@@ -22,21 +22,21 @@ from typing import TextIO
 import anyio
 
 from bot.app.context.diff_context import DiffCut, overflow_retry
-from bot.app.context.linters import lint_skipped
+from bot.app.context.linters import LintReport, lint_skipped
+from bot.app.context.pass_prompts import Asked, BuildPrompts, PassPrompts, PromptBuilder
 from bot.app.context.prompt import Coverage
-from bot.app.context.review_context import ReviewContext
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Policy
 from bot.app.repo_config import CONFIG_PATH, RepoConfig, parse_repo_config
-from bot.app.reviews.pass_end import BuildPrompts, PassPrompts
-from bot.app.reviews.posting import Draft, Poster, pass_notes
+from bot.app.reviews.pass_end import PassEnd
+from bot.app.reviews.posting import Door, Draft, Poster, pass_notes
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.selection import rules_sections
 from bot.app.runs import render
 from bot.app.runs.deps import MAX_PULL_FILES, run_timeout
 from bot.app.runs.host_tools import ToolReport
-from bot.app.runs.skill_agent import run_prompts, run_tools, skill_runner
-from bot.app.runs.usage import RunGuard, RunUsage, stopped_outcome
+from bot.app.runs.skill_agent import run_tools, skill_runner
+from bot.app.runs.usage import RunGuard, RunUsage, Stop, stopped_outcome
 from bot.app.settings import SettingsError, load_settings
 from bot.beam.commit_tree import CommitTree
 from bot.beam.completion import CompletionClient
@@ -48,13 +48,24 @@ from bot.beam.types import AgentResult, ContentPart, InvokeRequest
 from bot.local.change import LocalChange
 from bot.local.git import UsageError, change_base, default_branch, head_label, try_git
 from bot.local.options import RunOptions
-from bot.local.output import FramePrinter, LocalReview, PrintMode, review_report
-from bot.local.terminal_text import as_text
+from bot.local.output import FramePrinter, LocalReview, PrintMode, print_end
 
 OVERFLOW_RETRY = "the prompt overflowed the model's context; trying once more with half the diff"
-# How `beam-bot run review` ended (docs/commands.md): 0 reviewed, 1 failed, 2 bad usage, and these.
-EXIT_PARTIAL = 3  # a cap or a call that never answered stopped it; what was found is printed
-EXIT_NOT_REVIEWED = 4  # the model never gave a review: nothing is printed as one
+
+
+def ran_notes(
+    stop: Stop | None,
+    text: str,
+    coverage: Coverage,
+    lint: LintReport | None,
+    truncated: list[str],
+    shown: int,
+) -> list[str]:
+    """What a skill other than review says after its call, as `SkillRun` says it on GitHub: the cap
+    that stopped it, the files no call read, what the budget left out, the linters that could not run."""
+    notes = stopped_outcome(stop, text).get("notes", []) if stop is not None else []
+    notes += render.not_read_note(coverage.skipped, coverage.cut + truncated, coverage.total_files, shown)
+    return notes + render.coverage_lines(coverage.left_out, lint_skipped(lint))
 
 
 @dataclass
@@ -69,10 +80,12 @@ class ChangeRun:
     config_errors: list[str]
     policy: Policy
     run_timeout: float
-    # What the run produced, for a caller that posts it (`beam-bot review <URL> --post`).
-    review: LocalReview | None = None
+    # A second door the review leaves by, besides the terminal (`beam-bot review <URL> --post`).
+    door: Door | None = None
+    # What the run produced, for `beam-bot <skill> <URL> --post`: another skill's answer, posted after
+    # the run, and what a partial review did not cover (its partial line).
     answer: str = ""
-    missing: str = ""  # a partial review: what it did not cover (its partial line)
+    missing: str = ""
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -115,14 +128,12 @@ class ChangeRun:
         # `path` (a scratch directory), for the linters, as on GitHub (runs/workspace.py).
         # It cannot write a ref either: the view refuses every write (BEM-342).
         tree = CommitTree(self.repo, change.head_sha, scratch=SandboxRoot(path))
-        await anyio.to_thread.run_sync(
-            tree.materialise, [*(f.filename for f in change.files[:MAX_PULL_FILES]), ".gitattributes"]
-        )
-        started = time.monotonic()
+        files = change.files[:MAX_PULL_FILES]
+        await anyio.to_thread.run_sync(tree.materialise, [*(f.filename for f in files), ".gitattributes"])
         run_id = str(uuid.uuid4())
-        usage = RunUsage(client, None, run_id, 0, self.policy, started)
+        usage = RunUsage(client, None, run_id, 0, self.policy, time.monotonic())
         guard = await usage.arm(self.config.limits)
-        review = self.review = LocalReview(change.head_sha, root=path)
+        review = LocalReview(change.head_sha, root=path)
         for problem in self.config_errors:
             err.write(f"beam-bot run: {CONFIG_PATH}: {problem} (the defaults apply)\n")
         # `review --json` prints the review object alone; the other skills' `--json` prints frames.
@@ -131,36 +142,20 @@ class ChangeRun:
             out, mode, self.activity(), show_answer=not is_review, meter=usage.meter, streams_from=client
         )
 
-        async def to_terminal(draft: Draft) -> int:
-            return await review.post(draft.body, draft.comments)
+        async def door(draft: Draft) -> int:
+            printed = await review.post(draft.body, draft.comments)  # what the terminal shows
+            if self.door is not None:  # `review <URL> --post`: GitHub's too
+                await self.door(draft)
+            return printed
 
         # `review.severity` and `max_comments` apply as on GitHub: the one poster (reviews/posting.py).
-        poster = Poster(self.config.review, to_terminal, lambda: usage.summary(printer.tool_steps))
-
-        def blob_url(rel: str, start: int, end: int) -> str:
-            return f"{rel}#L{start}-L{end}"
-
-        files = change.files[:MAX_PULL_FILES]
-        event, pull = change.event(self.options.instructions), change.pull_request()
-        built: list[tuple[Coverage, ReviewContext]] = []
-
-        async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
-            coverage, context = await run_prompts(
-                tree.sandbox,
-                event,
-                skill.name,
-                self.options.instructions,
-                pull,
-                shown,
-                len(change.files),
-                rules=self.config.review,
-                limits=self.policy.limits,
-                one_call=one_call,
-                sections=rules_sections(self.config.review, [f.filename for f in shown]),
-                order=order,
-            )
-            built.append((coverage, context))
-            return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
+        poster = Poster(self.config.review, door, lambda: usage.summary(printer.tool_steps))
+        rules = self.config.review
+        asked = Asked(change.event(self.options.instructions), skill.name, self.options.instructions)
+        sections = rules_sections(rules, [f.filename for f in files])
+        prompts = PromptBuilder(
+            tree.sandbox, asked, change.pull_request(), len(change.files), rules, self.policy.limits, sections
+        )
 
         def overflowed(cut: DiffCut | None = None) -> None:
             printer.clear()
@@ -168,6 +163,7 @@ class ChangeRun:
 
         report = ToolReport()
         notes: list[str] = []
+        end: PassEnd | None = None
         try:
             with anyio.fail_after(self.run_timeout):
                 async with printer.alive():
@@ -180,19 +176,18 @@ class ChangeRun:
                             meter=usage.meter,
                             guard=guard,
                             post=poster,
-                            blob_url=blob_url,
+                            blob_url=lambda rel, first, last: f"{rel}#L{first}-L{last}",
                             run_id=run_id,
                             repository=change.repository,
                             number=0,
                             on_frame=printer,
                             session=uuid.uuid4(),
                             on_overflow=overflowed,
-                            passes=self.config.review.passes_limit(self.policy.limits.review_max_passes),
-                            verify=self.config.review.verify,
+                            passes=rules.passes_limit(self.policy.limits.review_max_passes),
+                            verify=rules.verify,
                         ).run()
                         result = end.result
                     else:
-                        end = None
                         result = await self._one_call(
                             tree, files, prompts, report, usage, guard, printer, overflowed, notes
                         )
@@ -203,39 +198,15 @@ class ChangeRun:
             out.flush()
             err.write(f"✗ failed: {error}\n")
             return 1
-        coverage, context = built[-1]
-        if end is not None and end.kind == "not_reviewed":  # nothing was posted: said, and exit 4
-            out.flush()
-            err.write(f"✗ not reviewed ({end.code}): {end.reason}\n")
-            if as_json:
-                out.write(json.dumps({"review": None, "not_reviewed": end.code, "reason": end.reason}) + "\n")
-            return EXIT_NOT_REVIEWED
-        # A review answered as structured output ran no tool loop, so it has no agent result.
-        printer.finish(usage.meter)
-        self.answer = text = result.text if result is not None else ""
-        if end is not None:  # what every door says after a pass (reviews/posting.py)
-            review.posted_with = end.posted_with
+        self.answer = result.text if result is not None else ""
+        self.missing = end.reason if end is not None and end.kind == "partial" else ""
+        coverage, context = prompts.last
+        if end is None:  # every skill but review: what stopped it, what no call read
+            notes += ran_notes(guard.stop, self.answer, coverage, context.lint, report.truncated, len(files))
+        else:  # what every door says after a pass (reviews/posting.py)
             notes += pass_notes(end, coverage, context.lint, len(change.files), len(files))
-            self.missing = end.reason if end.kind == "partial" else ""
-        else:
-            if guard.stop is not None:
-                notes += stopped_outcome(guard.stop, text).get("notes", [])
-            notes += render.not_read_note(
-                coverage.skipped, coverage.cut + report.truncated, len(change.files), len(files)
-            )
-            notes += render.coverage_lines(coverage.left_out, lint_skipped(context.lint))
-        if is_review and as_json:
-            printed = review_report(review, result, usage.meter, notes, end.held if end else ())
-            out.write(json.dumps(printed, ensure_ascii=False) + "\n")
-        elif is_review:
-            if review.posted_with == "review_change" and text.strip():
-                out.write(as_text(text) + "\n")
-            out.write("\n" + review.human() + "\n")
-        if not as_json:
-            for note in notes:
-                out.write(f"note: {note}\n")
-        out.flush()
-        return EXIT_PARTIAL if end is not None and end.kind == "partial" else 0
+        shown = review if is_review else None
+        return print_end(out, err, printer, usage.meter, shown, end, result, notes, as_json=as_json)
 
     async def _one_call(
         self,

@@ -15,7 +15,7 @@ from typing import Any, Literal, TextIO
 import anyio
 
 from bot.app.github.models import InlineComment
-from bot.app.reviews.pass_end import PostedWith
+from bot.app.reviews.pass_end import PassEnd, PostedWith
 from bot.app.runs import render
 from bot.app.runs.usage import Meter
 from bot.beam.completion import CompletionClient
@@ -24,6 +24,9 @@ from bot.beam.types import AgentResult, StreamChunk, StreamChunkType
 from bot.local.terminal_text import as_text
 
 PrintMode = Literal["human", "json", "quiet"]
+# How `beam-bot run review` ended (docs/commands.md): 0 reviewed, 1 failed, 2 bad usage, and these.
+EXIT_PARTIAL = 3  # a cap or a call that never answered stopped it; what was found is printed
+EXIT_NOT_REVIEWED = 4  # the model never gave a review: nothing is printed as one
 # How often the live line is drawn again: each second on a terminal; on a pipe or a file, where a
 # line cannot be redrawn, a plain line now and then shows the run is alive without flooding a log.
 TTY_EVERY = 1.0
@@ -348,3 +351,44 @@ def review_report(
         "notes": notes,
         "dropped": list(dropped),
     }
+
+
+def print_end(
+    out: TextIO,
+    err: TextIO,
+    printer: FramePrinter,
+    meter: Meter,
+    review: LocalReview | None,
+    end: PassEnd | None,
+    result: AgentResult | None,
+    notes: list[str],
+    *,
+    as_json: bool,
+) -> int:
+    """What `beam-bot run` prints once its calls are done, and its exit code. A review (`review`,
+    with its pass's `end`) that never was is said on stderr (exit 4: nothing is printed as one);
+    otherwise the review as GitHub would get it (`--json`: the review object alone, with the notes in
+    it), then the notes. Another skill streamed its answer already: only its notes are left."""
+    if end is not None and end.kind == "not_reviewed":  # nothing was posted: said, and exit 4
+        out.flush()
+        err.write(f"✗ not reviewed ({end.code}): {end.reason}\n")
+        if as_json:
+            out.write(json.dumps({"review": None, "not_reviewed": end.code, "reason": end.reason}) + "\n")
+        return EXIT_NOT_REVIEWED
+    # A review answered as structured output ran no tool loop, so it has no agent result.
+    printer.finish(meter)
+    if review is not None and end is not None:
+        review.posted_with = end.posted_with
+    if review is not None and as_json:
+        printed = review_report(review, result, meter, notes, end.held if end else ())
+        out.write(json.dumps(printed, ensure_ascii=False) + "\n")
+    elif review is not None:
+        text = result.text if result is not None else ""
+        if review.posted_with == "review_change" and text.strip():
+            out.write(as_text(text) + "\n")
+        out.write("\n" + review.human() + "\n")
+    if not as_json:
+        for note in notes:
+            out.write(f"note: {note}\n")
+    out.flush()
+    return EXIT_PARTIAL if end is not None and end.kind == "partial" else 0

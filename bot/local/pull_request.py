@@ -5,9 +5,11 @@ The pull request is read through the API with a token (GITHUB_TOKEN, else GH_TOK
 git only in its environment, never in argv or a file), and the run is `beam-bot run`'s change run
 (change_run.py), the GitHub commands' own prompt, tools and review pass, with the pull request's
 title and description. The review is printed as `run review` prints it, its draft built by the one
-poster (reviews/posting.py); `--post` is its GitHub door: the same typed call the App makes (a review,
-event COMMENT, with the inline comments it kept). A partial review is posted too, as the App posts
-one (its body says it is partial); the run then says what is missing and exits 3.
+poster (reviews/posting.py); `--post` gives that poster a second door, `GitHubDoor`: inside the run,
+the draft is posted with the same typed call the App makes (a review, event COMMENT, with the inline
+comments it kept). A partial review is posted too, as the App posts one (its body says it is
+partial); the run then says what is missing and exits 3. Another skill's answer is posted after the
+run, as a comment.
 
 `--post` posts only new findings: the App and the Action leave on each inline comment the finding's
 key as a hidden marker (reviews/findings.py), and a finding already there in a comment of the bot's
@@ -27,7 +29,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -41,12 +43,13 @@ from bot.app.github.auth import ONE_INSTALLATION, TokenAuth
 from bot.app.github.client import InstallationClient
 from bot.app.github.models import PullRequest
 from bot.app.reviews.findings import fresh_findings, known_keys
+from bot.app.reviews.posting import Draft
 from bot.beam.completion import CompletionClient
 from bot.beam.errors import BeamError
-from bot.local.change_run import EXIT_PARTIAL, ChangeRun
+from bot.local.change_run import ChangeRun
 from bot.local.git import TemporaryWorktree, UsageError, check_repository, check_stopped
 from bot.local.options import RunOptions, resolve_skill
-from bot.local.output import inline_comments
+from bot.local.output import EXIT_PARTIAL, inline_comments
 from bot.local.pull_target import PullOptions, PullTarget, check_pull
 from bot.local.stop import PIPE_CLOSED, signal_name, stoppable
 
@@ -212,6 +215,10 @@ async def _run(
         base=replace(change_run.change.base, label=pull.base.ref),
         requester=pull.user.login if pull.user else change_run.change.requester,
     )
+    door = None
+    if options.post and options.skill == "review":
+        login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN
+        door = change_run.door = GitHubDoor(gh, target, pull, login, posting)
     owned = client is None
     if client is None:
         client, described = pick_client()
@@ -227,14 +234,20 @@ async def _run(
         aclose = getattr(client, "aclose", None)
         if owned and aclose is not None:
             await aclose()
+    if not options.post:
+        return code
+    if door is None:  # another skill's answer: posted once the run is done
+        if code != 0:
+            return code
+        posted = await _post_answer(options, target, change_run, gh, out, err, posting)
+    elif door.drafts:
+        posted = door.said(out, err)
+    else:  # not reviewed, or failed before the review was done: nothing was posted
+        return code
+    if posted != 0 or code != EXIT_PARTIAL:
+        return posted or code
     # A partial review is posted as the App posts it (its body says it is partial), then the exit
     # code still says what is missing.
-    if code not in (0, EXIT_PARTIAL) or not options.post:
-        return code
-    login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN
-    posted = await _post(options, target, pull, change_run, gh, login, out, err, posting)
-    if posted != 0 or code != EXIT_PARTIAL:
-        return posted
     what = change_run.missing.removeprefix("**partial:** ") or "not every file was read."
     out.write(f"partial: the posted review covers part of the change: {what}\n")
     return EXIT_PARTIAL
@@ -251,52 +264,81 @@ async def new_findings(
     return fresh_findings(comments, None, known_keys(existing, login))
 
 
-async def _post(
+@dataclass
+class GitHubDoor:
+    """`--post`'s door for a review (reviews/posting.py `Door`): the draft the one poster built is
+    posted from inside the run, as the App posts it: a review, event COMMENT, with the inline comments
+    whose findings are not on the pull request yet (none new: nothing is posted, as an automatic
+    review posts nothing). What happened is said after the printed review (`said`), so the terminal
+    reads the review, its notes, then where it was posted; a GitHub error is kept for then too, and
+    the run goes on to print what the model found."""
+
+    gh: InstallationClient
+    target: PullTarget
+    pull: PullRequest
+    login: str
+    posting: Posting
+    drafts: int = 0  # how many drafts the poster gave (a pass posts once)
+    repeated: int = 0  # findings already on the pull request, not posted again
+    where: str | None = None  # the posted review; None: nothing was posted
+    error: GitHubError | None = None
+
+    async def __call__(self, draft: Draft) -> int | None:
+        self.drafts += 1
+        try:
+            fresh = await new_findings(self.gh, self.target, draft.comments, self.login)
+            self.repeated = len(draft.comments) - len(fresh)
+            if self.repeated and not fresh:
+                return None
+            self.posting.sent = "review"
+            made = await self.gh.create_review(
+                self.target.owner,
+                self.target.repo,
+                self.target.number,
+                self.pull.head.sha,
+                draft.body,
+                "COMMENT",
+                inline_comments(fresh),
+            )
+        except GitHubError as error:
+            self.error = error
+            return None
+        self.where = made.html_url or f"review {made.id}"
+        return made.id
+
+    def said(self, out: TextIO, err: TextIO) -> int:
+        """Where the review went, after the printed review: 0, or 1 when GitHub refused it."""
+        if self.error is not None:
+            err.write(f"beam-bot review: not posted: {self.error}\n")
+            return 1
+        if self.repeated:
+            out.write(f"note: {already_posted(self.repeated)}\n")
+        out.write(f"posted: {self.where or 'nothing, no new findings'}\n")
+        return 0
+
+
+async def _post_answer(
     options: PullOptions,
     target: PullTarget,
-    pull: PullRequest,
     change_run: ChangeRun,
     gh: InstallationClient,
-    login: str,
     out: TextIO,
     err: TextIO,
     posting: Posting,
 ) -> int:
-    review = change_run.review
+    """Another skill's answer, as a comment on the pull request, shown as the App shows it: no `<!--`
+    of it hides text (issue 40)."""
+    text = change_run.answer.strip()
+    if not text:
+        err.write(f"beam-bot {options.skill}: the run gave no answer to post\n")
+        return 1
     try:
-        if options.skill == "review" and review is not None:
-            fresh = await new_findings(gh, target, review.findings, login)
-            if len(fresh) < len(review.findings):
-                repeated = len(review.findings) - len(fresh)
-                out.write(f"note: {already_posted(repeated)}\n")
-                if not fresh:  # as an automatic review: nothing new, nothing posted
-                    out.write("posted: nothing, no new findings\n")
-                    return 0
-            posting.sent = "review"
-            made = await gh.create_review(
-                target.owner,
-                target.repo,
-                target.number,
-                pull.head.sha,
-                review.body,
-                "COMMENT",
-                inline_comments(fresh),
-            )
-            where = made.html_url or f"review {made.id}"
-        else:
-            text = change_run.answer.strip()
-            if not text:
-                err.write(f"beam-bot {options.skill}: the run gave no answer to post\n")
-                return 1
-            # The model's answer, shown as the App shows it: no `<!--` of it hides text (issue 40).
-            shown = md.untrusted(text)
-            posting.sent = "comment"
-            comment = await gh.create_comment(target.owner, target.repo, target.number, shown)
-            where = comment.html_url
+        posting.sent = "comment"
+        comment = await gh.create_comment(target.owner, target.repo, target.number, md.untrusted(text))
     except GitHubError as error:
         err.write(f"beam-bot {options.skill}: not posted: {error}\n")
         return 1
-    out.write(f"posted: {where}\n")
+    out.write(f"posted: {comment.html_url}\n")
     return 0
 
 

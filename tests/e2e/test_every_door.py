@@ -5,7 +5,9 @@ leaves by, each on its own copy of the same pull request: `/beam review` on the 
 What each posts (or prints) is compared: the same findings, the same body, the same footer. They
 differ only where the door must: an automatic review names the range it reviewed, and the doors that
 post to GitHub mark each finding (the ledger's key) and each write (the journal's key), which a
-printed review has no use for."""
+printed review has no use for. And what the model is sent is compared too: the same change reads the
+same through every door; the task before it differs only between a request someone made and an
+automatic review, and the request only by who made it."""
 
 from __future__ import annotations
 
@@ -95,6 +97,25 @@ _EFFECT = re.compile(r"\n?<!-- beam-effect:[^>]*-->")
 _FINDING = re.compile(r"\n*<!-- beam-finding:[^>]*-->")
 _RANGE = re.compile(r"\n*<sub>Automatic review of [^<]* by beam-bot\.</sub>")
 _NUMBERS = re.compile(r"\d[\d,.]*")
+# What the model is sent that each door must have its own of: who asked (nobody, for an automatic
+# review), the commits' ids (each door's stack makes its own), and the pull request's number and
+# title (a checkout has neither: `run review` names the change by its commit).
+_REQUESTER = re.compile(r"^Request from @[^:\n]*:", re.M)
+_SHA = re.compile(r"\([0-9a-f]{12}\)")
+_PULL = re.compile(r"^pull request #\d+: .*$", re.M)
+_FENCE = re.compile(r"^(`{3,}|~{3,})untrusted$", re.M)
+
+
+def first_prompt(story: Story) -> tuple[str, str]:
+    """The first call's prompt, as (the task before the pull request, the pull request as data),
+    without what each door must have its own of."""
+    messages = story.bot.llm.requests[0]["messages"]
+    prompt = next(m["content"] for m in messages if m["role"] == "user")
+    prompt = _REQUESTER.sub("Request from @WHO:", prompt)
+    prompt = _PULL.sub("pull request #N: TITLE", _SHA.sub("(SHA)", prompt))
+    fence = _FENCE.search(prompt)
+    assert fence is not None, prompt
+    return prompt[: fence.start()], prompt[fence.start() :]
 
 
 def said(posted: Posted) -> tuple[str, str, list[tuple[str, int, str]]]:
@@ -108,6 +129,7 @@ def said(posted: Posted) -> tuple[str, str, list[tuple[str, int, str]]]:
 
 def test_one_scripted_review_says_the_same_through_every_door(tmp_path: Path) -> None:
     seen: dict[str, Posted] = {}
+    sent: dict[str, tuple[str, str]] = {}
     for name, door in DOORS.items():
         where = tmp_path / re.sub(r"\W+", "-", name).strip("-")
         with review_stack(where, CONFIG + RULES) as story:
@@ -116,6 +138,7 @@ def test_one_scripted_review_says_the_same_through_every_door(tmp_path: Path) ->
             story.bot.git.commit(REPO, {".github/beam.yml": CONFIG + RULES}, message="Configure beam")
             story.script_review(FINDINGS, BODY)
             seen[name] = door(story, where)
+            sent[name] = first_prompt(story)
 
     first = said(seen["/beam review"])
     text, footer, comments = first
@@ -129,3 +152,11 @@ def test_one_scripted_review_says_the_same_through_every_door(tmp_path: Path) ->
     assert "Automatic review of the whole pull request" in seen["automatic review"].body
     assert all(seen[name].marked for name in ("/beam review", "automatic review", "review <URL> --post"))
     assert not any("beam-finding" in body for *_, body in seen["run review"].comments)
+
+    # What the model was sent: the change, as data, the same through every door (the diff, its
+    # numbering, the maintainers' tone); the task the same for every request someone made.
+    task, data = sent["/beam review"]
+    assert "+    return x - 2" in data and "review.tone" in data
+    assert all(sent[name][1] == data for name in DOORS), {name: sent[name][1] for name in DOORS}
+    assert all(sent[name][0] == task for name in ("review <URL> --post", "run review")), sent
+    assert sent["automatic review"][0] != task and "on your own initiative" in sent["automatic review"][0]

@@ -60,6 +60,20 @@ def test_post_posts_the_review_as_the_app_would(stack: Stack) -> None:
     assert "posted:" in done.stdout
 
 
+def test_post_says_github_refused_the_review_after_printing_it(stack: Stack) -> None:
+    """The review is posted from inside the run (the poster's GitHub door); a refusal there does not
+    lose the review: it is printed, and the refusal said after it, with exit 1."""
+    stack.script_review()
+    refusal = stack.fake.inject("POST", r"/pulls/\d+/reviews$", status=422, times=None)
+
+    done = stack.cli("review", URL, "--post")
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert refusal.hits == 1 and stack.fake.reviews_on(REPO, NUMBER) == []
+    assert "src/calc.py:2" in done.stdout and "posted:" not in done.stdout
+    assert done.stderr.strip().splitlines()[-1].startswith("beam-bot review: not posted: ")
+
+
 def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
     """A server that answers to a schema (llama.cpp, vLLM, OpenAI) runs no tool loop: the command
     crashed on that against a real llama-server; it posts the review, signed with the model."""

@@ -70,6 +70,7 @@ class Coverage:
     left_out: list[str] = field(default_factory=list)  # lock, generated, vendored, past the budget: why
     calls: list[str] = field(default_factory=list)  # the prompt of every call (the first is returned)
     call_files: list[list[str]] = field(default_factory=list)  # the files each call reads
+    shape: str = ""  # how the diff was packed (context/review_context.py `DiffPlan.shape`), for logs
 
 
 def build_prompt(
@@ -131,6 +132,7 @@ def build_prompt(
         coverage.cut = plan.budget.cut
         coverage.call_files = [chunk.files for chunk in plan.chunks]
         coverage.left_out = plan.left_out_names()
+        coverage.shape = plan.shape
     elif event.issue is not None:
         data += [
             f"issue #{event.issue.number}: {event.issue.title}",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,18 +22,19 @@ import anyio
 import anyio.lowlevel
 
 from bot.app.context.linters import lint_skipped
-from bot.app.context.prompt import build_review_prompts
-from bot.app.context.review_context import UntrustedSection, review_context
+from bot.app.context.pass_prompts import Automatic, PromptBuilder
+from bot.app.context.review_context import UntrustedSection
 from bot.app.effects.journal import Journal
 from bot.app.git.blob_budget import BlobBudget
-from bot.app.github.client import InstallationClient, PullFile, PullRequest
+from bot.app.github.client import InstallationClient, PullRequest
+from bot.app.github.models import ReviewComment
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
-from bot.app.reviews.drafts import draft_key
+from bot.app.reviews.drafts import finish_kept_review, keep_body, note_posted
 from bot.app.reviews.finding_flow import FindingFlow
-from bot.app.reviews.findings import fresh_findings, known_keys, review_holding
-from bot.app.reviews.pass_end import PassEnd, PassPrompts
+from bot.app.reviews.findings import fresh_findings, known_keys
+from bot.app.reviews.pass_end import PassEnd
 from bot.app.reviews.posting import Draft, Poster
 from bot.app.reviews.review_pass import ReviewPass
 from bot.app.reviews.scope import Scope
@@ -172,32 +173,119 @@ class AgentReview:
                 return
 
     async def _agent(self, path: Any, run_id: str, scope: anyio.CancelScope, started: float) -> AgentOutcome:
+        """Build the request, choose the poster, run the pass: or post what an earlier attempt
+        finished (drafts.py `finish_kept_review`), and the model is not asked again."""
         head = self.pull.head.sha
-        # The head commit from the mirror's objects; only the changed files go to disk, for the linters.
-        # It writes nothing: every write is refused (BEM-342), so no ref can move.
-        checkouts = self.deps.checkouts
-        budget = BlobBudget(checkouts.mirrors, self.target.repo, self.deps.max_fetch_bytes)
-        mirror = checkouts.mirror_path(self.target.repo)
-        tree = CommitTree(mirror, head, fetch=budget, scratch=SandboxRoot(path))
-        changed = [f.filename for f in self.scope.files]
-        await anyio.to_thread.run_sync(tree.materialise, [*changed, ".gitattributes"])
+        tree = await self._tree(path)
         existing = await self.gh.list_review_comments(
             self.target.owner, self.target.name, self.pull.number, limit=3000
         )
-        seen = known_keys(existing, self.bot_login)
         result = AgentOutcome("no_findings")
         # What the review used (issue 11): its body's footer, and the installation's monthly tokens.
         usage = RunUsage.for_run(self.deps, run_id, self.target.installation_id, started)
         steps = [0]
-        span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
+        journal = Journal(self.deps.store)
+        task = Automatic(self.target.repo, self.scope.unread, self.changed, self.since)
+        prompts = PromptBuilder(
+            tree.sandbox,
+            task,
+            self.pull,
+            self.scope.total,
+            self.rules,
+            self.deps.policy.limits,
+            self.sections,
+            label=f"auto-review {run_id}",
+        )
 
-        drafts = Journal(self.deps.store)
+        def footer() -> run_render.Usage:  # read when the review is posted: the calls so far
+            return usage.summary(steps[0])
+
+        poster = self._poster(run_id, Path(path), result, journal, existing, prompts, footer)
+
+        async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
+            if not await self.current():
+                scope.cancel()
+                await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
+            await keep_body(journal, run_id, body, comments)
+            return await poster(body, comments)
+
+        async def on_frame(frame: StreamChunk) -> None:
+            steps[0] += frame.type is StreamChunkType.TOOL
+            if not await self.current():
+                scope.cancel()
+
+        blob_base = f"{self.target.html_url}/blob/{head}"
+        review = ReviewPass(
+            tree=tree,
+            files=self.scope.files,
+            prompts=prompts,
+            meter=usage.meter,
+            guard=await usage.arm(self.limits),
+            post=post,
+            blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
+            run_id=run_id,
+            repository=self.target.repo,
+            number=self.pull.number,
+            on_frame=on_frame,
+            fold_outside=False,
+            passes=self.rules.passes_limit(self.deps.policy.limits.review_max_passes),
+            verify=self.rules.verify,
+        )
+        end: PassEnd | None = None
+        try:
+            kept = await finish_kept_review(journal, run_id, existing, self.bot_login, post)
+            said: list[dict[str, Any]] | None = None  # what the review says: open findings it drops are fixed
+            if kept is not None:
+                said = kept.comments
+                if kept.made is not None:  # GitHub made it after all: the summary links it
+                    result.kind, result.findings = "reviewed", kept.made[1]
+                    result.url = f"{self.pull.html_url}#pullrequestreview-{kept.made[0]}"
+            else:
+                end = await review.run()
+                said = end.reported if end.kind == "reviewed" else None
+            if said is not None and self.findings is not None:  # on changed lines
+                await self.findings.settle_fixed(said, Path(path), head)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await usage.record()
+        result.usage = usage.summary(steps[0])
+        if prompts.built:
+            coverage, context = prompts.last
+            result.left_out, result.lint_skipped = coverage.left_out, lint_skipped(context.lint)
+        return result if end is None else ended(result, end)
+
+    async def _tree(self, path: Any) -> CommitTree:
+        """The head commit from the mirror's objects; only the changed files go to disk, for the
+        linters. It writes nothing: every write is refused (BEM-342), so no ref can move."""
+        checkouts = self.deps.checkouts
+        budget = BlobBudget(checkouts.mirrors, self.target.repo, self.deps.max_fetch_bytes)
+        mirror = checkouts.mirror_path(self.target.repo)
+        tree = CommitTree(mirror, self.pull.head.sha, fetch=budget, scratch=SandboxRoot(path))
+        changed = [f.filename for f in self.scope.files]
+        await anyio.to_thread.run_sync(tree.materialise, [*changed, ".gitattributes"])
+        return tree
+
+    def _poster(
+        self,
+        run_id: str,
+        path: Path,
+        result: AgentOutcome,
+        journal: Journal,
+        existing: list[ReviewComment],
+        prompts: PromptBuilder,
+        footer: Callable[[], run_render.Usage],
+    ) -> Poster:
+        """The automatic review's door: new findings only, on lines changed since the last review,
+        none a maintainer dismissed; the body framed by the range and what no call read; posted
+        through the journal of GitHub writes, so a retry adopts the review an attempt began."""
+        head, findings = self.pull.head.sha, self.findings
+        seen = known_keys(existing, self.bot_login)
+        span = render.commit_range(Entry("reviewed", head, self.since, self.changed is None))
         effects = self.deps.effects(self.gh)
-        findings = self.findings
 
         async def dismissed(comments: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # A finding dismissed on this pull request stays dismissed.
-            return comments if findings is None else await findings.screen(comments, Path(path), head)
+            return comments if findings is None else await findings.screen(comments, path, head)
 
         async def fresh(comments: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # New findings only, on lines changed since the last review, each with its marker.
@@ -205,9 +293,8 @@ class AgentReview:
 
         async def through_writer(draft: Draft) -> int | None:
             if not draft.comments:
-                await drafts.note(draft_key(run_id), "review_draft", {"posted": None})
+                await note_posted(journal, run_id, None)
                 return None
-            # Through the journal of GitHub writes: a retry adopts the review an attempt began.
             owner, name, number = self.target.owner, self.target.name, self.pull.number
             review = await effects.review(
                 f"{run_id}:review",
@@ -221,111 +308,28 @@ class AgentReview:
             result.kind, result.url, result.findings = "reviewed", review.html_url, len(draft.comments)
             if findings is not None:
                 await findings.record(draft.comments, head, self.bot_login)
-            await drafts.note(draft_key(run_id), "review_draft", {"posted": review.id})
+            await note_posted(journal, run_id, review.id)
             return review.id
 
         def frame(body: str) -> str:
-            covered = run_render.with_coverage(body, result.left_out, result.lint_skipped)
+            # What the prompts left out; none built when an earlier attempt's draft is posted.
+            left_out, skipped = [], []
+            if prompts.built:
+                coverage, context = prompts.last
+                left_out, skipped = coverage.left_out, lint_skipped(context.lint)
+            covered = run_render.with_coverage(body, left_out, skipped)
             return render.review_body(covered, span, self.changed is None)
 
-        poster = Poster(
-            self.rules, through_writer, lambda: usage.summary(steps[0]), [dismissed, fresh], frame
-        )
+        return Poster(self.rules, through_writer, footer, [dismissed, fresh], frame)
 
-        async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
-            if not await self.current():
-                scope.cancel()
-                await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
-            # Kept before anything is posted: if GitHub cannot take it now, the job waits for GitHub
-            # (auto_review_job.py) and the next attempt posts this, without asking the model again.
-            await drafts.note(draft_key(run_id), "review_draft", {"body": body, "comments": comments})
-            return await poster(body, comments)
 
-        blob_base = f"{self.target.html_url}/blob/{head}"
-        guard = await usage.arm(self.limits)
-
-        async def on_frame(frame: StreamChunk) -> None:
-            steps[0] += frame.type is StreamChunkType.TOOL
-            if not await self.current():
-                scope.cancel()
-
-        async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
-            limits = self.deps.policy.limits
-            if one_call:  # the overflow retry: the cut diff, all in one call
-                limits = replace(limits, review_max_calls=1)
-            context = await review_context(
-                tree.sandbox, shown, self.rules, limits, self.sections, order=order
-            )
-            # In a worker thread: a focused plan parses the changed files with tree-sitter (context/focus.py).
-            built = await anyio.to_thread.run_sync(
-                build_review_prompts,
-                self.target.repo,
-                self.pull,
-                replace(self.scope, files=shown),
-                self.changed,
-                self.since,
-                context,
-            )
-            log.info(
-                "auto-review %s: %d call(s), %s%s",
-                run_id,
-                len(built.plan.chunks),
-                built.plan.shape,
-                f", order {order}" if order else "",
-            )
-            result.left_out = built.plan.left_out_names()
-            result.lint_skipped = lint_skipped(context.lint)
-            call_files = [chunk.files for chunk in built.plan.chunks]
-            return PassPrompts(built.texts, call_files, lint_ran=context.lint is not None)
-
-        review = ReviewPass(
-            tree=tree,
-            files=self.scope.files,
-            prompts=prompts,
-            meter=usage.meter,
-            guard=guard,
-            post=post,
-            blob_url=lambda p, a, b: f"{blob_base}/{p}#L{a}-L{b}",
-            run_id=run_id,
-            repository=self.target.repo,
-            number=self.pull.number,
-            on_frame=on_frame,
-            fold_outside=False,
-            passes=self.rules.passes_limit(self.deps.policy.limits.review_max_passes),
-            verify=self.rules.verify,
-        )
-        end: PassEnd | None = None
-        try:
-            draft = await drafts.lookup(draft_key(run_id))
-            if draft is not None and "body" in draft.result:  # finished, not posted: post it now
-                log.info("auto-review %s: posting the review an earlier attempt could not", run_id)
-                kept_body, kept_comments = str(draft.result["body"]), list(draft.result.get("comments") or [])
-                made = review_holding(kept_comments, existing, self.bot_login)
-                if made is None:
-                    await post(kept_body, kept_comments)
-                else:  # GitHub made it after all: the summary links it, nothing is posted again
-                    result.kind, result.findings = "reviewed", made[1]
-                    result.url = f"{self.pull.html_url}#pullrequestreview-{made[0]}"
-                    await drafts.note(draft_key(run_id), "review_draft", {"posted": made[0]})
-                if self.findings is not None:  # what the review no longer says, on changed lines
-                    await self.findings.settle_fixed(kept_comments, Path(path), head)
-            else:
-                end = await review.run()
-                if end.kind == "reviewed" and self.findings is not None:  # what it no longer says
-                    await self.findings.settle_fixed(end.reported, Path(path), head)
-        finally:
-            with anyio.CancelScope(shield=True):
-                await usage.record()
-        result.usage = usage.summary(steps[0])
-        if end is None:  # the draft of an earlier attempt was posted, or found posted
-            return result
-        result.truncated = end.truncated
-        if end.kind == "not_reviewed":
-            result.code, result.reason = end.code, end.reason
-            # A cap before any finding is the summary's "stopped at a limit"; the next push tries again.
-            result.kind, result.stop = (
-                ("capped", end.stop) if end.stop is not None else ("not_reviewed", None)
-            )
-        elif end.kind == "partial":
-            result.partial = end.reason
-        return result
+def ended(result: AgentOutcome, end: PassEnd) -> AgentOutcome:
+    """The outcome of a pass that ran: what it cut, and why it did not review or was partial."""
+    result.truncated = end.truncated
+    if end.kind == "not_reviewed":
+        result.code, result.reason = end.code, end.reason
+        # A cap before any finding is the summary's "stopped at a limit"; the next push tries again.
+        result.kind, result.stop = ("capped", end.stop) if end.stop is not None else ("not_reviewed", None)
+    elif end.kind == "partial":
+        result.partial = end.reason
+    return result

@@ -22,8 +22,7 @@ from typing import Any
 import anyio
 
 from bot.app.checks.tool import CHECK_TOOL_REFUSALS
-from bot.app.context.prompt import Coverage
-from bot.app.context.review_context import ReviewContext, UntrustedSection
+from bot.app.context.review_context import UntrustedSection
 from bot.app.effects.conversation import RunConversation
 from bot.app.effects.writer import Written
 from bot.app.git.checkout import RunTree
@@ -33,7 +32,6 @@ from bot.app.reviews import render as review_render
 from bot.app.reviews.drafts import ReviewDraft, keep_draft, kept_draft
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings
-from bot.app.reviews.pass_end import BuildPrompts, PassPrompts
 from bot.app.reviews.posting import Draft, Poster, pass_notes
 from bot.app.reviews.publish import publish_summary
 from bot.app.reviews.review_pass import ReviewPass
@@ -180,32 +178,15 @@ async def review_step(
     poster = Poster(
         rules, through_writer, lambda: run.usage.summary(len(run.progress.tools)), screens=[found.screen]
     )
-    built: list[tuple[Coverage, ReviewContext]] = []
     # Facts are kept per pull request by the server and come back as fenced data (issue 28).
     memory = RunMemory(run.deps.store, event.repository.full_name, run.number)
-    remembered = await memory.facts()
-
-    async def prompts(shown: list[PullFile], one_call: bool, order: int) -> PassPrompts:
-        coverage, context = await run.workspace.prompt(
-            tree,
-            pull,
-            shown,
-            total,
-            one_call=one_call,
-            sections=sections,
-            remembered=remembered,
-            order=order,
-        )
-        built.append((coverage, context))
-        return PassPrompts(coverage.calls, coverage.call_files, lint_ran=context.lint is not None)
-
+    prompts = run.workspace.prompts(tree, pull, total, sections=sections, remembered=await memory.facts())
     guard = await run.usage.arm(run.ctx.config.limits)
     tracker = Tracker(run.progress, run.publish)
-    build: BuildPrompts = prompts
     review = ReviewPass(
         tree=tree,
         files=files,
-        prompts=build,
+        prompts=prompts,
         meter=run.usage.meter,
         guard=guard,
         post=poster,
@@ -230,7 +211,7 @@ async def review_step(
         assert end.code is not None
         log.info("run %s: not reviewed (%s)", run.run_id, end.code)
         raise BeamError(end.code, end.detail)
-    coverage, context = built[-1]
+    coverage, context = prompts.last
     known = set(await anyio.to_thread.run_sync(list_paths, tree))
     # Findings written as JSON are the review's; the answer is what the model said besides.
     answer = render.link_citations(end.answer if end.posted_with != "json" else "", known, blob_base)

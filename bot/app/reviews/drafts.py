@@ -1,15 +1,22 @@
 """A finished review that GitHub could not take yet, kept in the effects journal
 (`<run id>:review-draft`): the next attempt posts it from there, without asking the model again.
 `/beam review` (command.py) keeps a `ReviewDraft`; an automatic review (auto_review_run.py) keeps its body and
-comments under the same key."""
+comments under the same key (`keep_body`, `note_posted`), and its next attempt finishes it
+(`finish_kept_review`)."""
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from bot.app.effects.journal import Journal
 from bot.app.github.client import InlineComment
+from bot.app.github.models import ReviewComment
+from bot.app.reviews.findings import review_holding
+
+log = logging.getLogger("beam.reviews")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,3 +58,51 @@ async def keep_draft(journal: Journal, run_id: str, draft: ReviewDraft) -> None:
 async def kept_draft(journal: Journal, run_id: str) -> ReviewDraft | None:
     entry = await journal.lookup(draft_key(run_id))
     return None if entry is None else ReviewDraft.from_json(entry.result)
+
+
+# -- an automatic review's draft: its body and comments, then the review GitHub made of them ---------
+
+
+async def keep_body(journal: Journal, run_id: str, body: str, comments: list[dict[str, Any]]) -> None:
+    """Kept before anything is posted: if GitHub cannot take it now, the job waits for GitHub
+    (auto_review_job.py) and the next attempt posts this, without asking the model again."""
+    await journal.note(draft_key(run_id), "review_draft", {"body": body, "comments": comments})
+
+
+async def note_posted(journal: Journal, run_id: str, review_id: int | None) -> None:
+    """The draft is done with: posted as `review_id`, or nothing to post (None)."""
+    await journal.note(draft_key(run_id), "review_draft", {"posted": review_id})
+
+
+@dataclass(frozen=True, slots=True)
+class KeptReview:
+    """An automatic review an earlier attempt finished but did not see posted: its body and comments,
+    and `made` (the review's id, the findings it holds) when GitHub made it after all."""
+
+    body: str
+    comments: list[dict[str, Any]]
+    made: tuple[int, int] | None = None
+
+
+async def finish_kept_review(
+    journal: Journal,
+    run_id: str,
+    existing: Iterable[ReviewComment],
+    bot_login: str,
+    post: Callable[[str, list[dict[str, Any]]], Awaitable[int | None]],
+) -> KeptReview | None:
+    """Finished, not posted: post it now, through the door's `post`, and the model is not asked
+    again. A review GitHub made although its answer was lost (the bot's comments on the pull request,
+    `existing`, hold its findings) is not posted twice: it is noted as posted. None: no draft waits
+    (none was kept, or it was posted)."""
+    entry = await journal.lookup(draft_key(run_id))
+    if entry is None or "body" not in entry.result:
+        return None
+    log.info("auto-review %s: posting the review an earlier attempt could not", run_id)
+    kept = KeptReview(str(entry.result["body"]), list(entry.result.get("comments") or []))
+    made = review_holding(kept.comments, existing, bot_login)
+    if made is None:
+        await post(kept.body, kept.comments)
+        return kept
+    await note_posted(journal, run_id, made[0])
+    return KeptReview(kept.body, kept.comments, made)

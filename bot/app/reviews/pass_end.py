@@ -7,13 +7,11 @@ partial or unreviewed pass carries, written once here for every path that runs a
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from bot.app.context.diff_context import OVERFLOW_CODE as OVERFLOW_CODE  # BEM-092, for every skill
 from bot.app.context.diff_context import DiffCut
-from bot.app.github.models import PullFile
 from bot.app.runs import render
 from bot.app.runs.usage import Stop
 from bot.beam.errors import CATALOG
@@ -29,20 +27,6 @@ _WHY_CODE = re.compile(r"^(BEM-\d{3})")
 _CONTEXT_SIZE = re.compile(
     r"(?:context(?: length| size| window)?|n_ctx|max_model_len)\D{0,40}?(\d{3,7})\s*(?:tokens)?", re.I
 )
-
-
-@dataclass
-class PassPrompts:
-    """What the caller built for one pass: the prompt of every call and the files each call reads."""
-
-    calls: list[str]
-    call_files: list[list[str]]
-    lint_ran: bool = False  # the linters ran: a suggestion must still parse (CheckedSuggestions)
-
-
-# (the files to show, whether this is the overflow retry: one call, the vote's order: 0 the plan's
-# own, another number another order of the same hunks) -> the prompts
-BuildPrompts = Callable[[list[PullFile], bool, int], Awaitable[PassPrompts]]
 
 
 @dataclass

@@ -54,6 +54,7 @@ from typing import Any
 
 from bot.app import markdown as md
 from bot.app.context.diff_context import DiffCut, overflow_retry
+from bot.app.context.pass_prompts import BuildPrompts, PassPrompts
 from bot.app.context.review_context import CallParts, call_session
 from bot.app.github.models import PullFile
 from bot.app.reviews.answer_checks import (
@@ -69,9 +70,7 @@ from bot.app.reviews.diffmap import DiffMap
 from bot.app.reviews.pass_end import (
     NO_ANSWER_CODE,
     OVERFLOW_CODE,
-    BuildPrompts,
     PassEnd,
-    PassPrompts,
     PostedWith,
     cap_words,
     code_words,

@@ -23,7 +23,6 @@ from bot.app.checks.tool import CHECK_TOOL_REFUSALS, checks_tool
 from bot.app.context.diff_context import DiffCut, overflow_retry
 from bot.app.context.linters import lint_skipped
 from bot.app.context.prompt import Coverage
-from bot.app.context.review_context import ReviewContext
 from bot.app.effects.conversation import RunConversation
 from bot.app.git.checkout import CheckoutError, RunTree
 from bot.app.github.api import GitHubError
@@ -316,14 +315,10 @@ class SkillRun:
         tracker = Tracker(self.progress, self.publish)
         session = uuid.uuid5(RUN_NAMESPACE, f"{event.repository.full_name}#{self.number}")
         notes: list[str] = []
-        built: list[tuple[Coverage, ReviewContext]] = []
+        prompts = self.workspace.prompts(tree, pull, total, remembered=remembered)
 
         async def build(shown: list[PullFile], one_call: bool) -> Coverage:
-            coverage, context = await self.workspace.prompt(
-                tree, pull, shown, total, one_call=one_call, remembered=remembered
-            )
-            built.append((coverage, context))
-            return coverage
+            return (await prompts.coverage(shown, one_call=one_call))[0]
 
         async def call(coverage: Coverage, cut: DiffCut | None) -> AgentResult:
             request = InvokeRequest(
@@ -345,7 +340,7 @@ class SkillRun:
         result = await overflow_retry(
             files, build, call, ran=lambda: bool(self.progress.tools), on_overflow=overflowed
         )
-        coverage, context = built[-1][0], built[0][1]
+        coverage, context = prompts.built[-1][0], prompts.built[0][1]
         await tracker.flush()
         if guard.stop is not None:  # a cap or `/beam cancel` stopped it: what it has, and why
             return Outcome(result=result, **stopped_outcome(guard.stop, result.text))

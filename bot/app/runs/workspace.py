@@ -13,15 +13,14 @@ from collections.abc import Sequence
 import anyio
 import pygit2
 
-from bot.app.context.prompt import Coverage
-from bot.app.context.review_context import ReviewContext, UntrustedSection
+from bot.app.context.pass_prompts import Asked, PromptBuilder
+from bot.app.context.review_context import UntrustedSection
 from bot.app.git.blob_budget import BlobBudget
 from bot.app.git.checkout import RunTree
-from bot.app.github.client import PullFile, PullRequest
+from bot.app.github.client import PullRequest
 from bot.app.runs.context import JobContext
 from bot.app.runs.deps import READING_SKILLS, RunDeps
 from bot.app.runs.plan import FollowUp, RunPlan
-from bot.app.runs.skill_agent import run_prompts
 from bot.beam.commit_tree import CommitTree
 from bot.beam.sandbox import SandboxRoot, WorkingTree
 
@@ -40,34 +39,33 @@ class RunWorkspace:
         self.number = ctx.event.number
         self.follow_up: FollowUp | None = None  # set once the pull request is known (`RunPlan.follow_up`)
 
-    async def prompt(
+    def prompts(
         self,
         tree: WorkingTree | CommitTree,
         pull: PullRequest | None,
-        files: list[PullFile],
         total: int,
         *,
-        one_call: bool = False,
-        sections: Sequence[UntrustedSection] | None = None,
+        sections: Sequence[UntrustedSection] = (),
         remembered: Sequence[str] = (),
-        order: int = 0,
-    ) -> tuple[Coverage, ReviewContext]:
-        """The prompt of every call, built as `beam-bot run` builds it for a local change."""
-        return await run_prompts(
-            tree.sandbox,
+    ) -> PromptBuilder:
+        """The prompts of the run's calls, built as `beam-bot run` builds them for a local change:
+        the request is the command's (its text, the plan's guidance and default task, a follow-up's
+        unresolved comments)."""
+        asked = Asked(
             self.ctx.event,
             self.skill,
             self.ctx.command.text,
-            pull,
-            files,
-            total,
-            rules=self.ctx.config.review,
-            limits=self.deps.policy.limits,
-            one_call=one_call,
-            order=order,
             guidance=self.plan.guidance,
             default_task=self.plan.default_task,
             notes=self.follow_up.notes if self.follow_up is not None else (),
+        )
+        return PromptBuilder(
+            tree.sandbox,
+            asked,
+            pull,
+            total,
+            self.ctx.config.review,
+            self.deps.policy.limits,
             sections=sections,
             remembered=remembered,
         )

@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
+from bot.app.context.pass_prompts import PassPrompts
 from bot.app.github.models import PullFile
 from bot.app.limits.policy import Limits
 from bot.app.reviews.answer_checks import review_schema
-from bot.app.reviews.pass_end import PassPrompts, files_read
+from bot.app.reviews.pass_end import files_read
 from bot.app.reviews.review_pass import STRUCTURED_NOTE, ReviewPass
 from bot.app.reviews.verification import verdict_schema
 from bot.app.runs.usage import Meter, RunGuard
