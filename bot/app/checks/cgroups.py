@@ -11,7 +11,7 @@ The bot needs a cgroup it may write below:
 - cgroup v1: the memory hierarchy's directory of its own cgroup, writable (root on a host, say).
 
 Where neither is there (a default Docker container as a non-root user), `Cgroups.find()` says why and
-checks are off (bwrap.no_memory_cgroup): rlimits and tmpfs sizes bound no socket queue, pipe buffer
+checks are off (probe.no_memory_cgroup): rlimits and tmpfs sizes bound no socket queue, pipe buffer
 or other kernel memory, so there is no honest fallback.
 """
 
