@@ -124,15 +124,11 @@ def change_base(repo: Path, head: str, base: str | None) -> Base:
     return Base("(nothing: the first commit)", EMPTY_TREE)
 
 
-def uncommitted(repo: Path) -> list[str]:
-    """`git status --porcelain` lines: changes and untracked files a run at a commit leaves out."""
-    return PendingStatus(repo).lines()
-
-
 class PendingStatus:
-    """`uncommitted`, started now and read later: on a big checkout `git status` reads every file's
-    metadata and every directory (0.3 to 0.5 s at 100,000 files), about as long as Python takes to
-    import the run's code, so `beam-bot run` starts it first and the two share the machine's cores."""
+    """`git status --porcelain` lines (changes and untracked files a run at a commit leaves out),
+    started now and read later: on a big checkout git reads every file's metadata and every directory
+    (0.3 to 0.5 s at 100,000 files), about as long as Python takes to import the run's code, so
+    `beam-bot run` starts it first and the two share the machine's cores."""
 
     def __init__(self, repo: Path) -> None:
         self._process = subprocess.Popen(
@@ -144,7 +140,7 @@ class PendingStatus:
         self._lines: list[str] | None = None
 
     def lines(self) -> list[str]:
-        """Its lines (none where git fails, as `try_git`); `Interrupted` where a stop signal killed it."""
+        """Its lines (none where git fails); `Interrupted` where a stop signal killed it."""
         if self._lines is None:
             try:
                 out, _ = self._process.communicate(timeout=120)

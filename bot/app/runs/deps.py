@@ -76,9 +76,8 @@ class RunDeps:
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
-        from bot.app.effects.journal import (
-            Journal,
-        )  # the App's path: its SQLAlchemy stays out of `beam-bot run`
+        # Imported here, on the App's path: their SQLAlchemy stays out of `beam-bot run`'s start.
+        from bot.app.effects.journal import Journal
         from bot.app.effects.writer import GitHubEffects
 
         return GitHubEffects(gh, Journal(self.store), self.crash, in_flight=self.in_flight)
