@@ -188,15 +188,22 @@ def _command(args: argparse.Namespace) -> int:
             working_tree=args.working_tree,
         )
         try:
-            check_arguments(options)
+            repo, _ = check_arguments(options)
         except UsageError as error:
             return _fail(str(error), "beam-bot run")
-        from bot.local.run import run_local
+        from functools import partial
 
+        from bot.local.git import PendingStatus
+
+        status = PendingStatus(repo)  # runs beside the imports below (a second or more on a big checkout)
         try:
-            code: int = anyio.run(run_local, options)
+            from bot.local.run import run_local
+
+            code: int = anyio.run(partial(run_local, options, status=status))
         except BrokenPipeError:
             code = 141
+        finally:
+            status.close()
         if code == 141:
             _pipe_closed()
         return code

@@ -10,6 +10,7 @@ is the diff from the merge base to the head (GitHub's `base...head`).
 from __future__ import annotations
 
 import re
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,7 +18,7 @@ import pygit2
 
 from bot.app.github.models import Account, PullFile, PullRef, PullRequest, RepoRef
 from bot.app.github.payloads import Comment, CommentEvent, Issue, IssuePullLink, Repository
-from bot.local.git import EMPTY_TREE, Base, try_git
+from bot.local.git import EMPTY_TREE, Base, UsageError, check_stopped, try_git
 
 LOCAL_NUMBER = 0  # a local change has no pull request number
 _STATUS = {"A": "added", "D": "removed", "R": "renamed", "C": "copied", "T": "changed"}
@@ -39,8 +40,80 @@ def _patch_text(patch: pygit2.Patch) -> str:
 
 
 def diff_files(repo_path: Path, base_sha: str, head_sha: str) -> list[PullFile]:
-    """The files of `base_sha..head_sha` as GitHub's pulls/files lists them, in path order."""
+    """The files of `base_sha..head_sha` as GitHub's pulls/files lists them, in path order.
+
+    git names the changed files (`diff-tree` skips every subtree both sides share), and libgit2 makes
+    each one's patch from its two blobs: libgit2's own tree diff walks both trees whole, 0.3 s at
+    100,000 files where git takes the time of one small process, and it grew with the repository
+    while the change did not. A change with a submodule in it takes that whole diff, as before."""
     repo = pygit2.Repository(str(repo_path))
+    entries = _changed(repo_path, base_sha, head_sha)
+    if entries is None:
+        return _tree_diff_files(repo, base_sha, head_sha)
+    files: list[PullFile] = []
+    for status, old, new in entries:
+        # Named, not passed as temporaries: the patch points into these bytes until it is read.
+        before, after = _blob(repo, old.sha), _blob(repo, new.sha)
+        patch = pygit2.Patch.create_from(
+            before,
+            after,
+            old_as_path=old.path,
+            new_as_path=new.path,
+            context_lines=3,
+        )
+        files.append(_pull_file(patch, status, new.path or old.path, old.path))
+        del patch, before, after
+    return sorted(files, key=lambda file: file.filename)
+
+
+@dataclass(frozen=True, slots=True)
+class _Side:
+    sha: str
+    path: str
+
+
+_NO_OBJECT = "0" * 40
+_SUBMODULE = "160000"
+
+
+def _blob(repo: pygit2.Repository, sha: str) -> bytes | None:
+    """The blob's bytes, not the Blob: a patch of two Blobs looks up their paths' attributes, and its
+    first one loads the checkout's index (0.2 s at 100,000 files). So binary is told by content, as
+    GitHub's pulls/files tells it, not by a `.gitattributes` line."""
+    return None if sha == _NO_OBJECT else repo[sha].peel(pygit2.Blob).data
+
+
+def _changed(repo: Path, base_sha: str, head_sha: str) -> list[tuple[str, _Side, _Side]] | None:
+    """`git diff-tree -r -M` of the two commits: (status letter, old side, new side) per changed
+    file, renames found as libgit2's `find_similar` found them (50% alike); None where one side is
+    a submodule (no blob to diff)."""
+    done = subprocess.run(
+        ["git", "-C", str(repo), "diff-tree", "-r", "-z", "-M", "--no-commit-id", base_sha, head_sha],
+        capture_output=True,
+        check=False,
+        timeout=120,
+    )
+    check_stopped(done.returncode)
+    if done.returncode != 0:
+        raise UsageError(done.stderr.decode("utf-8", "replace").strip() or "git diff-tree failed")
+    fields = done.stdout.decode("utf-8", "replace").split("\0")
+    out: list[tuple[str, _Side, _Side]] = []
+    i = 0
+    while i + 1 < len(fields) and fields[i].startswith(":"):
+        old_mode, new_mode, old_sha, new_sha, status = fields[i][1:].split(" ")
+        if _SUBMODULE in (old_mode, new_mode):
+            return None
+        letter = status[0]
+        old_path = new_path = fields[i + 1]
+        i += 2
+        if letter in "RC":
+            new_path = fields[i]
+            i += 1
+        out.append((letter, _Side(old_sha, old_path), _Side(new_sha, new_path)))
+    return out
+
+
+def _tree_diff_files(repo: pygit2.Repository, base_sha: str, head_sha: str) -> list[PullFile]:
     head = repo.revparse_single(head_sha).peel(pygit2.Tree)
     if base_sha == EMPTY_TREE:  # the empty tree on the old side: every file is added
         diff = head.diff_to_tree(context_lines=3, swap=True)
@@ -52,20 +125,22 @@ def diff_files(repo_path: Path, base_sha: str, head_sha: str) -> list[PullFile]:
         if patch is None:  # pygit2 gives None for a delta it could not make a patch of
             continue
         delta = patch.delta
-        _, additions, deletions = patch.line_stats
-        status = _STATUS.get(delta.status_char(), "modified")
-        files.append(
-            PullFile(
-                filename=delta.new_file.path,
-                status=status,
-                additions=additions,
-                deletions=deletions,
-                changes=additions + deletions,
-                patch=None if delta.is_binary else _patch_text(patch),
-                previous_filename=delta.old_file.path if status == "renamed" else None,
-            )
-        )
+        files.append(_pull_file(patch, delta.status_char(), delta.new_file.path, delta.old_file.path))
     return files
+
+
+def _pull_file(patch: pygit2.Patch, letter: str, path: str, old_path: str) -> PullFile:
+    _, additions, deletions = patch.line_stats
+    status = _STATUS.get(letter, "modified")
+    return PullFile(
+        filename=path,
+        status=status,
+        additions=additions,
+        deletions=deletions,
+        changes=additions + deletions,
+        patch=None if patch.delta.is_binary else _patch_text(patch),
+        previous_filename=old_path if status == "renamed" else None,
+    )
 
 
 def repository_name(repo: Path) -> str:

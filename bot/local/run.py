@@ -25,14 +25,13 @@ import anyio
 from bot.beam.completion import CompletionClient, EchoClient
 from bot.beam.errors import BeamError
 from bot.beam.openai_client import OpenAiCompatible
-from bot.local.author_run import AuthorRun, run_author, run_branch
 from bot.local.change_run import ChangeRun
 from bot.local.git import (
+    PendingStatus,
     ScratchDir,
     TemporaryWorktree,
     UsageError,
     commit_of,
-    uncommitted,
     working_tree_commit,
 )
 from bot.local.options import CHANGE_SKILLS, RunOptions, check_arguments
@@ -60,9 +59,11 @@ async def run_local(
     out: TextIO = sys.stdout,
     stdin: TextIO = sys.stdin,
     err: TextIO = sys.stderr,
+    status: PendingStatus | None = None,
 ) -> int:
-    """Run the skill; returns a process exit code (0 done, 1 a BEM error, 2 bad usage, 128+N a signal)."""
-    ended = await stoppable(lambda: _run_local(options, client, out, stdin, err))
+    """Run the skill; returns a process exit code (0 done, 1 a BEM error, 2 bad usage, 128+N a signal).
+    `status`: the checkout's `git status`, if the caller started it before importing this module."""
+    ended = await stoppable(lambda: _run_local(options, client, out, stdin, err, status))
     if ended.code == PIPE_CLOSED:
         err.write("✗ stopped: the output pipe was closed, and the temporary worktree is removed\n")
     elif ended.signal is not None:
@@ -72,11 +73,16 @@ async def run_local(
 
 
 async def _run_local(
-    options: RunOptions, client: CompletionClient | None, out: TextIO, stdin: TextIO, err: TextIO
+    options: RunOptions,
+    client: CompletionClient | None,
+    out: TextIO,
+    stdin: TextIO,
+    err: TextIO,
+    status: PendingStatus | None,
 ) -> int:
     try:
         repo, skill = check_arguments(options)
-        dirty = uncommitted(repo)
+        dirty = (status or PendingStatus(repo)).lines()
         if options.working_tree:
             if options.ref != "HEAD":
                 raise UsageError("--working-tree reviews the uncommitted changes on HEAD: leave out --ref")
@@ -110,7 +116,6 @@ async def _run_local(
             return 2
         if not options.as_json:
             out.write(f"using the {described}\n")
-    author = AuthorRun(repo, run_branch(options), start, created=options.branch is None)
     code = 1
     try:
         with worktree:
@@ -120,6 +125,10 @@ async def _run_local(
                 out.flush()
             if change is not None:
                 return await change.run(worktree.path, client, out, err)
+            # Only a skill that writes needs the author's path (branches, pushes): a review starts without it.
+            from bot.local.author_run import AuthorRun, run_author, run_branch
+
+            author = AuthorRun(repo, run_branch(options), start, created=options.branch is None)
             code = await run_author(worktree.path, author, skill, options, client, out, stdin, err)
     except UsageError as error:
         err.write(f"beam-bot run: {error}\n")

@@ -1,4 +1,4 @@
-"""The bubblewrap command line of one jailed process, and the probe that says whether it can run here.
+"""The bubblewrap command line of one jailed process, and its launch (probe.py says whether it can run here).
 
 Two modes, chosen by who runs the bot:
 
@@ -28,12 +28,10 @@ import contextlib
 import os
 import resource
 import shutil
-import subprocess
 import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import cache
 from pathlib import Path
 
 from bot.app.checks import syscall_filter
@@ -141,15 +139,6 @@ class Layout:
     weaken: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class Probe:
-    bwrap: str | None
-    privileged: bool
-    ok: bool
-    reason: str
-    cgroups: Cgroups = field(default_factory=lambda: Cgroups(None, 0, "not probed"))
-
-
 class _UidPool:
     def __init__(self) -> None:
         self._free = list(range(JAIL_UID_BASE + JAIL_UID_COUNT - 1, JAIL_UID_BASE - 1, -1))
@@ -165,10 +154,6 @@ class _UidPool:
 
 
 UIDS = _UidPool()
-
-
-def _privileged() -> bool:
-    return os.geteuid() == 0
 
 
 def _etc_files(scratch: Path, uid: int) -> Path:
@@ -311,29 +296,28 @@ def argv(
     for key, value in layout.env.items():
         cmd += ["--setenv", key, value]
     options, cmd = cmd, []
+    # bash for our wrapper script, which names pipe fds above 9 (dash parses only one digit); the
+    # check's own command line runs with /bin/sh.
+    wrapper = ["/bin/bash", "-c", script, "beam-jail", *args]
+    # The rlimits are set inside, by prlimit or the overlay step, rather than in a preexec of bwrap: a
+    # preexec makes Python fork instead of vfork (about 10 ms of the start-up), and in user-namespace
+    # mode an RLIMIT_NPROC set before bwrap would also cap the bot's own uid (the parent namespace's
+    # count), so a fork bomb could starve the bot. Every process of the check inherits them.
     if overlay:
-        # Before anything of the check's: mounts the tree, drops what mounting needed, loads the filter.
+        # Before anything of the check's: mounts the tree, drops what mounting needed, loads the filter,
+        # then does what setpriv and prlimit do below (two programs fewer in every check's start).
         python = str(interpreter_prefix() / "bin" / "python3")
         filter_fd = "-" if seccomp_fd is None else str(seccomp_fd)
         mode = "root" if privileged else "user"
-        cmd += [python, "-I", "-S", OVERLAY_HELPER, mode, str(uid or 0), filter_fd, str(mark_fd), "--"]
+        become = "uid" if privileged and "uid" not in weaken else "-"
+        limits = ",".join(f"{name}={value}" for name, value in rlimits.values(weaken)) or "-"
+        step = [OVERLAY_HELPER, mode, str(uid or 0), filter_fd, str(mark_fd), become, limits]
+        return options, [python, "-I", "-S", *step, "--", *wrapper]
     if privileged and "uid" not in weaken:
-        cmd += [
-            _system_tool("setpriv"),
-            f"--reuid={uid}",
-            f"--regid={uid}",
-            "--clear-groups",
-            "--no-new-privs",
-        ]
-        cmd += ["--bounding-set=-all", "--inh-caps=-all", "--"]
-    # The rlimits are set here, inside, by prlimit, rather than in a preexec of bwrap: a preexec makes
-    # Python fork instead of vfork (about 10 ms of the start-up), and in user-namespace mode an
-    # RLIMIT_NPROC set before bwrap would also cap the bot's own uid (the parent namespace's count),
-    # so a fork bomb could starve the bot. Every process of the check inherits them from here.
+        cmd += [_system_tool("setpriv"), f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        cmd += ["--no-new-privs", "--bounding-set=-all", "--inh-caps=-all", "--"]
     cmd += [_system_tool("prlimit"), *rlimits.args(weaken), "--"]
-    # bash for our wrapper script, which names pipe fds above 9 (dash parses only one digit); the
-    # check's own command line runs with /bin/sh.
-    return options, [*cmd, "/bin/bash", "-c", script, "beam-jail", *args]
+    return options, [*cmd, *wrapper]
 
 
 def _system_tool(name: str) -> str:
@@ -429,6 +413,11 @@ class Rlimits:
     open_files: int
 
     def args(self, weaken: frozenset[str]) -> list[str]:
+        """prlimit's options: `--NAME=V:V`."""
+        return [f"--{name}={value}:{value}" for name, value in self.values(weaken)]
+
+    def values(self, weaken: frozenset[str]) -> list[tuple[str, int]]:
+        """Each limit by prlimit's name for it, but those `weaken` names (a test proving each one)."""
         wanted = {
             "nproc": (resource.RLIMIT_NPROC, self.processes),
             "as": (resource.RLIMIT_AS, self.memory_bytes),
@@ -444,87 +433,5 @@ class Rlimits:
             # The jail can only lower a limit: never ask for more than the bot's own hard limit.
             hard = resource.getrlimit(which)[1]
             value = value if hard == resource.RLIM_INFINITY else min(value, hard)
-            out.append(f"--{name}={value}:{value}")
+            out.append((name, value))
         return out
-
-
-@cache
-def probe() -> Probe:
-    """Can a jail be made here? Runs `true` in the same jail a check gets, once per process."""
-    bwrap = shutil.which("bwrap")
-    privileged = _privileged()
-    if bwrap is None:
-        return Probe(None, privileged, False, "bubblewrap (bwrap) is not installed, so checks are off")
-    for tool in ("setpriv", "prlimit", "bash", "tar") if privileged else ("prlimit", "bash", "tar"):
-        if shutil.which(tool) is None:
-            return Probe(bwrap, privileged, False, f"{tool} is not installed, so checks are off")
-    cgroups = Cgroups.find()
-    cgroups.sweep()
-    try:
-        syscall_filter.compiled(with_cgroup=cgroups.base is not None)
-    except syscall_filter.FilterUnavailable as exc:
-        return Probe(bwrap, privileged, False, f"{exc}, so checks are off")
-    scratch = Path(_probe_dir())
-    uid = JAIL_UID_BASE + JAIL_UID_COUNT - 1 if privileged else None
-    read, write = os.pipe()
-    started: Launch | None = None
-    try:
-        limits = Rlimits(processes=8, memory_bytes=1 << 30, cpu_seconds=10, file_bytes=1 << 20, open_files=64)
-        layout = Layout(None, scratch, 1 << 20)
-        started = launch(
-            bwrap, layout, "exit 0", (), uid=uid, rlimits=limits, status_fd=write, cgroups=cgroups
-        )
-        done = subprocess.run(
-            started.argv,
-            pass_fds=(write, *started.fds),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=20,
-            check=False,
-            env=BWRAP_ENV,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Probe(bwrap, privileged, False, f"bwrap could not be started ({exc}), so checks are off")
-    finally:
-        os.close(write)
-        os.close(read)
-        if started is not None:
-            started.close()
-            if started.cgroup is not None:
-                started.cgroup.remove()
-        shutil.rmtree(scratch, ignore_errors=True)
-    if done.returncode != 0:
-        said = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        why = said[-1] if said else f"exit status {done.returncode}"
-        return Probe(
-            bwrap,
-            privileged,
-            False,
-            f"bwrap cannot create the jail's namespaces here ({why}), so checks are off",
-        )
-    if cgroups.base is None:
-        return Probe(bwrap, privileged, False, no_memory_cgroup(cgroups.reason), cgroups)
-    mode = "a dedicated uid, no user namespace" if privileged else "an unprivileged user namespace"
-    reason = f"checks run in a bubblewrap jail ({bwrap}, {mode}; memory capped by {cgroups.reason})"
-    return Probe(bwrap, privileged, True, reason, cgroups)
-
-
-def no_memory_cgroup(why: str) -> str:
-    """Why checks are off without a memory cgroup, and what the operator does about it: the sentence
-    the log, `/readyz` and every approval comment of a repository with checks show.
-
-    Without a cgroup nothing bounds the kernel memory a check holds: a socket's queue, a pipe's
-    buffers, in-flight descriptors are counted by no rlimit, and processes times descriptors times
-    buffers is gigabytes. So no fallback runs checks half-bounded (docs/checks.md, "Memory")."""
-    return (
-        f"the bot has no memory cgroup to cap each check with ({why}), so checks are off: without one,"
-        " a check's socket buffers and pipes could hold any amount of the host's memory; give the bot"
-        " a cgroup it may write below (systemd Delegate=yes, or a writable cgroup v2 mount in its"
-        " container, as docs/checks.md#memory shows for Docker, compose and Kubernetes)"
-    )
-
-
-def _probe_dir() -> str:
-    import tempfile
-
-    return tempfile.mkdtemp(prefix="beam-jail-probe-")

@@ -11,7 +11,7 @@ The bot needs a cgroup it may write below:
 - cgroup v1: the memory hierarchy's directory of its own cgroup, writable (root on a host, say).
 
 Where neither is there (a default Docker container as a non-root user), `Cgroups.find()` says why and
-checks are off (bwrap.no_memory_cgroup): rlimits and tmpfs sizes bound no socket queue, pipe buffer
+checks are off (probe.no_memory_cgroup): rlimits and tmpfs sizes bound no socket queue, pipe buffer
 or other kernel memory, so there is no honest fallback.
 """
 
@@ -61,15 +61,22 @@ class CheckCgroup:
         return Usage(peak, kills)
 
     def remove(self) -> None:
-        """Gone once its processes are (the jail's pid namespace dies with bwrap): a few tries."""
-        for _ in range(50):
+        """Gone once its processes are (the jail's pid namespace dies with bwrap): tries for about a
+        second. The first waits are short: the last processes of a jail are usually gone a millisecond
+        or two after bwrap, and a check's outcome waits for this (a first wait of 20 ms was a sixth of
+        a small check's start)."""
+        waited, wait = 0.0, 0.001
+        while True:
             try:
                 self.path.rmdir()
                 return
             except FileNotFoundError:
                 return
             except OSError:
-                time.sleep(0.02)
+                if waited >= 1.0:
+                    return
+                time.sleep(wait)
+                waited, wait = waited + wait, min(wait * 2, 0.02)
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,7 @@ import anyio.to_thread
 
 from bot.app.checks import archive as deps_archive
 from bot.app.checks import bwrap, spawn
+from bot.app.checks import probe as jail_probe
 from bot.app.checks.bwrap import CACHE, DEPS, HELPERS, JAIL_TMP, SOURCE, TREE, Layout
 from bot.beam.errors import BeamError
 
@@ -103,7 +104,7 @@ class JailStatus:
 
 
 def jail_status() -> JailStatus:
-    probe = bwrap.probe()
+    probe = jail_probe.probe()
     return JailStatus(probe.ok, probe.reason, probe.cgroups.base is not None)
 
 
@@ -184,7 +185,7 @@ async def _jailed(
     extra_fds: tuple[int, ...] = (),
 ) -> spawn.Finished:
     """Run `script_for(mark_fd, status_fd)` in a jail made of `layout`; every check and setup goes here."""
-    probe = bwrap.probe()
+    probe = jail_probe.probe()
     if not probe.ok or probe.bwrap is None:
         for fd in extra_fds:
             os.close(fd)

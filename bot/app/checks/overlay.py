@@ -18,16 +18,21 @@ without the filter; in this order it then
   3. drops every capability (root mode keeps CAP_SETUID, CAP_SETGID and CAP_SETPCAP for `setpriv`,
      which drops them with the uid, as before) from every set, ambient and bounding included;
   4. loads the seccomp filter bwrap would have loaded (no_new_privs is already set by bwrap);
-  5. writes `overlay` to the mark fd and execs the rest of the command line.
+  5. root mode: becomes the check's uid, as `setpriv --reuid --regid --clear-groups --bounding-set=-all
+     --inh-caps=-all` did (no capability left in any set), then sets the check's rlimits, as
+     `prlimit` did: two programs fewer between bwrap and the check (each a few ms of every start);
+  6. writes `overlay` to the mark fd and execs the rest of the command line.
 If a mount fails (a kernel before 5.11 in a user namespace, a filesystem without idmapped mounts), it
 undoes nothing it need not, skips to step 2 and execs the command with TREE left empty: the wrapper
 sees no `overlay` mark and copies the tree instead, as it always did.
 
 Stdlib only and free of `bot` imports: it runs with the jail's own `python3 -I -S`.
 
-Usage: python3 -I -S overlay.py MODE UID SECCOMP_FD MARK_FD -- COMMAND...
+Usage: python3 -I -S overlay.py MODE UID SECCOMP_FD MARK_FD BECOME RLIMITS -- COMMAND...
   MODE: "root" or "user" (bwrap.py's two modes); UID: the check's uid in root mode (ignored in user
-  mode); SECCOMP_FD: the compiled filter, or "-" where a test weakens it.
+  mode); SECCOMP_FD: the compiled filter, or "-" where a test weakens it; BECOME: "uid" to switch to
+  UID (root mode), "-" where a test weakens it; RLIMITS: `name=value` pairs joined by commas (soft
+  and hard limit alike; names as prlimit's options), or "-".
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import resource
 import struct
 import sys
 from typing import Any
@@ -52,9 +58,18 @@ _MOVE_MOUNT_F_EMPTY_PATH = 0x4
 _MOUNT_ATTR_IDMAP = 0x100000
 _PR_CAPBSET_DROP, _PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL = 24, 47, 4
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
+_PR_SET_NO_NEW_PRIVS = 38
 _CAP_VERSION_3 = 0x20080522
 _KEEP_ROOT = (6, 7, 8)  # CAP_SETGID, CAP_SETUID, CAP_SETPCAP: what setpriv needs to drop the uid
 _FAILED = 125
+_RLIMITS = {
+    "nproc": resource.RLIMIT_NPROC,
+    "as": resource.RLIMIT_AS,
+    "cpu": resource.RLIMIT_CPU,
+    "fsize": resource.RLIMIT_FSIZE,
+    "nofile": resource.RLIMIT_NOFILE,
+    "core": resource.RLIMIT_CORE,
+}
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -172,6 +187,11 @@ def _drop_capabilities(keep: tuple[int, ...]) -> None:
         if cap not in keep:
             _check(_libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping the bounding set")
     _check(_libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
+    _capset(mask)
+
+
+def _capset(mask: int) -> None:
+    """Effective and permitted `mask`, inheritable nothing (lowering needs no capability)."""
     header = ctypes.create_string_buffer(struct.pack("Ii", _CAP_VERSION_3, 0), 8)
     data = ctypes.create_string_buffer(struct.pack("IIIIII", mask, mask, 0, 0, 0, 0), 24)
     _check(_libc.capset(header, data), "capset")
@@ -186,9 +206,30 @@ def _load_filter(fd: int) -> None:
     _check(_libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, fprog, 0, 0), "loading the seccomp filter")
 
 
+def _become(uid: int) -> None:
+    """Root mode: `setpriv --reuid=UID --regid=UID --clear-groups --bounding-set=-all --inh-caps=-all`.
+    The filter allows these calls, as it allowed setpriv's."""
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    for cap in _KEEP_ROOT:  # the bounding set's last three, while CAP_SETPCAP still holds
+        _check(_libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0), "dropping the bounding set")
+    os.setresuid(uid, uid, uid)
+    _capset(0)  # permitted, effective, inheritable: empty, whatever the securebits said
+    if os.getresuid() != (uid, uid, uid) or os.getresgid() != (uid, uid, uid) or os.getgroups():
+        raise _Failed("the check's uid could not be taken")
+
+
+def _set_rlimits(spec: str) -> None:
+    """As `prlimit --NAME=V:V ...`: every process of the check inherits them from here."""
+    for pair in spec.split(","):
+        name, _, value = pair.partition("=")
+        resource.setrlimit(_RLIMITS[name], (int(value), int(value)))
+
+
 def main(argv: list[str]) -> int:
     mode, uid, seccomp, mark = argv[1], int(argv[2]), argv[3], int(argv[4])
-    command = argv[6:]
+    become, rlimits = argv[5], argv[6]
+    command = argv[8:]
     mounted = False
     try:
         _mount_overlay(mode, uid)
@@ -203,7 +244,12 @@ def main(argv: list[str]) -> int:
         _drop_capabilities(_KEEP_ROOT if mode == "root" else ())
         if seccomp != "-":
             _load_filter(int(seccomp))
-    except (_Failed, OSError) as exc:
+        if mode == "root" and become == "uid":
+            _check(_libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "setting no_new_privs")
+            _become(uid)
+        if rlimits != "-":
+            _set_rlimits(rlimits)
+    except (_Failed, OSError, ValueError, KeyError) as exc:
         sys.stderr.write(f"beam: the jail could not be sealed ({exc}); nothing ran\n")
         return _FAILED
     if mounted:

@@ -6,19 +6,22 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from bot.app.checks.flow import Checker
 from bot.app.effects.crash import NO_CRASH, CrashPoints
-from bot.app.effects.journal import Journal
-from bot.app.effects.writer import IN_FLIGHT_SECONDS, GitHubEffects
-from bot.app.git.checkout import Checkouts
-from bot.app.github.client import InstallationClient
-from bot.app.github.identity import BotIdentity
-from bot.app.jobs.queue import Job
-from bot.app.jobs.store import Store
+from bot.app.github.timeouts import in_flight_seconds
 from bot.app.limits.policy import Policy
-from bot.beam.completion import CompletionClient
-from bot.beam.types import AgentResult
+
+if TYPE_CHECKING:  # annotations only: `beam-bot run` takes this module's limits without the App's store
+    from bot.app.checks.flow import Checker
+    from bot.app.effects.writer import GitHubEffects
+    from bot.app.git.checkout import Checkouts
+    from bot.app.github.client import InstallationClient
+    from bot.app.github.identity import BotIdentity
+    from bot.app.jobs.queue import Job
+    from bot.app.jobs.store import Store
+    from bot.beam.completion import CompletionClient
+    from bot.beam.types import AgentResult
 
 RUN_NAMESPACE = uuid.UUID("5b0e3a52-8f0d-4c55-9a57-4be2a7d1c0de")
 MAX_PULL_FILES = 300
@@ -60,7 +63,7 @@ class RunDeps:
     observe: Callable[[str, str, float, int, int], None] | None = None
     crash: CrashPoints = NO_CRASH
     # How long a write begun by a dead attempt may still land at GitHub (effects/writer.py).
-    in_flight: float = IN_FLIGHT_SECONDS
+    in_flight: float = in_flight_seconds()  # effects/writer.py's IN_FLIGHT_SECONDS, without its imports
     # A fresh installation token after GitHub refused the cached one to git (a 401), if given.
     refresh_token: Callable[[int], Awaitable[str]] | None = None
     # Runs the repositories' checks in the jail (docs/checks.md); None: this process runs none.
@@ -73,6 +76,10 @@ class RunDeps:
 
     def effects(self, gh: InstallationClient) -> GitHubEffects:
         """The one path for this job's writes on GitHub (exactly once, ARCHITECTURE.md section 10)."""
+        # Imported here, on the App's path: their SQLAlchemy stays out of `beam-bot run`'s start.
+        from bot.app.effects.journal import Journal
+        from bot.app.effects.writer import GitHubEffects
+
         return GitHubEffects(gh, Journal(self.store), self.crash, in_flight=self.in_flight)
 
     def refresher(self, installation_id: int) -> Callable[[], Awaitable[str]] | None:

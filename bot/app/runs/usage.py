@@ -12,16 +12,20 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from bot.app.jobs.store import Store
-from bot.app.limits.ledger import Ledger
 from bot.app.limits.policy import Limits, Policy, Prices, effective
 from bot.app.repo_config import RepoLimits
 from bot.app.runs import render
 from bot.beam.completion import Completion, CompletionClient, completion_call
 from bot.beam.tools import ToolSpec
 from bot.beam.types import AgentInput, TokenUsage
+
+if (
+    TYPE_CHECKING
+):  # the database's side (SQLAlchemy) is imported where a store is opened, not by `beam-bot run`
+    from bot.app.jobs.store import Store
+    from bot.app.limits.ledger import Ledger
 
 
 class Meter:
@@ -206,6 +210,8 @@ class RunUsage:
 
     @classmethod
     def for_run(cls, deps: RunDepsLike, run_id: str, installation_id: int, started: float) -> RunUsage:
+        from bot.app.limits.ledger import Ledger  # the App's path only: a run with a store
+
         return cls(deps.llm, Ledger(deps.store), run_id, installation_id, deps.policy, started)
 
     async def arm(self, repo_limits: RepoLimits) -> RunGuard:

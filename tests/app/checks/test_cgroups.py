@@ -336,13 +336,13 @@ async def test_a_cgroup_that_cannot_be_made_runs_nothing(
 ) -> None:
     """Fail closed: where the probe found a cgroup that is gone when a check starts, the check is an
     error and nothing ran without its cap."""
-    from bot.app.checks import bwrap
+    from bot.app.checks import probe as jail_probe
 
-    probe = bwrap.probe()
+    probe = jail_probe.probe()
     if not probe.ok:
         pytest.skip(probe.reason)
     gone = dataclasses.replace(probe, cgroups=Cgroups(tmp_path / "no-such-cgroup", 1, "gone"))
-    monkeypatch.setattr(bwrap, "probe", lambda: gone)
+    monkeypatch.setattr(jail_probe, "probe", lambda: gone)
     marker = tmp_path / "ran"
     outcome = await run_one(tmp_path / "jailed", f"touch {marker}")
     assert outcome.status == "error" and "memory cgroup" in outcome.output_tail, outcome

@@ -14,6 +14,7 @@ import pytest
 
 from bot.app.checks import bwrap
 from bot.app.checks import jail as jail_module
+from bot.app.checks import probe as jail_probe
 from bot.app.checks.jail import CheckSpec, JailLimits, jail_status, run_checks
 from bot.beam.errors import BeamError
 from tests.app.checks.test_jail_support import SMALL, make_tree, need_jail, run_checks_as, run_one
@@ -214,9 +215,9 @@ async def test_without_an_overlay_the_tree_is_copied_and_the_log_says_so_once(
 
 @pytest.fixture
 def fresh_probe() -> Iterator[None]:
-    bwrap.probe.cache_clear()
+    jail_probe.probe.cache_clear()
     yield
-    bwrap.probe.cache_clear()
+    jail_probe.probe.cache_clear()
 
 
 def _path_with(tmp_path: Path, fake_bwrap: str | None) -> str:

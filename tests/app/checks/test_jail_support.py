@@ -22,6 +22,7 @@ import anyio.to_thread
 import pytest
 
 from bot.app.checks import bwrap
+from bot.app.checks import probe as jail_probe
 from bot.app.checks.jail import CheckOutcome, CheckSpec, JailLimits, _run_checks, jail_status
 from tests.support.users import ROOT, USER_UID, as_user, give, user_env, why_not_as_user
 
@@ -208,7 +209,7 @@ async def refused_without_a_memory_cgroup(tree: Path, checks: Sequence[CheckSpec
         patch.setattr(
             Cgroups, "find", staticmethod(lambda: Cgroups(None, 1, "the memory cgroup is not writable"))
         )
-        bwrap.probe.cache_clear()
+        jail_probe.probe.cache_clear()
         try:
             reason = jail_status().reason
             try:
@@ -217,7 +218,7 @@ async def refused_without_a_memory_cgroup(tree: Path, checks: Sequence[CheckSpec
             except BeamError as error:
                 code = error.code
         finally:
-            bwrap.probe.cache_clear()
+            jail_probe.probe.cache_clear()
     return Refusal(reason, code, os.geteuid())
 
 
