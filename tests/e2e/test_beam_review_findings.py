@@ -115,10 +115,11 @@ def test_a_fixed_finding_is_answered_and_its_thread_resolved(story: Story) -> No
 
 
 def test_a_review_answered_as_structured_output_records_what_it_used(tmp_path: Path) -> None:
-    """On a server that answers to a schema, the review and the check of its finding are two
-    structured calls and no tool loop runs. The run's row took its usage and model from the tool
-    loop's result, so such a review was recorded as having used nothing."""
-    with review_stack(tmp_path, "version: 1\n", structured=True) as story:
+    """On a server that answers to a schema, the review and (with `review.verify: true`) the check
+    of its finding are two structured calls and no tool loop runs. The run's row took its usage and
+    model from the tool loop's result, so such a review was recorded as having used nothing; verified,
+    the row must also add up both calls."""
+    with review_stack(tmp_path, "version: 1\nreview:\n  verify: true\n", structured=True) as story:
         story.bot.llm.fallback_text = "Done."
         _structured_review_records_its_usage(story)
 

@@ -295,10 +295,12 @@ def test_a_server_that_refuses_tools_gets_them_in_the_prompt(bot: BotProcess) ->
 
 @pytest.fixture
 def ignoring(tmp_path: Path) -> Iterator[BotProcess]:
-    """A bot of its own: it remembers a server that ignores the schema for the rest of its life."""
+    """A bot of its own: it remembers a server that ignores the schema for the rest of its life.
+    `review.verify` is on (it is off by default): the check's answers are what these tests read."""
     with bot_stack(tmp_path) as bot:
         bot.llm.structured = True  # the schema is taken; what the script answers decides the rest
         seed(bot)
+        bot.fake.set_file(REPO, "main", ".github/beam.yml", "version: 1\nreview:\n  verify: true\n")
         bot.start()
         yield bot
 

@@ -40,7 +40,7 @@ def prompts(story: Story) -> list[str]:
 def test_the_model_sees_numbered_hunks_and_lint_findings_and_a_broken_suggestion_is_plain_code(
     tmp_path: Path,
 ) -> None:
-    config = "version: 1\nauto_review:\n  enabled: true\n  debounce: 1s\n"
+    config = "version: 1\nauto_review:\n  enabled: true\n  debounce: 1s\nreview:\n  focus: true\n"
     files = {"src/calc.py": CALC.replace("x + 2", "x - 2") + COLLECT, "scripts/run.sh": SCRIPT}
     with reviewing(tmp_path, config, files) as story:
         broken = {
@@ -54,8 +54,8 @@ def test_the_model_sees_numbered_hunks_and_lint_findings_and_a_broken_suggestion
         story.wait_summary("1 finding")
         [prompt] = prompts(story)
         # Numbered new side: the number before the line is what `line` takes.
-        # Focused (review.focus, on by default): the hunk names its function, each removed line in
-        # its place, without a number.
+        # Focused (`review.focus: true`; off by default): the hunk names its function, each removed
+        # line in its place, without a number.
         block = "@@ -2 +2 @@ in function `f2` (lines 4-5; the diff: 2-8)\n2      return x + 1\n3  \n"
         assert block + "4  def f2(x):\n  -    return x + 2\n5 +    return x - 2\n" in prompt
         assert "only the diff's lines take an inline comment" in prompt.split("````")[0]  # ours, not data

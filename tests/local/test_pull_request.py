@@ -4,7 +4,6 @@ the pull request read through the API with a token, the review printed as `run r
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +13,7 @@ import pytest
 from bot.beam.errors import BeamError
 from bot.local.pull_target import find_token, parse_pull_url
 from tests.e2e.test_review_ends import ENV, FILES, capped_after_one_call
+from tests.local.test_review import script_default_review
 from tests.support.fake_github_state import PullFile
 from tests.support.openai_server import chat_response, text_message
 from tests.support.pull_request_stack import NUMBER, REPO, URL, Stack, pull_request_stack
@@ -80,8 +80,8 @@ def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
     stack.llm.structured = True
     claim = "The comment `# fixed` says nothing a reader can use; remove it."
     found = {"path": "src/calc.py", "line": 3, "severity": "nit", "claim": claim}
-    stack.llm.reply_text(json.dumps({"body": "The fix is right.", "comments": [found]}))
-    stack.llm.reply_text(json.dumps({"real": True, "line": 3, "evidence": "# fixed"}))
+    answer = {"body": "The fix is right.", "comments": [found]}
+    calls = script_default_review(stack.llm, answer, {"real": True, "line": 3, "evidence": "# fixed"})
 
     done = stack.cli("review", URL, "--post")
 
@@ -91,7 +91,8 @@ def test_a_review_answered_as_structured_output_is_posted(stack: Stack) -> None:
     [comment] = [stack.fake.comments[i] for i in review.comment_ids]
     assert (comment.path, comment.line) == ("src/calc.py", 3) and claim in comment.body
     assert "answered as structured output" in done.stdout and "posted:" in done.stdout
-    assert all("response_format" in r for r in stack.llm.requests)
+    # One structured call over the whole change, and the check of its finding when the default verifies.
+    assert len(stack.llm.requests) == calls and all("response_format" in r for r in stack.llm.requests)
 
 
 def test_ask_answers_and_posts_the_answer_as_a_comment(stack: Stack) -> None:

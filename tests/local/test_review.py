@@ -5,14 +5,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from bot.app.repo_config.review_rules import ReviewRules
 from tests.local.test_run import checkout_fixture, git, run_cli  # noqa: F401 - the fixture, by its name
 from tests.support.openai_server import FakeOpenAI, usage
 from tests.support.provider_servers import stand_in
 
 CALC = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n"
+# Whether a repository without a `review:` section has each finding checked against the code (the
+# default chosen by measurement: docs/review.md, "Figures"). The tests of the default pipeline script
+# the model from it, so switching the default is the one line in ReviewRules and its pin.
+VERIFIED_BY_DEFAULT = ReviewRules().verify
+
+
+def script_default_review(llm: FakeOpenAI, answer: dict[str, Any], verdict: dict[str, Any]) -> int:
+    """Script a structured server for one review as the default runs it: the answer (700 prompt and
+    100 completion tokens), then, when the default verifies, the check of its one finding (300 and
+    20). Returns the model calls the review makes."""
+    llm.reply_text(json.dumps(answer), usage=usage(700, 100))
+    if not VERIFIED_BY_DEFAULT:
+        return 1
+    llm.reply_text(json.dumps(verdict), usage=usage(300, 20))
+    return 2
 
 
 @pytest.fixture(name="feature")
@@ -32,6 +49,18 @@ def feature_fixture(checkout: tuple[Path, Path]) -> Path:
 def prompt_of(llm: FakeOpenAI) -> str:
     content: str = llm.requests[0]["messages"][-1]["content"]
     return content
+
+
+def verified(work: Path) -> None:
+    """Turn on `review.verify` (off by default) in `.github/beam.yml` on the origin's default branch,
+    where `run review` reads it as GitHub's would be; the feature branch's change is left as it was."""
+    git(work, "checkout", "-q", "main")
+    (work / ".github").mkdir()
+    (work / ".github" / "beam.yml").write_text("version: 1\nreview:\n  verify: true\n", encoding="utf-8")
+    git(work, "add", ".")
+    git(work, "commit", "-qm", "Verify findings")
+    git(work, "push", "-q", "origin", "main")
+    git(work, "checkout", "-q", "feature")
 
 
 def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
@@ -76,6 +105,7 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
 
 def test_json_prints_the_review_object(feature: Path) -> None:
     comment = {"path": "src/calc.py", "line": 6, "start_line": 5, "body": "sub adds."}
+    verified(feature)
     with FakeOpenAI() as llm:
         llm.reply_tool_calls(("get_page", {"path": "src/calc.py"}))
         llm.reply_tool_calls(("review_change", {"body": "One bug.", "comments": [comment]}))
@@ -86,7 +116,8 @@ def test_json_prints_the_review_object(feature: Path) -> None:
     head = git(feature, "rev-parse", "HEAD").strip()
     review = report["review"]
     assert review["commit_id"] == head and review["event"] == "COMMENT"
-    # A server without structured output cannot check findings against the code: the body says so.
+    # Verified, a server without structured output cannot check findings against the code: the body
+    # says so.
     why = "the model's server did not answer to the schema"
     unchecked = f"<sub>1 finding not checked: {why}.</sub>"
     assert review["body"].startswith(f"One bug.\n\n{unchecked}\n\n<sub>model `fake-model`")
@@ -124,9 +155,10 @@ def test_a_plain_text_answer_is_the_review_body_and_says_so(feature: Path) -> No
 
 
 def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Path) -> None:
-    """The default path on a server that answers to a schema (llama.cpp, vLLM, OpenAI): the review and
-    its check are two structured calls and no tool loop runs, so there is no agent result. The run
-    crashed on that (an assert) against a real llama-server; it prints its lines and the review."""
+    """The default path on a server that answers to a schema (llama.cpp, vLLM, OpenAI): the review is
+    one structured call over the whole change (and the check of its finding, when the default
+    verifies), and no tool loop runs, so there is no agent result. The run crashed on that (an assert)
+    against a real llama-server; it prints its lines and the review."""
     found = {
         "body": "One bug.",
         "comments": [
@@ -140,15 +172,15 @@ def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Pa
     }
     verdict = {"real": True, "line": 6, "evidence": "return a + b"}
     with FakeOpenAI(structured=True) as llm:
-        for _ in range(2):
-            llm.reply_text(json.dumps(found), usage=usage(700, 100))
-            llm.reply_text(json.dumps(verdict), usage=usage(300, 20))
+        calls = script_default_review(llm, found, verdict)
+        script_default_review(llm, found, verdict)  # the same review again, for `--json`
         human = run_cli(["review", "--repo", str(feature)], llm)
         as_json = run_cli(["review", "--repo", str(feature), "--json"], llm)
     assert human.returncode == 0, human.stderr
     lines = human.stdout.splitlines()
     assert "… reading the change main..feature: 1 file, +6 -0" in lines
-    assert "✓ done (0 tool calls, 1120 tokens, fake-model)" in lines
+    prompt_tokens, completion_tokens = (1000, 120) if calls == 2 else (700, 100)
+    assert f"✓ done (0 tool calls, {prompt_tokens + completion_tokens} tokens, fake-model)" in lines
     said = "Review, answered as structured output, checked as review_change's are (1 inline comment):"
     review = human.stdout[human.stdout.index(said) :]
     assert (
@@ -156,15 +188,23 @@ def test_a_server_with_structured_output_reviews_without_a_tool_loop(feature: Pa
         and "\nsrc/calc.py:6 (major)\n" in review
         and "sub adds instead of subtracting." in review
     )
-    assert "\n1 finding checked against the code, 0 dropped.\n" in review  # GitHub's <sub> dropped
+    checked = "\n1 finding checked against the code, 0 dropped.\n"  # GitHub's <sub> dropped
+    assert (checked in review) is VERIFIED_BY_DEFAULT and "not checked" not in review
     # GitHub's inline code is shown as its text.
-    assert "model fake-model · 1,000 input / 120 output tokens · 2 model calls · 0 tool steps" in review
+    spent = f"{prompt_tokens:,} input / {completion_tokens} output tokens"
+    made = f"{calls} model call{'s' if calls > 1 else ''}"
+    assert f"model fake-model · {spent} · {made} · 0 tool steps" in review
     report = json.loads(as_json.stdout)
     assert (report["posted_with"], report["tool_calls"], report["answer"]) == ("structured", [], "")
-    assert report["usage"] == {"prompt_tokens": 1000, "completion_tokens": 120, "total_tokens": 1120}
+    assert report["usage"] == {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
     assert report["model"] == "fake-model"
     assert [(c["path"], c["line"]) for c in report["review"]["comments"]] == [("src/calc.py", 6)]
-    assert len(llm.requests) == 4 and all("response_format" in r for r in llm.requests)
+    assert report["dropped"] == []
+    assert len(llm.requests) == 2 * calls and all("response_format" in r for r in llm.requests)
 
 
 def test_json_lists_each_finding_the_check_dropped_with_the_checks_answer(feature: Path) -> None:
@@ -175,6 +215,7 @@ def test_json_lists_each_finding_the_check_dropped_with_the_checks_answer(featur
     ]
     real = {"real": True, "line": 6, "evidence": "return a + b"}
     unreal = {"real": False, "line": None, "evidence": "return a + b"}
+    verified(feature)
     with FakeOpenAI(structured=True) as llm:
         llm.reply_text(json.dumps({"body": "Two bugs.", "comments": comments}))
         llm.reply_text(json.dumps(real))
@@ -198,6 +239,7 @@ def test_a_server_that_ignores_the_schema_posts_the_finding_unchecked(feature: P
         "severity": "major",
         "claim": "sub adds instead of subtracting.",
     }
+    verified(feature)
     with FakeOpenAI(structured=True) as llm:  # takes the schema; the script answers without it
         llm.reply_text(json.dumps({"body": "One bug.", "comments": [finding]}))
         llm.reply_text("Yes, this is a real bug: line 6 adds.")
@@ -304,15 +346,17 @@ def test_the_servers_limits_hold_lowered_by_the_repository(feature: Path) -> Non
 def test_an_openai_key_alone_reviews(feature: Path, model: str, refusals: int) -> None:
     """Issue 42: OPENAI_API_KEY and nothing else (the base URL is the stand-in's, as OpenAI's own
     would be): the chat model refuses the extra body, the reasoning model also max_tokens, top_p and
-    the review's temperature; each is refused once, and the review is posted."""
+    the review's temperature; each is refused once, and the review is posted. Verified, so that the
+    review makes a second call, which must go right the first time."""
     found = {
         "body": "One bug.",
         "comments": [{"path": "src/calc.py", "line": 6, "severity": "major", "claim": "sub adds."}],
     }
     verdict = {"real": True, "line": 6, "evidence": "return a + b"}
+    verified(feature)
     with stand_in("openai") as llm:
         llm.reply_text(json.dumps(found), model=model, usage=usage(700, 100))
-        llm.reply_text(json.dumps(verdict), model=model, usage=usage(300, 20))
+        llm.reply_text(json.dumps(verdict), usage=usage(300, 20))
         result = run_cli(
             ["review", "--repo", str(feature)],
             None,
@@ -342,8 +386,7 @@ def test_an_ollama_host_and_a_model_review_with_no_key(feature: Path, scheme: st
     }
     verdict = {"real": True, "line": 6, "evidence": "return a + b"}
     with stand_in("ollama", models=["qwen2.5-coder:7b"]) as llm:
-        llm.reply_text(json.dumps(found), usage=usage(700, 100))
-        llm.reply_text(json.dumps(verdict), usage=usage(300, 20))
+        calls = script_default_review(llm, found, verdict)
         host = f"{scheme}{llm.host}:{llm.port}"
         result = run_cli(
             ["review", "--repo", str(feature)],
@@ -353,7 +396,7 @@ def test_an_ollama_host_and_a_model_review_with_no_key(feature: Path, scheme: st
     assert result.returncode == 0, result.stderr
     assert "One bug." in result.stdout and "\nsrc/calc.py:6 (major)\n" in result.stdout
     assert f"model qwen2.5-coder:7b at {llm.url}" in result.stdout
-    assert len(llm.requests) == 2 and all(body["model"] == "qwen2.5-coder:7b" for body in llm.requests)
+    assert len(llm.requests) == calls and all(body["model"] == "qwen2.5-coder:7b" for body in llm.requests)
 
 
 def test_an_ollama_host_without_a_model_asks_for_one_at_start(feature: Path) -> None:

@@ -194,7 +194,7 @@ async def test_review_context_reads_the_changed_files_of_a_real_checkout(tmp_pat
         PullFile(filename="src/missing.py", status="modified", patch="@@ -1 +1 @@\n-x\n+y"),
     ]
     root = SandboxRoot(checkout)
-    context = await review_context(root, files, ReviewRules(), Limits(), lint=False, order=4)
+    context = await review_context(root, files, ReviewRules(focus=True), Limits(), lint=False, order=4)
     assert context.sources == {"src/a.py": a_text} and context.order == 4
     plan = plan_diff(files, context, overhead=300)
     assert "in function `f_0`" in "\n".join(plan.chunks[0].lines)
