@@ -74,8 +74,14 @@ def mean_spread(values: Sequence[float], digits: int = 1) -> str:
     if len(values) < 2:
         return f"{mean:.{digits}f}"
     sd = statistics.stdev(values)
-    low, high = min(values), max(values)
-    return f"{mean:.{digits}f} ({low:g}-{high:g}, sd {sd:.{digits}f})"
+    low, high = (f"{v:.{digits}f}".removesuffix(".0") for v in (min(values), max(values)))
+    return f"{mean:.{digits}f} ({low}-{high}, sd {sd:.{digits}f})"
+
+
+def common_cases(runs: Runs) -> Runs:
+    """Each run cut to the cases every run finished, so that a stopped run compares like with like."""
+    names = set.intersection(*({r.case.name for rs in run.values() for r in rs} for run in runs))
+    return [{v: [r for r in rs if r.case.name in names] for v, rs in run.items()} for run in runs]
 
 
 def runs_table(
@@ -84,6 +90,7 @@ def runs_table(
     order: Callable[[str], int],
     read: dict[tuple[str, str], bool],
 ) -> str:
+    runs = common_cases(runs)
     rows = sorted(set.intersection(*(set(r) for r in runs)), key=order)
     bug_cases = {len([r for r in run[v] if not r.case.clean]) for run in runs for v in rows}
     clean_cases = {len([r for r in run[v] if r.case.clean]) for run in runs for v in rows}

@@ -16,7 +16,7 @@ sys.path.insert(0, str(BENCH))
 
 import review_eval  # noqa: E402
 from review_eval_cases import CaseResult, Finding, dump, load_corpus  # noqa: E402
-from review_runs import figures, mean_spread, verdicts  # noqa: E402
+from review_runs import common_cases, figures, mean_spread, verdicts  # noqa: E402
 
 from tests.support.openai_server import FakeOpenAI, usage  # noqa: E402
 
@@ -105,3 +105,12 @@ def test_a_claim_the_reader_accepted_counts_by_reading() -> None:
 
 def test_mean_and_spread_of_one_run_is_the_value_alone() -> None:
     assert mean_spread([3]) == "3.0" and mean_spread([1, 3], 0) == "2 (1-3, sd 1)"
+    assert mean_spread([2.5, 3.0]) == "2.8 (2.5-3, sd 0.4)"
+
+
+def test_a_stopped_run_cuts_every_run_to_the_cases_all_finished() -> None:
+    bug, other = CASES["go_nil_map"], CASES["toml_extra_advance"]
+    whole = {"structured": [CaseResult(bug), CaseResult(other, [Finding("x", 1, "y")])]}
+    stopped = {"structured": [CaseResult(bug)]}
+    cut = common_cases([whole, stopped])
+    assert [[r.case.name for r in run["structured"]] for run in cut] == [["go_nil_map"], ["go_nil_map"]]
