@@ -410,6 +410,15 @@ def report(meta: dict[str, Any], results: dict[str, list[CaseResult]]) -> str:
     )
 
 
+def joined(paths: list[str]) -> dict[str, list[CaseResult]]:
+    """One run from the dumps of its parts (`a.json+b.json`: a run stopped and taken up again)."""
+    run: dict[str, list[CaseResult]] = {}
+    for path in paths:
+        for variant, rows in undump(json.loads(Path(path).read_text("utf-8"))).items():
+            run.setdefault(variant, []).extend(rows)
+    return run
+
+
 def _row_order(variant: str) -> int:
     return VARIANTS.index(variant) if variant in VARIANTS else len(VARIANTS)
 
@@ -456,7 +465,7 @@ async def main(options: argparse.Namespace) -> None:
         print(check_judge(Path(options.check_judge)))
         return
     if options.runs:  # whole runs of one setting: each row's mean and spread (review_runs.py)
-        runs = [undump(json.loads(Path(p).read_text("utf-8"))) for p in options.runs]
+        runs = [joined(run.split("+")) for run in options.runs]
         read = verdicts()
         if options.unread:
             print(json.dumps(unread(runs, read), indent=1))
@@ -549,7 +558,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="read the focused and votes3 rows from the verify run's stages instead of running them",
     )
     parser.add_argument("--report", nargs="+", help="print the table of --json files, calling no model")
-    parser.add_argument("--runs", nargs="+", help="whole runs' --json files: each row's mean and spread")
+    parser.add_argument(
+        "--runs", nargs="+", help="whole runs' --json files (a.json+b.json: one run's parts): mean and spread"
+    )
     parser.add_argument(
         "--unread", action="store_true", help="with --runs: the claims on gold lines not yet read"
     )

@@ -114,3 +114,14 @@ def test_a_stopped_run_cuts_every_run_to_the_cases_all_finished() -> None:
     stopped = {"structured": [CaseResult(bug)]}
     cut = common_cases([whole, stopped])
     assert [[r.case.name for r in run["structured"]] for run in cut] == [["go_nil_map"], ["go_nil_map"]]
+
+
+def test_a_run_taken_up_again_is_read_from_its_parts(tmp_path: Path) -> None:
+    meta = {"model": "m", "base_url": "u", "max_tokens": 1, "machine": "x", "date": "d"}
+    first, second = tmp_path / "a.json", tmp_path / "b.json"
+    first.write_text(json.dumps(dump({"structured": [CaseResult(CASES["go_nil_map"])]}, meta)), "utf-8")
+    second.write_text(
+        json.dumps(dump({"structured": [CaseResult(CASES["toml_extra_advance"])]}, meta)), "utf-8"
+    )
+    run = review_eval.joined([str(first), str(second)])
+    assert [r.case.name for r in run["structured"]] == ["go_nil_map", "toml_extra_advance"]
