@@ -69,7 +69,7 @@ class ReviewRules(BaseModel):
     )
 
     focus: bool = Field(
-        default=True,
+        default=False,
         description="Show the model each changed hunk widened to its enclosing function or class "
         "(tree-sitter), in calls of about 2,500 tokens, instead of whole files' hunks in calls as "
         "large as the budget allows.",
@@ -82,7 +82,7 @@ class ReviewRules(BaseModel):
         "majority of them report it. May only lower the server's cap (`BEAM_REVIEW_MAX_PASSES`, 3).",
     )
     verify: bool = Field(
-        default=True,
+        default=False,
         description="Before a finding is posted, ask the model whether the bug is real and which line "
         "of the change shows it; a finding it cannot back is dropped, and the review's footer counts it.",
     )

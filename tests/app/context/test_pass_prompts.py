@@ -27,7 +27,7 @@ FILES = [
         filename="src/calc.py", status="modified", patch="@@ -5 +5 @@\n-    return x + 2\n+    return x - 2"
     )
 ]
-RULES = ReviewRules(linters=False)
+RULES = ReviewRules(linters=False, focus=True)  # the focused plan: each hunk named by its function
 SECTIONS = [UntrustedSection("path instructions (review.path_instructions):", "src/**: keep it short")]
 
 

@@ -20,8 +20,9 @@ def test_defaults_when_the_section_is_absent() -> None:
     assert (rules.max_comments, rules.severity, rules.tone, rules.max_calls) == (10, "nit", "concise", None)
     assert rules.path_instructions == {}
     assert rules.linter_enabled("ruff") and rules.linter_enabled("shellcheck")
-    # Focused passes, one vote, verified (docs/review.md, "Figures"; issue 41 measures the choice).
-    assert (rules.focus, rules.passes, rules.verify) == (True, 1, True)
+    # The measured default (docs/review.md, "Figures"): one structured pass over the whole change,
+    # its findings posted unchecked; focused passes and verification are a repository's choice.
+    assert (rules.focus, rules.passes, rules.verify) == (False, 1, False)
 
 
 def test_a_full_section_is_read() -> None:
