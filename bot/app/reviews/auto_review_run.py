@@ -31,7 +31,7 @@ from bot.app.github.models import ReviewComment
 from bot.app.repo_config import RepoLimits
 from bot.app.repo_config.review_rules import ReviewRules
 from bot.app.reviews import render
-from bot.app.reviews.drafts import finish_kept_review, keep_body, note_posted
+from bot.app.reviews.drafts import FrameLines, KeptReview, finish_kept_review, keep_body, note_posted
 from bot.app.reviews.finding_flow import FindingFlow
 from bot.app.reviews.findings import fresh_findings, known_keys
 from bot.app.reviews.pass_end import PassEnd
@@ -197,17 +197,33 @@ class AgentReview:
             label=f"auto-review {run_id}",
         )
 
-        def footer() -> run_render.Usage:  # read when the review is posted: the calls so far
-            return usage.summary(steps[0])
+        restored: list[FrameLines] = []  # a kept draft's, when this attempt posts it
 
-        poster = self._poster(run_id, Path(path), result, journal, existing, prompts, footer)
+        def lines() -> FrameLines:
+            """What the poster frames the body with, read when the review is posted: what this
+            attempt's prompts left out and its calls so far; for a kept draft, what the attempt that
+            finished it knew (this one builds no prompt and asks no model)."""
+            if restored:
+                return restored[0]
+            left_out, skipped = [], []
+            if prompts.built:
+                coverage, context = prompts.last
+                left_out, skipped = coverage.left_out, lint_skipped(context.lint)
+            return FrameLines(left_out, skipped, usage.summary(steps[0]))
+
+        poster = self._poster(run_id, Path(path), result, journal, existing, lines)
 
         async def post(body: str, comments: list[dict[str, Any]]) -> int | None:
             if not await self.current():
                 scope.cancel()
                 await anyio.lowlevel.checkpoint()  # the cancellation lands here: nothing is posted
-            await keep_body(journal, run_id, body, comments)
+            await keep_body(journal, run_id, body, comments, lines())
             return await poster(body, comments)
+
+        async def post_kept(kept: KeptReview) -> int | None:
+            if kept.lines is not None:
+                restored.append(kept.lines)
+            return await post(kept.body, kept.comments)
 
         async def on_frame(frame: StreamChunk) -> None:
             steps[0] += frame.type is StreamChunkType.TOOL
@@ -233,10 +249,11 @@ class AgentReview:
         )
         end: PassEnd | None = None
         try:
-            kept = await finish_kept_review(journal, run_id, existing, self.bot_login, post)
+            kept = await finish_kept_review(journal, run_id, existing, self.bot_login, post_kept)
             said: list[dict[str, Any]] | None = None  # what the review says: open findings it drops are fixed
             if kept is not None:
                 said = kept.comments
+                restored[:] = [kept.lines] if kept.lines is not None else []  # made after all: not posted
                 if kept.made is not None:  # GitHub made it after all: the summary links it
                     result.kind, result.findings = "reviewed", kept.made[1]
                     result.url = f"{self.pull.html_url}#pullrequestreview-{kept.made[0]}"
@@ -249,9 +266,8 @@ class AgentReview:
             with anyio.CancelScope(shield=True):
                 await usage.record()
         result.usage = usage.summary(steps[0])
-        if prompts.built:
-            coverage, context = prompts.last
-            result.left_out, result.lint_skipped = coverage.left_out, lint_skipped(context.lint)
+        framed = lines()  # what the review left out: this attempt's, or the kept draft's
+        result.left_out, result.lint_skipped = framed.left_out, framed.lint_skipped
         return result if end is None else ended(result, end)
 
     async def _tree(self, path: Any) -> CommitTree:
@@ -272,8 +288,7 @@ class AgentReview:
         result: AgentOutcome,
         journal: Journal,
         existing: list[ReviewComment],
-        prompts: PromptBuilder,
-        footer: Callable[[], run_render.Usage],
+        lines: Callable[[], FrameLines],
     ) -> Poster:
         """The automatic review's door: new findings only, on lines changed since the last review,
         none a maintainer dismissed; the body framed by the range and what no call read; posted
@@ -312,13 +327,13 @@ class AgentReview:
             return review.id
 
         def frame(body: str) -> str:
-            # What the prompts left out; none built when an earlier attempt's draft is posted.
-            left_out, skipped = [], []
-            if prompts.built:
-                coverage, context = prompts.last
-                left_out, skipped = coverage.left_out, lint_skipped(context.lint)
-            covered = run_render.with_coverage(body, left_out, skipped)
+            # What the prompts left out (an earlier attempt's, when its kept draft is posted).
+            framed = lines()
+            covered = run_render.with_coverage(body, framed.left_out, framed.lint_skipped)
             return render.review_body(covered, span, self.changed is None)
+
+        def footer() -> run_render.Usage:  # read when the review is posted: the calls so far
+            return lines().usage
 
         return Poster(self.rules, through_writer, footer, [dismissed, fresh], frame)
 
