@@ -20,7 +20,9 @@ from bot.app.github.models import Account, PullFile, PullRef, PullRequest, RepoR
 from bot.app.github.payloads import Comment, CommentEvent, Issue, IssuePullLink, Repository
 from bot.local.git import EMPTY_TREE, Base, UsageError, check_stopped, try_git
 
-LOCAL_NUMBER = 0  # a local change has no pull request number
+# What a local change's objects carry where GitHub's have a number (the models require one); the
+# prompt never shows it (`LocalChange.local`).
+LOCAL_NUMBER = 0
 _STATUS = {"A": "added", "D": "removed", "R": "renamed", "C": "copied", "T": "changed"}
 # The "\ No newline" line of a unified diff: pygit2's origins for a side that ends without a newline.
 _NO_NEWLINE = "\\ No newline at end of file"
@@ -170,6 +172,14 @@ class LocalChange:
     title: str
     body: str | None
     files: list[PullFile]
+    # The pull request's number on GitHub when the change is one (`beam-bot review <URL>`); None for
+    # a change on a checkout, which has none.
+    number: int | None = None
+
+    @property
+    def local(self) -> bool:
+        """A change on a checkout, not a pull request: the prompt names it so, with no number."""
+        return self.number is None
 
     @classmethod
     def read(cls, repo: Path, base: Base, head_ref: str, head_sha: str, default_branch: str) -> LocalChange:
@@ -206,7 +216,7 @@ class LocalChange:
     def pull_request(self) -> PullRequest:
         ref = RepoRef(full_name=self.repository)
         return PullRequest(
-            number=LOCAL_NUMBER,
+            number=LOCAL_NUMBER if self.number is None else self.number,
             title=self.title,
             body=self.body,
             state="open",
@@ -232,7 +242,7 @@ class LocalChange:
             ),
             sender=user,
             issue=Issue(
-                number=LOCAL_NUMBER,
+                number=LOCAL_NUMBER if self.number is None else self.number,
                 title=self.title,
                 body=self.body,
                 user=user,

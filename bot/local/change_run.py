@@ -86,6 +86,13 @@ class ChangeRun:
     # the run, and what a partial review did not cover (its partial line).
     answer: str = ""
     missing: str = ""
+    # Where a tool's link to a file points: the pull request's head on GitHub for `<skill> <URL>`,
+    # whose temporary repository is gone when the review is read; else a path of the checkout.
+    blob_base: str | None = None
+
+    def blob_url(self, rel: str, first: int, last: int) -> str:
+        where = rel if self.blob_base is None else f"{self.blob_base}/{rel}"
+        return f"{where}#L{first}-L{last}"
 
     @classmethod
     def prepare(cls, repo: Path, skill: Skill, options: RunOptions, head_sha: str) -> ChangeRun:
@@ -154,7 +161,14 @@ class ChangeRun:
         asked = Asked(change.event(self.options.instructions), skill.name, self.options.instructions)
         sections = rules_sections(rules, [f.filename for f in files])
         prompts = PromptBuilder(
-            tree.sandbox, asked, change.pull_request(), len(change.files), rules, self.policy.limits, sections
+            tree.sandbox,
+            asked,
+            change.pull_request(),
+            len(change.files),
+            rules,
+            self.policy.limits,
+            sections,
+            local=change.local,
         )
 
         def overflowed(cut: DiffCut | None = None) -> None:
@@ -176,10 +190,10 @@ class ChangeRun:
                             meter=usage.meter,
                             guard=guard,
                             post=poster,
-                            blob_url=lambda rel, first, last: f"{rel}#L{first}-L{last}",
+                            blob_url=self.blob_url,
                             run_id=run_id,
                             repository=change.repository,
-                            number=0,
+                            number=change.number,
                             on_frame=printer,
                             session=uuid.uuid4(),
                             on_overflow=overflowed,
@@ -223,7 +237,7 @@ class ChangeRun:
         """Every skill but `review`: one call, retried once with half the diff (by whole hunks) when the
         model's context overflowed before any tool ran, as on GitHub (runs/run.py)."""
 
-        tools = run_tools(tree, report, blob_url=lambda r, a, b: f"{r}#L{a}-L{b}")
+        tools = run_tools(tree, report, blob_url=self.blob_url)
         hub = RiverBeam()
         hub.register_agent(skill_runner(self.skill.name, usage.meter, tools, should_stop=guard))
 
@@ -236,7 +250,7 @@ class ChangeRun:
                 content=[ContentPart.text_part(built.calls[0])],
                 session_id=uuid.uuid4(),
                 request_id=uuid.uuid4(),
-                metadata={"repository": self.change.repository, "number": 0},
+                metadata={"repository": self.change.repository, "number": self.change.number},
             )
             return (await hub.invoke(request, on_frame=printer)).result
 

@@ -169,7 +169,8 @@ async def _run_pull(
                 return 1
             clone_url = repository.clone_url
             repo = await fetch_pull(parent, pull, repository.default_branch, clone_url, token)
-            return await _run(options, target, pull, repo, gh, client, out, err, env, posting)
+            blob_base = f"{repository.html_url}/blob/{pull.head.sha}"
+            return await _run(options, target, pull, repo, gh, client, out, err, env, posting, blob_base)
     except UsageError as error:
         err.write(f"{prog}: {error}\n")
         return 2
@@ -191,6 +192,7 @@ async def _run(
     err: TextIO,
     env: Mapping[str, str],
     posting: Posting,
+    blob_base: str,
 ) -> int:
     from bot.local.run import pick_client
 
@@ -208,6 +210,7 @@ async def _run(
     # The prompt names the pull request as GitHub has it, not as a local change.
     change_run.change = replace(
         change_run.change,
+        number=pull.number,
         repository=target.full_name,
         title=pull.title,
         body=pull.body,
@@ -215,6 +218,8 @@ async def _run(
         base=replace(change_run.change.base, label=pull.base.ref),
         requester=pull.user.login if pull.user else change_run.change.requester,
     )
+    # The temporary repository is gone when the review is read: a tool's link points at GitHub.
+    change_run.blob_base = blob_base
     door = None
     if options.post and options.skill == "review":
         login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN

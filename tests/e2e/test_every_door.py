@@ -99,10 +99,10 @@ _RANGE = re.compile(r"\n*<sub>Automatic review of [^<]* by beam-bot\.</sub>")
 _NUMBERS = re.compile(r"\d[\d,.]*")
 # What the model is sent that each door must have its own of: who asked (nobody, for an automatic
 # review), the commits' ids (each door's stack makes its own), and the pull request's number and
-# title (a checkout has neither: `run review` names the change by its commit).
+# title (a checkout has neither: `run review` names it a local change, by its commit).
 _REQUESTER = re.compile(r"^Request from @[^:\n]*:", re.M)
 _SHA = re.compile(r"\([0-9a-f]{12}\)")
-_PULL = re.compile(r"^pull request #\d+: .*$", re.M)
+_PULL = re.compile(r"^(?:pull request #\d+|local change \(not a pull request\)): .*$", re.M)
 _FENCE = re.compile(r"^(`{3,}|~{3,})untrusted$", re.M)
 
 

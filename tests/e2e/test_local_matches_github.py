@@ -88,10 +88,11 @@ def review_command(bot: BotProcess) -> str:
 
 
 def as_local(request: dict[str, Any]) -> str:
-    """The request as text, without the two things a checkout cannot share: the pull request's
-    number, and the transport (the terminal streams its answers to show progress, the App does not)."""
+    """The request as text, without the two things a checkout cannot share: the pull request (a
+    checkout's change is named a local change, with no number), and the transport (the terminal
+    streams its answers to show progress, the App does not)."""
     same = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
-    return json.dumps(same, sort_keys=True).replace("pull request #7:", "pull request #0:")
+    return json.dumps(same, sort_keys=True).replace("pull request #7:", "local change (not a pull request):")
 
 
 def test_the_local_review_sends_the_model_what_the_github_review_sends(

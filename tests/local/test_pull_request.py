@@ -4,6 +4,7 @@ the pull request read through the API with a token, the review printed as `run r
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,6 +44,25 @@ def test_review_of_a_url_prints_the_review_and_posts_nothing(stack: Stack) -> No
     # git fetched with the token, which no output shows.
     assert any(r.authorized for r in stack.git.requests)
     assert stack.token not in done.stdout + done.stderr
+
+
+def test_the_model_is_told_the_pull_requests_number_and_its_links_point_at_github(stack: Stack) -> None:
+    """The pull request of a URL has a number: the model is sent it, as `/beam review` sends it, never
+    the #0 a checkout's change stood for; the temporary repository is gone when the review is read,
+    so a tool's link points at the head on GitHub."""
+    stack.llm.reply_tool_calls(("get_page", {"path": "src/calc.py", "start": 1, "end": 2}))
+    stack.script_review()
+
+    done = stack.cli("review", URL, "--post")
+
+    assert done.returncode == 0, done.stderr
+    prompt = stack.llm.requests[0]["messages"][-1]["content"]
+    assert f"pull request #{NUMBER}: Fix add so that it adds" in prompt
+    assert "#0" not in prompt and "local change" not in prompt
+    [page] = [m["content"] for m in stack.llm.requests[1]["messages"] if m["role"] == "tool"]
+    head = stack.fake.pull(REPO, NUMBER).head_sha
+    assert json.loads(page)["url"] == f"https://github.com/{REPO}/blob/{head}/src/calc.py#L1-L2"
+    assert len(stack.fake.reviews_on(REPO, NUMBER)) == 1
 
 
 def test_post_posts_the_review_as_the_app_would(stack: Stack) -> None:

@@ -81,7 +81,9 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
     # The change is feature's commit against its merge base with main, in the `/beam review` prompt.
     prompt = prompt_of(llm)
     assert "Request from @maintainer: Review this pull request." in prompt
-    assert "pull request #0: Add calc" in prompt and "Adds and subtracts." in prompt
+    # A change on a checkout has no pull request: the prompt says what it is, and no number.
+    assert "local change (not a pull request): Add calc" in prompt and "Adds and subtracts." in prompt
+    assert "pull request #" not in prompt
     assert "## src/calc.py (added, +6 -0)" in prompt and "+    return a + b" in prompt
     assert "README.md" not in prompt.split("files changed:")[1]
     assert "… reading the change main..feature: 1 file, +6 -0" in out
@@ -261,7 +263,8 @@ def test_base_defaults_to_head_1_on_the_default_branch(checkout: tuple[Path, Pat
         result = run_cli(["summarize", "--repo", str(work)], llm)
     assert result.returncode == 0, result.stderr
     prompt = prompt_of(llm)
-    assert "Summarize this pull request" in prompt and "pull request #0: Fix the typo" in prompt
+    assert "Summarize this pull request" in prompt
+    assert "local change (not a pull request): Fix the typo" in prompt
     assert "  -Helo world\n1 +Hello world" in prompt
     assert "… reading the change " in result.stdout and "~1..main: 1 file, +1 -1" in result.stdout
 
@@ -274,7 +277,8 @@ def test_an_explicit_base_and_a_bad_one(feature: Path) -> None:
         result = run_cli(["commit-notes", "--repo", str(feature), "--base", "HEAD~1"], llm)
         assert result.returncode == 0, result.stderr
         prompt = prompt_of(llm)
-        assert "pull request #0: Fix sub" in prompt and "  -    return a + b\n6 +    return a - b" in prompt
+        assert "local change (not a pull request): Fix sub" in prompt
+        assert "  -    return a + b\n6 +    return a - b" in prompt
         assert "## src/calc.py (modified, +1 -1)" in prompt
         bad = run_cli(["review", "--repo", str(feature), "--base", "no-such-ref"], llm)
         author = run_cli(["author", "--repo", str(feature), "--base", "main", "go"], llm)

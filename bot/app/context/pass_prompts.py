@@ -93,6 +93,9 @@ class PromptBuilder:
     sections: Sequence[UntrustedSection] = ()
     remembered: Sequence[str] = ()
     label: str = ""  # the log's name for the run
+    # `pull` stands for a change on a checkout (`beam-bot run`): the prompt names it a local change,
+    # not a pull request (it has no number).
+    local: bool = False
     built: list[tuple[Coverage, ReviewContext]] = field(default_factory=list)
 
     @property
@@ -149,6 +152,7 @@ class PromptBuilder:
                 notes=task.notes,
                 context=context,
                 remembered=self.remembered,
+                local=self.local,
             )
             return coverage
         assert self.pull is not None, "an automatic review is of a pull request"

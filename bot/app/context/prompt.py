@@ -73,6 +73,14 @@ class Coverage:
     shape: str = ""  # how the diff was packed (context/review_context.py `DiffPlan.shape`), for logs
 
 
+def change_line(pull: PullRequest, *, local: bool = False) -> str:
+    """How the data names the change: a pull request by its number and title; a change on a checkout
+    (`beam-bot run`, `local`), which has no pull request, as what it is, never as a pull request #0."""
+    if local:
+        return f"local change (not a pull request): {pull.title}"
+    return f"pull request #{pull.number}: {pull.title}"
+
+
 def build_prompt(
     event: CommentEvent,
     skill: str,
@@ -86,11 +94,13 @@ def build_prompt(
     notes: Sequence[ReviewNote] = (),
     context: ReviewContext | None = None,
     remembered: Sequence[str] = (),
+    local: bool = False,
 ) -> tuple[str, Coverage]:
     """The first call's prompt, and what the prompts leave out. Only `review` is split into calls;
     every other skill reads what fits in one (`context.max_calls` is ignored for them).
     `remembered`: the facts earlier runs on this pull request or issue kept (runs/memory.py), shown
-    inside the untrusted block like the pull request's own text (issue 28)."""
+    inside the untrusted block like the pull request's own text (issue 28). `local`: `pull` stands
+    for a change on a checkout, which has no number (`change_line`)."""
     context = context or ReviewContext(max_calls=1)
     if skill != "review":
         context = replace(context, max_calls=1)
@@ -119,7 +129,7 @@ def build_prompt(
         tail += [f"- id {n.id}, {n.path} line {n.line}, by @{n.author}: {n.body[:2000]}" for n in notes]
     if pull is not None:
         data += [
-            f"pull request #{pull.number}: {pull.title}",
+            change_line(pull, local=local),
             f"base: {pull.base.ref} ({pull.base.sha[:12]})  head: {pull.head.ref} ({pull.head.sha[:12]})",
             "description:",
             (pull.body or "(none)")[:MAX_BODY_CHARS],
@@ -230,7 +240,7 @@ def build_review_prompts(
     )
     head = [
         f"repository: {repo}",
-        f"pull request #{pull.number}: {pull.title}",
+        change_line(pull),
         f"base: {pull.base.ref} ({pull.base.sha[:12]})  head: {pull.head.ref} ({pull.head.sha[:12]})",
         "description:",
         (pull.body or "(none)")[:MAX_BODY_CHARS],

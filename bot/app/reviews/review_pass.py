@@ -139,7 +139,7 @@ class ReviewPass:
     blob_url: Callable[[str, int, int], str]
     run_id: str
     repository: str
-    number: int
+    number: int | None  # None: a change on a checkout (`beam-bot run review`), which has no number
     on_frame: FrameSink | None = None
     fold_outside: bool = True  # a comment outside the diff goes into the body (off: dropped)
     extra_tools: Sequence[Tool] = ()

@@ -38,6 +38,15 @@ def test_contributor_text_is_fenced_as_data_and_cannot_close_the_fence() -> None
     assert coverage.skipped == [] and coverage.cut == []
 
 
+def test_a_pull_request_is_named_by_its_number_and_a_local_change_by_what_it_is() -> None:
+    """A change on a checkout (`beam-bot run`) has no pull request: it is not called pull request #0."""
+    event = CommentEvent.model_validate(issue_comment_payload("/beam review", repo="o/r"))
+    on_github, _ = build_prompt(event, "review", "", pull(), [], 0)
+    local, _ = build_prompt(event, "review", "", pull(), [], 0, local=True)
+    assert "\npull request #7: Fix add\n" in on_github and "local change" not in on_github
+    assert "\nlocal change (not a pull request): Fix add\n" in local and "pull request #" not in local
+
+
 def test_remembered_facts_are_fenced_with_the_pull_request_as_data() -> None:
     """Issue 28: a fact an earlier run kept comes back inside the untrusted block, never above it."""
     event = CommentEvent.model_validate(issue_comment_payload("/beam review", repo="o/r"))
