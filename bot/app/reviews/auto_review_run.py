@@ -201,15 +201,16 @@ class AgentReview:
 
         def lines() -> FrameLines:
             """What the poster frames the body with, read when the review is posted: what this
-            attempt's prompts left out and its calls so far; for a kept draft, what the attempt that
-            finished it knew (this one builds no prompt and asks no model)."""
+            attempt's prompts left out, its calls so far and the pass's partial line; for a kept
+            draft, what the attempt that finished it knew (this one builds no prompt and asks no
+            model). Called only once `review` (below) is made: by its post, or with a kept draft."""
             if restored:
                 return restored[0]
             left_out, skipped = [], []
             if prompts.built:
                 coverage, context = prompts.last
                 left_out, skipped = coverage.left_out, lint_skipped(context.lint)
-            return FrameLines(left_out, skipped, usage.summary(steps[0]))
+            return FrameLines(left_out, skipped, usage.summary(steps[0]), review.partial)
 
         poster = self._poster(run_id, Path(path), result, journal, existing, lines)
 
@@ -254,6 +255,9 @@ class AgentReview:
             if kept is not None:
                 said = kept.comments
                 restored[:] = [kept.lines] if kept.lines is not None else []  # made after all: not posted
+                # A partial review leaves its head unreviewed, and the summary says so, as when posted
+                # by the attempt that ran the pass.
+                result.partial = kept.lines.partial if kept.lines is not None else ""
                 if kept.made is not None:  # GitHub made it after all: the summary links it
                     result.kind, result.findings = "reviewed", kept.made[1]
                     result.url = f"{self.pull.html_url}#pullrequestreview-{kept.made[0]}"

@@ -68,20 +68,23 @@ async def kept_draft(journal: Journal, run_id: str) -> ReviewDraft | None:
 class FrameLines:
     """What an automatic review's poster says around the model's body (reviews/posting.py `Poster`,
     its `frame` and `footer`) that only the attempt which ran the pass knows: the files no call read,
-    the linters that could not run, and what the calls used. The attempt that posts a kept draft
-    builds no prompt and asks no model, so these are kept with the draft: without them, the review it
-    posts would say it left nothing out and took no model call."""
+    the linters that could not run, and what the calls used; and the partial line the body carries,
+    for the summary. The attempt that posts a kept draft builds no prompt and asks no model, so these
+    are kept with the draft: without them, the review it posts would say it left nothing out and took
+    no model call, and a partial review would mark its head reviewed."""
 
     left_out: list[str]
     lint_skipped: list[str]
     usage: Usage
+    partial: str = ""  # the review's partial line (review_pass.py `ReviewPass.partial`); "": it finished
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> FrameLines:
-        return cls(list(data["left_out"]), list(data["lint_skipped"]), Usage(**data["usage"]))
+        usage = Usage(**data["usage"])
+        return cls(list(data["left_out"]), list(data["lint_skipped"]), usage, str(data.get("partial", "")))
 
 
 async def keep_body(

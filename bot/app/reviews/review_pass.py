@@ -154,6 +154,9 @@ class ReviewPass:
     # told each vote's findings, then the majority's (a benchmark reads each step from one run)
     on_stage: Callable[[str, list[dict[str, Any]]], None] | None = None
     tool_steps: int = 0
+    # The partial line of the review being posted, set before `post` is called: a door that keeps the
+    # draft keeps it too, so the attempt that posts the draft says the review is partial (drafts.py).
+    partial: str = ""
     _reported: list[dict[str, Any]] = field(default_factory=list)
     _said: list[dict[str, Any]] = field(default_factory=list)  # the comments posted
     _checked: Checked | None = None
@@ -244,8 +247,8 @@ class ReviewPass:
             partial = f"**partial:** stopped by {by} after {len(ends)} of {self.passes} review passes."
         if partial:
             end.kind, end.reason = "partial", partial
-        lines = [f"<sub>{note}</sub>" for note in notes] + ([partial] if partial else [])
-        await self._post(body, comments, extra="\n\n".join(lines))
+        voted = "\n\n".join(f"<sub>{note}</sub>" for note in notes)
+        await self._post(body, comments, notes=voted, partial=partial)
         end.stop = self.guard.stop
         end.reported = list(self._said)
         end.review_id = self._posted
@@ -280,13 +283,16 @@ class ReviewPass:
         if self.on_frame is not None:
             await self.on_frame(frame)
 
-    async def _post(self, body: str, comments: list[dict[str, Any]], extra: str = "") -> int | None:
+    async def _post(
+        self, body: str, comments: list[dict[str, Any]], notes: str = "", partial: str = ""
+    ) -> int | None:
         """The caller's post, with what the pass adds: each finding once (votes.py `distinct`), the
         comments that name no problem left out (claims.py), the findings checked against the code
-        (and what that dropped), the overflow cut, the partial line."""
+        (and what that dropped), the overflow cut, the votes' `notes`, the `partial` line."""
         # The model's body, also where it answered in plain text and no tool call came through
         # `review_change` (which shows a marker in it already): `markdown.untrusted`, issue 40.
         lines = [md.untrusted(body.strip())] if body.strip() else []
+        unchecked = ""
         described = problem_claims(distinct(comments))
         comments = described.kept
         if described.dropped:
@@ -298,12 +304,13 @@ class ReviewPass:
             if self._checked.held:
                 self._stage("dropped by verification", self._checked.held)
             lines.append(f"<sub>{self._checked.footer()}</sub>")
-            if self._checked.unchecked and self.guard.stop is not None and not extra:
-                lines.append(unchecked_line(self.guard.stop))
+            if self._checked.unchecked and self.guard.stop is not None and not (notes or partial):
+                unchecked = unchecked_line(self.guard.stop)
+                lines.append(unchecked)
         if self._cut is not None:
             lines.append(f"<sub>{self._cut.named()}</sub>")
-        if extra:
-            lines.append(extra)
+        lines += [line for line in (notes, partial) if line]
+        self.partial = partial or unchecked
         self._said = list(comments)
         self._posted = await self.post("\n\n".join(lines), comments)
         return self._posted
@@ -372,7 +379,7 @@ class ReviewPass:
             if collect:
                 end.collected = merged or ("", [])
             elif merged is not None:
-                await self._post(*merged, extra=end.reason if end.kind == "partial" else "")
+                await self._post(*merged, partial=end.reason if end.kind == "partial" else "")
         end.reported = list(self._reported) if collect else list(self._said)
         end.stop = self.guard.stop or end.stop
         end.review_id = self._posted

@@ -168,4 +168,10 @@ async def test_a_kept_partial_draft_is_posted_with_the_lines_its_review_carried(
         # The recovered review says what the first attempt's would have said, word for word (the
         # footer's wall time aside).
         assert SECONDS.sub("", review.body) == SECONDS.sub("", said)
-        assert "not reviewed: `poetry.lock (lock file)`" in rig.summary()  # the summary's line too
+        # The summary says the same as for a partial review posted at once: what was left out, that
+        # it is partial, and the head stays unreviewed so the next push reviews these commits again.
+        summary = rig.summary()
+        assert "not reviewed: `poetry.lock (lock file)`" in summary
+        assert "**partial:** stopped by" in summary and "after 1 of 2 files" in summary
+        state = await rig.job.states.get(REPO_LIMITS, 7)
+        assert state is not None and state.reviewed_head is None
