@@ -12,6 +12,7 @@ from sqlalchemy import Connection, insert
 from bot.app.jobs.schema import pending_pushes, review_findings, runs
 
 DAY = 86400.0
+SEEDED_AT = 1_800_000_000.0  # "now" of the story the query tests read (tests/app/dashboard `seeded_store`)
 _ids = itertools.count(1)
 
 

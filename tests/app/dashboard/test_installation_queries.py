@@ -14,21 +14,16 @@ from bot.app.limits.policy import Prices
 from tests.support import dashboard_data
 
 pytestmark = pytest.mark.anyio
-NOW = 1_800_000_000.0
+NOW = dashboard_data.SEEDED_AT
 REPO = "octo-org/widgets"
 PRICES = Prices(3.0, 15.0)  # dollars per million input and output tokens
 
 
-async def seeded(store: Store) -> None:
-    rows = dashboard_data.standard(NOW)
-    async with store.write() as conn:
-        await conn.run_sync(lambda c: dashboard_data.write(c, *rows))
+async def test_the_installation_view(seeded_store: Store) -> None:
+    store = seeded_store
+    async with store.write() as conn:  # and two jobs waiting, for the workers' queue
         await conn.execute(jobs.insert().values(queued_job("review", "k1", NOW - 30)))
         await conn.execute(jobs.insert().values(queued_job("review", "k2", NOW - 5)))
-
-
-async def test_the_installation_view(store: Store) -> None:
-    await seeded(store)
     figures = await installation_figures(store, Span(30, NOW))
     tables = installation_tables(figures, PRICES)
     assert tables["repositories"].rows == [

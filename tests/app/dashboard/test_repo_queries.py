@@ -13,19 +13,13 @@ from bot.app.limits.policy import Prices
 from tests.support import dashboard_data
 
 pytestmark = pytest.mark.anyio
-NOW = 1_800_000_000.0
+NOW = dashboard_data.SEEDED_AT
 REPO = "octo-org/widgets"
 PRICES = Prices(3.0, 15.0)  # dollars per million input and output tokens
 
 
-async def seeded(store: Store) -> None:
-    rows = dashboard_data.standard(NOW)
-    async with store.write() as conn:
-        await conn.run_sync(lambda c: dashboard_data.write(c, *rows))
-
-
-async def test_seven_days(store: Store) -> None:
-    await seeded(store)
+async def test_seven_days(seeded_store: Store) -> None:
+    store = seeded_store
     figures = await repo_figures(store, REPO, Span(7, NOW))
     tables = repo_tables(figures, PRICES, "https://github.com")
     assert tables["runs"].rows == [
@@ -55,8 +49,8 @@ async def test_seven_days(store: Store) -> None:
     assert failure[1:5] == ("review", 2, "BEM-380", "GitHub did not answer")
 
 
-async def test_thirty_and_ninety_days(store: Store) -> None:
-    await seeded(store)
+async def test_thirty_and_ninety_days(seeded_store: Store) -> None:
+    store = seeded_store
     month = repo_tables(await repo_figures(store, REPO, Span(30, NOW)), PRICES, "https://github.com")
     assert month["runs"].rows[-1] == ("review", "succeeded", 4, 40.0, 8000, 1600)
     assert month["cost"].rows[0][:4] == (6, 3, 18500, 3600)
@@ -74,8 +68,8 @@ async def test_thirty_and_ninety_days(store: Store) -> None:
     ]
 
 
-async def test_without_prices_costs_are_blank_not_zero(store: Store) -> None:
-    await seeded(store)
+async def test_without_prices_costs_are_blank_not_zero(seeded_store: Store) -> None:
+    store = seeded_store
     tables = repo_tables(await repo_figures(store, REPO, Span(7, NOW)), Prices(), "https://github.com")
     assert tables["cost"].rows == [(4, 2, 14500, 2800, None, None)]
 
