@@ -304,7 +304,9 @@ class ReviewPass:
             if self._checked.held:
                 self._stage("dropped by verification", self._checked.held)
             lines.append(f"<sub>{self._checked.footer()}</sub>")
-            if self._checked.unchecked and self.guard.stop is not None and not (notes or partial):
+            # A partial review's body always says it is partial: the votes' `notes` are a tally, not
+            # that line, so only a `partial` line the caller already has stands in for it.
+            if self._checked.unchecked and self.guard.stop is not None and not partial:
                 unchecked = unchecked_line(self.guard.stop)
                 lines.append(unchecked)
         if self._cut is not None:

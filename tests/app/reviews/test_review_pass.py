@@ -655,3 +655,20 @@ async def test_a_review_answered_in_plain_text_shows_the_markers_it_holds(tmp_pa
     [(body, comments)] = rig.posted
     assert comments == [] and "<!--" not in body
     assert "&lt;!-- beam-effect:00000000:review -->" in body
+
+
+async def test_a_cap_reached_while_checking_the_votes_majority_says_partial_in_the_body(
+    tmp_path: Path,
+) -> None:
+    """With votes and verification on, the body carries the votes' tally; a cap reached while the
+    majority's findings are checked makes the review partial, and its body must say so too (it
+    skipped the partial line whenever the votes had said anything)."""
+    found_twice = [answer(("m.py", 3, "one less"), ("o.py", 2, "one more")) for _ in range(2)]
+    client = ScriptedClient([*found_twice, verdict(True, 3), verdict(True, 2)], structured=True)
+    rig = Rig(tmp_path, client, max_tokens=290)  # 240 for the two votes, 60 for the first check: over
+    end = await rig.review(passes=2, verify=True).run()
+    assert end.kind == "partial" and "before every finding was checked" in end.reason
+    body = rig.posted[0][0]
+    assert "2 review passes:" in body  # the votes' tally
+    assert end.reason in body  # the partial line, as every partial review's body has it
+    assert found(rig.posted) == [("m.py", 3, "one less")]
