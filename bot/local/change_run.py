@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import anyio
 
@@ -89,6 +89,9 @@ class ChangeRun:
     # Where a tool's link to a file points: the pull request's head on GitHub for `<skill> <URL>`,
     # whose temporary repository is gone when the review is read; else a path of the checkout.
     blob_base: str | None = None
+    # What the second door adds to `review --json`'s object once the review is done (where it was
+    # posted): stdout stays one JSON document.
+    door_report: Callable[[], dict[str, Any]] | None = None
 
     def blob_url(self, rel: str, first: int, last: int) -> str:
         where = rel if self.blob_base is None else f"{self.blob_base}/{rel}"
@@ -220,7 +223,10 @@ class ChangeRun:
         else:  # what every door says after a pass (reviews/posting.py)
             notes += pass_notes(end, coverage, context.lint, len(change.files), len(files))
         shown = review if is_review else None
-        return print_end(out, err, printer, usage.meter, shown, end, result, notes, as_json=as_json)
+        extra = self.door_report() if self.door_report is not None else None
+        return print_end(
+            out, err, printer, usage.meter, shown, end, result, notes, as_json=as_json, extra=extra
+        )
 
     async def _one_call(
         self,

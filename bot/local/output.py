@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -364,11 +364,14 @@ def print_end(
     notes: list[str],
     *,
     as_json: bool,
+    extra: Mapping[str, Any] | None = None,
 ) -> int:
     """What `beam-bot run` prints once its calls are done, and its exit code. A review (`review`,
     with its pass's `end`) that never was is said on stderr (exit 4: nothing is printed as one);
     otherwise the review as GitHub would get it (`--json`: the review object alone, with the notes in
-    it), then the notes. Another skill streamed its answer already: only its notes are left."""
+    it), then the notes. Another skill streamed its answer already: only its notes are left.
+    `extra`: what a second door adds to the review object (`review <URL> --post`: where it was
+    posted), so that `--json` stays one document on stdout."""
     if end is not None and end.kind == "not_reviewed":  # nothing was posted: said, and exit 4
         out.flush()
         err.write(f"✗ not reviewed ({end.code}): {end.reason}\n")
@@ -381,6 +384,7 @@ def print_end(
         review.posted_with = end.posted_with
     if review is not None and as_json:
         printed = review_report(review, result, meter, notes, end.held if end else ())
+        printed.update(extra or {})
         out.write(json.dumps(printed, ensure_ascii=False) + "\n")
     elif review is not None:
         text = result.text if result is not None else ""

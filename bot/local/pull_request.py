@@ -224,6 +224,7 @@ async def _run(
     if options.post and options.skill == "review":
         login = env.get("BEAM_BOT_LOGIN") or APP_LOGIN
         door = change_run.door = GitHubDoor(gh, target, pull, login, posting)
+        change_run.door_report = door.report
     owned = client is None
     if client is None:
         client, described = pick_client()
@@ -241,12 +242,15 @@ async def _run(
             await aclose()
     if not options.post:
         return code
+    # What is said after the run is for a person: with `--json`, stdout holds only what the run
+    # printed as JSON (a review's object says where it was posted), and these lines go to stderr.
+    said = err if options.as_json else out
     if door is None:  # another skill's answer: posted once the run is done
         if code != 0:
             return code
-        posted = await _post_answer(options, target, change_run, gh, out, err, posting)
+        posted = await _post_answer(options, target, change_run, gh, said, err, posting)
     elif door.drafts:
-        posted = door.said(out, err)
+        posted = door.said(said, err)
     else:  # not reviewed, or failed before the review was done: nothing was posted
         return code
     if posted != 0 or code != EXIT_PARTIAL:
@@ -254,7 +258,7 @@ async def _run(
     # A partial review is posted as the App posts it (its body says it is partial), then the exit
     # code still says what is missing.
     what = change_run.missing.removeprefix("**partial:** ") or "not every file was read."
-    out.write(f"partial: the posted review covers part of the change: {what}\n")
+    said.write(f"partial: the posted review covers part of the change: {what}\n")
     return EXIT_PARTIAL
 
 
@@ -310,6 +314,14 @@ class GitHubDoor:
             return None
         self.where = made.html_url or f"review {made.id}"
         return made.id
+
+    def report(self) -> dict[str, Any]:
+        """Where the review went, inside `review --json`'s object: the review's URL (None: nothing
+        was posted), the findings not posted again, GitHub's refusal."""
+        posted: dict[str, Any] = {"url": self.where, "already_posted": self.repeated}
+        if self.error is not None:
+            posted["error"] = str(self.error)
+        return {"posted": posted}
 
     def said(self, out: TextIO, err: TextIO) -> int:
         """Where the review went, after the printed review: 0, or 1 when GitHub refused it."""

@@ -250,3 +250,40 @@ def test_post_posts_a_partial_review_says_what_is_missing_and_exits_3(stack: Sta
     assert "posted:" in done.stdout
     assert "partial: the posted review covers part of the change: stopped by" in done.stdout
     assert "after 1 of 2 files" in done.stdout.split("partial: the posted review")[1]
+
+
+def test_post_with_json_prints_one_json_document_that_says_where_the_review_went(stack: Stack) -> None:
+    """`--json` is for a program: stdout is the review object alone, where it was posted inside it;
+    the human lines (`posted: …`) go to stderr. A `posted:` line after the object made stdout two
+    documents, which no JSON parser reads."""
+    stack.script_review()
+
+    done = stack.cli("review", URL, "--post", "--json")
+
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    [review] = stack.fake.reviews_on(REPO, NUMBER)
+    where = report["posted"]["url"]
+    assert where.endswith(f"/pull/{NUMBER}#pullrequestreview-{review.id}")
+    assert report["posted"]["already_posted"] == 0 and report["review"]["body"] == review.body
+    assert f"posted: {where}\n" in done.stderr
+
+
+def test_a_partial_review_posted_with_json_keeps_stdout_one_json_document(stack: Stack) -> None:
+    main = stack.fake.pull(REPO, NUMBER).base_sha
+    head = stack.git.commit(REPO, FILES, branch="modules", message="Add modules")
+    stack.git.create_pull_ref(REPO, 8, head)
+    files = [PullFile(name, additions=40, deletions=0, patch=_added(text)) for name, text in FILES.items()]
+    stack.fake.add_pull(
+        REPO, number=8, title="Add modules", head_ref="modules", head_sha=head, base_sha=main, files=files
+    )
+    capped_after_one_call(stack.llm)
+
+    url = f"https://github.com/{REPO}/pull/8"
+    done = stack.cli("review", url, "--post", "--json", env=stack.env(**ENV))
+
+    assert done.returncode == 3, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    [review] = stack.fake.reviews_on(REPO, 8)
+    assert report["posted"]["url"].endswith(f"#pullrequestreview-{review.id}")
+    assert "partial: the posted review covers part of the change" in done.stderr
