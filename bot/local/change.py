@@ -175,6 +175,12 @@ class LocalChange:
     # The pull request's number on GitHub when the change is one (`beam-bot review <URL>`); None for
     # a change on a checkout, which has none.
     number: int | None = None
+    # The pull request's author (`review <URL>`): data about the change, never who asked. None: the
+    # change on a checkout, whose pull request stand-in is the requester's.
+    author: str | None = None
+    # Who asked, as the prompt says it, where `requester` is no login of theirs (`review <URL>`:
+    # the temporary repository's git user is no person); None: `@requester`.
+    asked_by: str | None = None
 
     @property
     def local(self) -> bool:
@@ -221,7 +227,7 @@ class LocalChange:
             body=self.body,
             state="open",
             html_url="",
-            user=Account(login=self.requester),
+            user=Account(login=self.author or self.requester),
             head=PullRef(ref=self.head_ref, sha=self.head_sha, repo=ref),
             base=PullRef(ref=self.base.label, sha=self.base.sha, repo=ref),
             changed_files=len(self.files),

@@ -161,7 +161,8 @@ class ChangeRun:
         # `review.severity` and `max_comments` apply as on GitHub: the one poster (reviews/posting.py).
         poster = Poster(self.config.review, door, lambda: usage.summary(printer.tool_steps))
         rules = self.config.review
-        asked = Asked(change.event(self.options.instructions), skill.name, self.options.instructions)
+        event = change.event(self.options.instructions)
+        asked = Asked(event, skill.name, self.options.instructions, asked_by=change.asked_by)
         sections = rules_sections(rules, [f.filename for f in files])
         prompts = PromptBuilder(
             tree.sandbox,

@@ -216,7 +216,10 @@ async def _run(
         body=pull.body,
         head_ref=pull.head.ref,
         base=replace(change_run.change.base, label=pull.base.ref),
-        requester=pull.user.login if pull.user else change_run.change.requester,
+        # The author wrote the change; the request is the terminal's (as `/beam review` names its
+        # commenter, never the author): the author is data in the prompt, not who asked.
+        author=pull.user.login if pull.user else None,
+        asked_by=f"a terminal (beam-bot {options.skill})",
     )
     # The temporary repository is gone when the review is read: a tool's link points at GitHub.
     change_run.blob_base = blob_base

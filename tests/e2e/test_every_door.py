@@ -98,24 +98,30 @@ _FINDING = re.compile(r"\n*<!-- beam-finding:[^>]*-->")
 _RANGE = re.compile(r"\n*<sub>Automatic review of [^<]* by beam-bot\.</sub>")
 _NUMBERS = re.compile(r"\d[\d,.]*")
 # What the model is sent that each door must have its own of: who asked (nobody, for an automatic
-# review), the commits' ids (each door's stack makes its own), and the pull request's number and
-# title (a checkout has neither: `run review` names it a local change, by its commit).
-_REQUESTER = re.compile(r"^Request from @[^:\n]*:", re.M)
+# review; a terminal for `review <URL>`), the commits' ids (each door's stack makes its own), and the
+# pull request's number, title and author (a checkout has none: `run review` names it a local change,
+# by its commit, and calls it that in its task).
+_REQUESTER = re.compile(r"^Request from (?:@[^:\n]*|a terminal \(beam-bot review\)):", re.M)
 _SHA = re.compile(r"\([0-9a-f]{12}\)")
 _PULL = re.compile(r"^(?:pull request #\d+|local change \(not a pull request\)): .*$", re.M)
+_AUTHOR = re.compile(r"^author: @\S+\n", re.M)
+_CHANGE = re.compile(r"\b(?:pull request|local change)\b")
 _FENCE = re.compile(r"^(`{3,}|~{3,})untrusted$", re.M)
 
 
-def first_prompt(story: Story) -> tuple[str, str]:
+def raw_prompt(story: Story) -> str:
+    messages = story.bot.llm.requests[0]["messages"]
+    return str(next(m["content"] for m in messages if m["role"] == "user"))
+
+
+def first_prompt(prompt: str) -> tuple[str, str]:
     """The first call's prompt, as (the task before the pull request, the pull request as data),
     without what each door must have its own of."""
-    messages = story.bot.llm.requests[0]["messages"]
-    prompt = next(m["content"] for m in messages if m["role"] == "user")
     prompt = _REQUESTER.sub("Request from @WHO:", prompt)
-    prompt = _PULL.sub("pull request #N: TITLE", _SHA.sub("(SHA)", prompt))
+    prompt = _AUTHOR.sub("", _PULL.sub("pull request #N: TITLE", _SHA.sub("(SHA)", prompt)))
     fence = _FENCE.search(prompt)
     assert fence is not None, prompt
-    return prompt[: fence.start()], prompt[fence.start() :]
+    return _CHANGE.sub("CHANGE", prompt[: fence.start()]), prompt[fence.start() :]
 
 
 def said(posted: Posted) -> tuple[str, str, list[tuple[str, int, str]]]:
@@ -129,7 +135,7 @@ def said(posted: Posted) -> tuple[str, str, list[tuple[str, int, str]]]:
 
 def test_one_scripted_review_says_the_same_through_every_door(tmp_path: Path) -> None:
     seen: dict[str, Posted] = {}
-    sent: dict[str, tuple[str, str]] = {}
+    raw: dict[str, str] = {}
     for name, door in DOORS.items():
         where = tmp_path / re.sub(r"\W+", "-", name).strip("-")
         with review_stack(where, CONFIG + RULES) as story:
@@ -138,7 +144,8 @@ def test_one_scripted_review_says_the_same_through_every_door(tmp_path: Path) ->
             story.bot.git.commit(REPO, {".github/beam.yml": CONFIG + RULES}, message="Configure beam")
             story.script_review(FINDINGS, BODY)
             seen[name] = door(story, where)
-            sent[name] = first_prompt(story)
+            raw[name] = raw_prompt(story)
+    sent = {name: first_prompt(prompt) for name, prompt in raw.items()}
 
     first = said(seen["/beam review"])
     text, footer, comments = first
@@ -160,3 +167,12 @@ def test_one_scripted_review_says_the_same_through_every_door(tmp_path: Path) ->
     assert all(sent[name][1] == data for name in DOORS), {name: sent[name][1] for name in DOORS}
     assert all(sent[name][0] == task for name in ("review <URL> --post", "run review")), sent
     assert sent["automatic review"][0] != task and "on your own initiative" in sent["automatic review"][0]
+    # Who asked is who asked: the commenter, the terminal; the pull request's author is data on every
+    # door that has one, and a checkout's change is named as what it is, never a pull request.
+    assert re.search(r"^Request from @maintainer: Review this pull request\.", raw["/beam review"], re.M)
+    assert re.search(r"^Request from a terminal \(beam-bot review\): ", raw["review <URL> --post"], re.M)
+    assert not any("Request from @contributor" in prompt for prompt in raw.values())
+    assert all("\nauthor: @contributor\n" in raw[name] for name in DOORS if name != "run review")
+    local = raw["run review"]
+    assert re.search(r"^Request from @[^:\n]*: Review this local change\.", local, re.M)
+    assert "author:" not in local and "pull request" not in local.replace("(not a pull request)", "")

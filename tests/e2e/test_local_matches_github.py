@@ -6,6 +6,7 @@ without inline comments, and the output says so."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -89,10 +90,14 @@ def review_command(bot: BotProcess) -> str:
 
 def as_local(request: dict[str, Any]) -> str:
     """The request as text, without the two things a checkout cannot share: the pull request (a
-    checkout's change is named a local change, with no number), and the transport (the terminal
-    streams its answers to show progress, the App does not)."""
+    checkout's change is named a local change, with no number and no author, in the data and in the
+    task), and the transport (the terminal streams its answers to show progress, the App does not)."""
     same = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
-    return json.dumps(same, sort_keys=True).replace("pull request #7:", "local change (not a pull request):")
+    text = json.dumps(same, sort_keys=True).replace("pull request #7:", "local change (not a pull request):")
+    text = re.sub(r"\\nauthor: @[^\\]+", "", text)
+    return text.replace("this pull request.", "this local change.").replace(
+        "The pull request below", "The local change below"
+    )
 
 
 def test_the_local_review_sends_the_model_what_the_github_review_sends(
@@ -109,6 +114,10 @@ def test_the_local_review_sends_the_model_what_the_github_review_sends(
     assert as_local(local_request) == as_local(github_request)
     prompt = github_request["messages"][-1]["content"]
     assert "Request from @maintainer: Review this pull request." in prompt
+    assert "\nauthor: @" in prompt  # the pull request's author, as data; a checkout's change has none
+    local_prompt = local_request["messages"][-1]["content"]
+    assert "Request from @maintainer: Review this local change." in local_prompt
+    assert "pull request" not in local_prompt.replace("(not a pull request)", "")
     assert "description:\nIt subtracted." in prompt and "+    return a + b" in prompt
     assert {t["function"]["name"] for t in github_request["tools"]} >= {"review_change", "get_page"}
 

@@ -65,6 +65,23 @@ def test_the_model_is_told_the_pull_requests_number_and_its_links_point_at_githu
     assert len(stack.fake.reviews_on(REPO, NUMBER)) == 1
 
 
+def test_the_model_is_told_who_asked_and_the_pull_requests_author_only_as_data(stack: Stack) -> None:
+    """The pull request's author wrote the change; they did not ask for this review. The request is
+    the terminal's (`/beam review` names the commenter, never the author); the author is data, inside
+    the untrusted block, as the App shows it."""
+    stack.script_review()
+
+    done = stack.cli("review", URL)
+
+    assert done.returncode == 0, done.stderr
+    prompt = stack.llm.requests[0]["messages"][-1]["content"]
+    author = stack.fake.pull(REPO, NUMBER).user
+    assert prompt.startswith("Request from a terminal (beam-bot review): Review this pull request.")
+    assert f"@{author}:" not in prompt and "Request from @" not in prompt
+    request, data = prompt.split("```", 1)
+    assert f"@{author}" not in request and f"\nauthor: @{author}\n" in data
+
+
 def test_post_posts_the_review_as_the_app_would(stack: Stack) -> None:
     stack.script_review()
 

@@ -80,7 +80,7 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
     out = result.stdout
     # The change is feature's commit against its merge base with main, in the `/beam review` prompt.
     prompt = prompt_of(llm)
-    assert "Request from @maintainer: Review this pull request." in prompt
+    assert "Request from @maintainer: Review this local change." in prompt
     # A change on a checkout has no pull request: the prompt says what it is, and no number.
     assert "local change (not a pull request): Add calc" in prompt and "Adds and subtracts." in prompt
     assert "pull request #" not in prompt
@@ -103,6 +103,42 @@ def test_review_prints_the_review_as_github_would_get_it(feature: Path) -> None:
     assert "\n  -     return a + b\n  +     return a - b" in review
     assert "suggestion" not in review and "<sub>" not in review
     assert "Posted." in out
+
+
+def said_to_the_model(llm: FakeOpenAI) -> list[str]:
+    """Every text a run's requests carried: each message and each tool's description."""
+    texts: list[str] = []
+    for request in llm.requests:
+        texts += [str(m.get("content") or "") for m in request["messages"]]
+        texts += [t["function"]["description"] for t in request.get("tools", [])]
+    return texts
+
+
+@pytest.mark.parametrize("structured", [False, True])
+def test_a_local_change_is_never_called_a_pull_request(feature: Path, structured: bool) -> None:
+    """A change on a checkout has no pull request: no request, system prompt, tool or check of a
+    finding calls it one (it was "Review this pull request", "The pull request below…"), on the tool
+    loop and as structured output. The prompt names it a local change, as GitHub's names its pull
+    request."""
+    verified(feature)
+    comment = {"path": "src/calc.py", "line": 6, "body": "sub adds.", "severity": "major"}
+    found = {"body": "One bug.", "comments": [{**comment, "claim": "sub adds."}]}
+    with FakeOpenAI(structured=structured) as llm:
+        if structured:
+            llm.reply_text(json.dumps(found))
+        else:
+            llm.reply_tool_calls(("review_change", {"body": "One bug.", "comments": [comment]}))
+            llm.reply_text("Posted.")
+        llm.reply_text(json.dumps({"real": True, "line": 6, "evidence": "return a + b"}))
+        result = run_cli(["review", "--repo", str(feature)], llm)
+    assert result.returncode == 0, result.stderr
+    texts = said_to_the_model(llm)
+    if structured:  # the review, then the check of its finding, which a structured server answers
+        assert len(llm.requests) == 2 and "check one finding" in llm.requests[1]["messages"][0]["content"]
+    assert prompt_of(llm).startswith("Request from @maintainer: Review this local change.")
+    assert "The local change below was written by contributors." in prompt_of(llm)
+    called = [t for t in texts if "pull request" in t.replace("(not a pull request)", "")]
+    assert called == []
 
 
 def test_json_prints_the_review_object(feature: Path) -> None:
@@ -263,7 +299,7 @@ def test_base_defaults_to_head_1_on_the_default_branch(checkout: tuple[Path, Pat
         result = run_cli(["summarize", "--repo", str(work)], llm)
     assert result.returncode == 0, result.stderr
     prompt = prompt_of(llm)
-    assert "Summarize this pull request" in prompt
+    assert "Summarize this local change" in prompt
     assert "local change (not a pull request): Fix the typo" in prompt
     assert "  -Helo world\n1 +Hello world" in prompt
     assert "… reading the change " in result.stdout and "~1..main: 1 file, +1 -1" in result.stdout

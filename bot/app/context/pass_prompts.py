@@ -56,6 +56,9 @@ class Asked:
     guidance: str = ""
     default_task: str | None = None
     notes: Sequence[ReviewNote] = ()  # a follow-up's unresolved review comments
+    # Who asked where no comment's login says it (`beam-bot review <URL>`: a terminal); None: the
+    # event's commenter.
+    asked_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +156,7 @@ class PromptBuilder:
                 context=context,
                 remembered=self.remembered,
                 local=self.local,
+                asked_by=task.asked_by,
             )
             return coverage
         assert self.pull is not None, "an automatic review is of a pull request"

@@ -306,11 +306,12 @@ def change_path(path: str, changed: Collection[str]) -> str | None:
 def review_instructions() -> list[str]:
     """What a review run is told, for `restates`: the review skill's prompt, the review task and
     the runner's request for plain text. (The automatic review's own task can be added by its pass.)"""
-    from bot.app.context.prompt import DEFAULT_TASKS  # here, not at the top: prompt imports much of runs
+    from bot.app.context.prompt import skill_task  # here, not at the top: prompt imports much of runs
     from bot.beam.skills import skill_by_name
 
     skill = skill_by_name("review")
-    return [ANSWER_IN_TEXT, DEFAULT_TASKS["review"], *([skill.system_prompt] if skill else [])]
+    tasks = [skill_task("review"), skill_task("review", local=True)]
+    return [ANSWER_IN_TEXT, *tasks, *([skill.system_prompt] if skill else [])]
 
 
 def prose(answer: str) -> str:

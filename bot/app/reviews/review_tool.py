@@ -119,7 +119,7 @@ class ReviewChangeTool(Tool):
         }
         return ToolSpec(
             name="review_change",
-            description="Post your review of the pull request once: a summary body and inline comments on "
+            description="Post your review of the change once: a summary body and inline comments on "
             "changed lines. Call it once, at the end.",
             parameters=json_params(
                 {"body": {"type": "string"}, "comments": {"type": "array", "items": comment}}, ["body"]

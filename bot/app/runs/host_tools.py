@@ -67,7 +67,7 @@ class SearchTool(Tool):
     def spec(self) -> ToolSpec:
         return ToolSpec(
             name="search",
-            description="Search the pull request's files for a text (case-insensitive). Returns path, "
+            description="Search the files at the change's head for a text (case-insensitive). Returns path, "
             "line number and the line for each match, at most 50.",
             parameters=json_params(
                 {"query": {"type": "string"}, "path": {"type": "string", "description": "folder to search"}},
@@ -96,7 +96,7 @@ class GetPageTool(Tool):
     def spec(self) -> ToolSpec:
         return ToolSpec(
             name="get_page",
-            description="Read lines of a file at the pull request's head (at most 400 lines per call), "
+            description="Read lines of a file at the change's head (at most 400 lines per call), "
             "with numbered lines and a link to cite.",
             parameters=json_params(
                 {

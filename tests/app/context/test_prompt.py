@@ -6,7 +6,7 @@ from bot.app.context.budget import estimate_tokens
 from bot.app.context.focus import HOW_TO_READ_FOCUSED
 from bot.app.context.prompt import REMEMBERED_TITLE, build_prompt
 from bot.app.context.review_context import RESERVED_TOKENS, ReviewContext
-from bot.app.github.models import PullFile, PullRequest
+from bot.app.github.models import Account, PullFile, PullRequest
 from bot.app.github.payloads import CommentEvent
 from tests.support.webhooks import issue_comment_payload, review_comment_payload
 
@@ -45,6 +45,28 @@ def test_a_pull_request_is_named_by_its_number_and_a_local_change_by_what_it_is(
     local, _ = build_prompt(event, "review", "", pull(), [], 0, local=True)
     assert "\npull request #7: Fix add\n" in on_github and "local change" not in on_github
     assert "\nlocal change (not a pull request): Fix add\n" in local and "pull request #" not in local
+    # Named as what it is everywhere, the request's task and the line before the data too.
+    assert on_github.startswith("Request from @octocat: Review this pull request.")
+    assert "The pull request below was written by contributors." in on_github
+    assert local.startswith("Request from @octocat: Review this local change.")
+    assert "pull request" not in local.replace("(not a pull request)", "")
+
+
+def test_who_asked_is_the_request_and_the_pull_requests_author_is_data() -> None:
+    """`/beam review` names its commenter; the pull request's author wrote the change, and is shown
+    inside the untrusted block as data. A door with no commenter (`beam-bot review <URL>`) names who
+    asked in its own words; a change on a checkout has no author but the one asking."""
+    event = CommentEvent.model_validate(issue_comment_payload("/beam review", repo="o/r", commenter="maint"))
+    written = pull().model_copy(update={"user": Account(login="alice")})
+    on_github, _ = build_prompt(event, "review", "", written, [], 0)
+    request, data = on_github.split("```", 1)
+    assert request.startswith("Request from @maint: ") and "alice" not in request
+    assert "\npull request #7: Fix add\nauthor: @alice\n" in data
+    terminal, _ = build_prompt(event, "review", "", written, [], 0, asked_by="a terminal (beam-bot review)")
+    assert terminal.startswith("Request from a terminal (beam-bot review): Review this pull request.")
+    assert "\nauthor: @alice\n" in terminal.split("```", 1)[1]
+    local, _ = build_prompt(event, "review", "", written, [], 0, local=True)
+    assert "author:" not in local
 
 
 def test_remembered_facts_are_fenced_with_the_pull_request_as_data() -> None:
