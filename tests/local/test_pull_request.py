@@ -244,9 +244,8 @@ def _added(text: str) -> str:
     return f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}\n" for line in lines)
 
 
-def test_post_posts_a_partial_review_says_what_is_missing_and_exits_3(stack: Stack) -> None:
-    """As the App posts a partial review (issue 41): what the first of two calls found is posted once,
-    its body saying where it stopped; the run says what is missing and exits 3."""
+def two_files_capped_after_one(stack: Stack) -> None:
+    """Pull request #8 changes two files, and the model's cap stops the review after the first."""
     main = stack.fake.pull(REPO, NUMBER).base_sha
     head = stack.git.commit(REPO, FILES, branch="modules", message="Add modules")
     stack.git.create_pull_ref(REPO, 8, head)
@@ -255,6 +254,12 @@ def test_post_posts_a_partial_review_says_what_is_missing_and_exits_3(stack: Sta
         REPO, number=8, title="Add modules", head_ref="modules", head_sha=head, base_sha=main, files=files
     )
     capped_after_one_call(stack.llm)
+
+
+def test_post_posts_a_partial_review_says_what_is_missing_and_exits_3(stack: Stack) -> None:
+    """As the App posts a partial review (issue 41): what the first of two calls found is posted once,
+    its body saying where it stopped; the run says what is missing and exits 3."""
+    two_files_capped_after_one(stack)
 
     done = stack.cli("review", f"https://github.com/{REPO}/pull/8", "--post", env=stack.env(**ENV))
 
@@ -287,14 +292,7 @@ def test_post_with_json_prints_one_json_document_that_says_where_the_review_went
 
 
 def test_a_partial_review_posted_with_json_keeps_stdout_one_json_document(stack: Stack) -> None:
-    main = stack.fake.pull(REPO, NUMBER).base_sha
-    head = stack.git.commit(REPO, FILES, branch="modules", message="Add modules")
-    stack.git.create_pull_ref(REPO, 8, head)
-    files = [PullFile(name, additions=40, deletions=0, patch=_added(text)) for name, text in FILES.items()]
-    stack.fake.add_pull(
-        REPO, number=8, title="Add modules", head_ref="modules", head_sha=head, base_sha=main, files=files
-    )
-    capped_after_one_call(stack.llm)
+    two_files_capped_after_one(stack)
 
     url = f"https://github.com/{REPO}/pull/8"
     done = stack.cli("review", url, "--post", "--json", env=stack.env(**ENV))
